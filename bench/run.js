@@ -1,0 +1,779 @@
+'use strict'
+
+// herdcache benchmark: the embedded store next to its in-process peers, in one
+// process run (`npm run bench`, or `node bench/run.js [--quick]`).
+//
+// Method (as in /work/shared/research/napi-sync-join.md): per scenario, every
+// library gets one warm-up sample, then SAMPLES interleaved rounds of one
+// ~SAMPLE_MS sample each (the order rotates per round); a library's figure is
+// the median of its samples, and a ratio is the median of the per-round
+// ratios, so drift on this shared 2-core machine hits both sides of a ratio
+// alike. Each timed sample ends with one event-loop turn (deferred finalizer
+// work is billed to the library that caused it); a full GC runs between
+// samples, outside the timing.
+//
+// Options:
+//   --quick              3 rounds of 100 ms (a smoke run); writes bench/out/quick.md
+//   --only=a,b           libraries to run (herdcache,lru-cache,bentocache,cache-manager,js-map,js-map-json)
+//   --scenarios=1,4      scenarios to run (1..5)
+//   --out=FILE           where to write the Markdown (default bench/RESULTS.md; quick: bench/out/quick.md)
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const util = require('node:util')
+const v8 = require('node:v8')
+const vm = require('node:vm')
+const { performance } = require('node:perf_hooks')
+
+// ---------------------------------------------------------------- options
+
+const argv = process.argv.slice(2)
+const flag = (name) => argv.includes(`--${name}`)
+const opt = (name) => {
+  const a = argv.find((x) => x.startsWith(`--${name}=`))
+  return a === undefined ? undefined : a.slice(name.length + 3)
+}
+for (const a of argv) {
+  if (!/^--(quick|only=.+|scenarios=.+|out=.+)$/.test(a)) {
+    console.error(`unknown argument ${a}\nusage: node bench/run.js [--quick] [--only=lib,lib] [--scenarios=1,2] [--out=FILE]`)
+    process.exit(2)
+  }
+}
+const QUICK = flag('quick')
+const SAMPLES = QUICK ? 3 : 5
+const SAMPLE_MS = QUICK ? 100 : 300
+const WARMUP_MS = QUICK ? 100 : 300
+const ONLY = opt('only') ? new Set(opt('only').split(',')) : null
+const SCENARIOS = opt('scenarios') ? new Set(opt('scenarios').split(',').map(Number)) : null
+const OUT = opt('out')
+  ? path.resolve(opt('out'))
+  : path.join(__dirname, QUICK ? 'out/quick.md' : 'RESULTS.md')
+
+const TTL = 60_000
+const MAX_ENTRIES = 10_000 // herdcache's default maxEntries; the bounded peers get the same
+const BURST = 1000
+const HOT_CONCURRENCY = 64
+const DISTINCT_KEYS = 10_000
+
+// A full GC between samples, outside the timing (works without --expose-gc).
+v8.setFlagsFromString('--expose-gc')
+const gc = vm.runInNewContext('gc')
+
+const tick = () => new Promise((resolve) => setImmediate(resolve))
+const now = () => performance.now()
+
+// ---------------------------------------------------------------- the value
+
+// A ~1 KB JSON object: what a loader returns in every scenario.
+function makeValue () {
+  const v = {
+    id: 42,
+    kind: 'feed',
+    tenant: 't-0001',
+    locale: 'en-GB',
+    updatedAt: '2025-01-01T00:00:00.000Z',
+    items: []
+  }
+  for (let i = 0; JSON.stringify(v).length < 1000; i++) {
+    v.items.push({ id: 1000 + i, title: `item number ${i}`, price: 9.99 + i, tags: ['a', 'b'], ok: i % 2 === 0 })
+  }
+  return v
+}
+const VALUE = makeValue()
+const VALUE_BYTES = Buffer.byteLength(JSON.stringify(VALUE))
+const isValue = (v) => v !== null && typeof v === 'object' && v.id === 42 && v.items.length === VALUE.items.length
+
+// Deterministic PRNG (mulberry32) for the distinct-key order.
+function mulberry32 (seed) {
+  return function () {
+    seed = (seed + 0x6d2b79f5) | 0
+    let t = seed
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+// ---------------------------------------------------------------- libraries
+
+// Each library is `create(loader) -> instance` where instance.get(key) returns
+// a Promise of the value, loading with `loader(key)` (sync value or promise) on
+// a miss, and coalescing concurrent misses of one key.
+
+let herdcacheModule = null
+let herdcacheError = null
+try {
+  herdcacheModule = require('..')
+} catch (err) {
+  herdcacheError = err
+}
+
+function readPkgVersion (name) {
+  try {
+    return require(path.join(__dirname, '..', 'node_modules', name, 'package.json')).version
+  } catch {
+    return '?'
+  }
+}
+
+// The floor: a hand-written Map<key, Promise> coalescer over a Map store
+// (with a TTL check, no eviction, values kept as object references).
+class JsMapCoalescer {
+  constructor (ttl) {
+    this.ttl = ttl
+    this.store = new Map()
+    this.flights = new Map()
+  }
+
+  getOrLoad (key, loader) {
+    const e = this.store.get(key)
+    if (e !== undefined && e.exp > Date.now()) return Promise.resolve(e.v)
+    let p = this.flights.get(key)
+    if (p !== undefined) return p
+    p = new Promise((resolve) => resolve(loader(key))).then(
+      (v) => {
+        this.flights.delete(key)
+        this.store.set(key, { v, exp: Date.now() + this.ttl })
+        return v
+      },
+      (err) => {
+        this.flights.delete(key)
+        throw err
+      }
+    )
+    this.flights.set(key, p)
+    return p
+  }
+
+  clear () {
+    this.store.clear()
+  }
+}
+
+// The same floor with herdcache's value semantics: values stored as JSON text,
+// parsed on every hit, parsed once per flight for the waiters of a load.
+class JsMapJsonCoalescer {
+  constructor (ttl) {
+    this.ttl = ttl
+    this.store = new Map()
+    this.flights = new Map()
+  }
+
+  getOrLoad (key, loader) {
+    const e = this.store.get(key)
+    if (e !== undefined && e.exp > Date.now()) return Promise.resolve(JSON.parse(e.text))
+    let p = this.flights.get(key)
+    if (p !== undefined) return p
+    p = new Promise((resolve) => resolve(loader(key))).then(
+      (v) => {
+        this.flights.delete(key)
+        const text = JSON.stringify(v)
+        this.store.set(key, { text, exp: Date.now() + this.ttl })
+        return JSON.parse(text)
+      },
+      (err) => {
+        this.flights.delete(key)
+        throw err
+      }
+    )
+    this.flights.set(key, p)
+    return p
+  }
+
+  clear () {
+    this.store.clear()
+  }
+}
+
+async function loadLibraries () {
+  const libs = []
+
+  if (herdcacheModule) {
+    const { Cache } = herdcacheModule
+    libs.push({
+      name: 'herdcache',
+      version: (() => { try { return require('../package.json').version } catch { return '?' } })(),
+      setup: '`new Cache({ ttl: 60_000 })`, `getOrLoad(key, loader)`',
+      create (loader) {
+        const cache = new Cache({ ttl: TTL })
+        const l = ({ key }) => loader(key)
+        return {
+          cache,
+          get: (key) => cache.getOrLoad(key, l),
+          clear: () => cache.clear(),
+          close: () => cache.close()
+        }
+      }
+    })
+  }
+
+  const { LRUCache } = require('lru-cache')
+  libs.push({
+    name: 'lru-cache',
+    version: readPkgVersion('lru-cache'),
+    setup: `\`new LRUCache({ max: ${MAX_ENTRIES}, ttl: 60_000, fetchMethod })\`, \`fetch(key)\``,
+    create (loader) {
+      const cache = new LRUCache({ max: MAX_ENTRIES, ttl: TTL, fetchMethod: (key) => loader(key) })
+      return { cache, get: (key) => cache.fetch(key), clear: () => cache.clear() }
+    }
+  })
+
+  const { BentoCache, bentostore } = await import('bentocache')
+  const { memoryDriver } = await import('bentocache/drivers/memory')
+  libs.push({
+    name: 'bentocache',
+    version: readPkgVersion('bentocache'),
+    setup: `memory-only L1 (\`memoryDriver({ maxItems: ${MAX_ENTRIES} })\`, serialized L1: the default), \`getOrSet({ key, factory })\``,
+    create (loader) {
+      const bento = new BentoCache({
+        default: 'memory',
+        ttl: TTL,
+        stores: { memory: bentostore().useL1Layer(memoryDriver({ maxItems: MAX_ENTRIES })) }
+      })
+      return {
+        cache: bento,
+        get: (key) => bento.getOrSet({ key, factory: () => loader(key) }),
+        clear: () => bento.clear(),
+        close: () => bento.disconnectAll()
+      }
+    }
+  })
+
+  const { createCache } = require('cache-manager')
+  libs.push({
+    name: 'cache-manager',
+    version: readPkgVersion('cache-manager'),
+    setup: '`createCache({ ttl: 60_000 })` (default in-memory Keyv, unbounded), `wrap(key, fn, 60_000)`',
+    create (loader) {
+      const cache = createCache({ ttl: TTL })
+      return {
+        cache,
+        get: (key) => cache.wrap(key, () => loader(key), TTL),
+        clear: () => cache.clear(),
+        close: () => cache.disconnect()
+      }
+    }
+  })
+
+  libs.push({
+    name: 'js-map',
+    version: '—',
+    setup: 'hand-written `Map<key, Promise>` coalescer over a `Map` (TTL check, no eviction, object references): the floor',
+    create (loader) {
+      const c = new JsMapCoalescer(TTL)
+      return { cache: c, get: (key) => c.getOrLoad(key, loader), clear: () => c.clear() }
+    }
+  })
+
+  libs.push({
+    name: 'js-map-json',
+    version: '—',
+    setup: 'the same floor storing JSON text: `JSON.parse` per hit, once per flight (herdcache\'s value semantics)',
+    create (loader) {
+      const c = new JsMapJsonCoalescer(TTL)
+      return { cache: c, get: (key) => c.getOrLoad(key, loader), clear: () => c.clear() }
+    }
+  })
+
+  return ONLY ? libs.filter((l) => ONLY.has(l.name)) : libs
+}
+
+// ---------------------------------------------------------------- scenarios
+
+// A scenario: loaderFor(state) makes the loader (state.loads counts its runs),
+// prepare(inst) warms the instance, sample(inst, state, deadline) runs until
+// the deadline and returns the number of getOrLoad calls made.
+
+const hotLoader = (state) => (key) => {
+  state.loads++
+  return Promise.resolve(VALUE)
+}
+
+async function checkedGet (inst, key) {
+  const v = await inst.get(key)
+  if (!isValue(v)) throw new Error(`unexpected value for ${key}: ${util.inspect(v, { depth: 1 })}`)
+  return v
+}
+
+const scenarios = [
+  {
+    id: 1,
+    title: 'hit, 1 in flight',
+    what: "`await get('hot')` in a loop on a warm key",
+    loaderFor: hotLoader,
+    hitPath: true,
+    async prepare (inst) {
+      await checkedGet(inst, 'hot')
+    },
+    async sample (inst, state, deadline) {
+      const get = inst.get
+      let n = 0
+      let last
+      do {
+        for (let i = 0; i < 256; i++) last = await get('hot')
+        n += 256
+      } while (now() < deadline)
+      if (!isValue(last)) throw new Error('bad value')
+      return n
+    }
+  },
+  {
+    id: 2,
+    title: `hit, ${HOT_CONCURRENCY} in flight`,
+    what: `${HOT_CONCURRENCY} async loops of \`await get('hot')\` on one warm key`,
+    loaderFor: hotLoader,
+    hitPath: true,
+    async prepare (inst) {
+      await checkedGet(inst, 'hot')
+    },
+    async sample (inst, state, deadline) {
+      const get = inst.get
+      async function worker () {
+        let n = 0
+        let last
+        do {
+          for (let i = 0; i < 64; i++) last = await get('hot')
+          n += 64
+        } while (now() < deadline)
+        if (!isValue(last)) throw new Error('bad value')
+        return n
+      }
+      const workers = []
+      for (let w = 0; w < HOT_CONCURRENCY; w++) workers.push(worker())
+      const counts = await Promise.all(workers)
+      return counts.reduce((a, b) => a + b, 0)
+    }
+  },
+  {
+    id: 3,
+    title: `hit, ${DISTINCT_KEYS.toLocaleString('en-US')} keys, 1 in flight`,
+    what: `\`await get(key)\` over ${DISTINCT_KEYS} warm keys in a random (seeded) order`,
+    loaderFor: hotLoader,
+    hitPath: true,
+    keys: null,
+    order: null,
+    init () {
+      this.keys = Array.from({ length: DISTINCT_KEYS }, (_, i) => `item:${i}`)
+      const rnd = mulberry32(0x5eed)
+      this.order = new Uint16Array(1 << 16)
+      for (let i = 0; i < this.order.length; i++) this.order[i] = Math.floor(rnd() * DISTINCT_KEYS)
+    },
+    async prepare (inst) {
+      for (const k of this.keys) await checkedGet(inst, k)
+    },
+    async sample (inst, state, deadline) {
+      const get = inst.get
+      const keys = this.keys
+      const order = this.order
+      const mask = order.length - 1
+      let pos = 0
+      let n = 0
+      let last
+      do {
+        for (let i = 0; i < 256; i++) last = await get(keys[order[pos++ & mask]])
+        n += 256
+      } while (now() < deadline)
+      if (!isValue(last)) throw new Error('bad value')
+      return n
+    }
+  },
+  {
+    id: 4,
+    title: `burst: ${BURST} callers, 1 cold key`,
+    what: `${BURST} concurrent \`get(key)\` on a new cold key, loader resolves after \`setImmediate\`; per call, including the one load`,
+    loaderFor: (state) => (key) => {
+      state.loads++
+      return new Promise((resolve) => setImmediate(resolve, VALUE))
+    },
+    clearBetweenSamples: true,
+    async prepare () {},
+    async sample (inst, state, deadline) {
+      const get = inst.get
+      const ps = new Array(BURST)
+      let n = 0
+      do {
+        const key = `burst:${++state.seq}`
+        const before = state.loads
+        for (let i = 0; i < BURST; i++) ps[i] = get(key)
+        const vals = await Promise.all(ps)
+        const runs = state.loads - before
+        state.bursts++
+        if (runs < state.minRuns) state.minRuns = runs
+        if (runs > state.maxRuns) state.maxRuns = runs
+        if (!isValue(vals[0]) || !isValue(vals[BURST - 1])) throw new Error('bad value')
+        n += BURST
+      } while (now() < deadline)
+      return n
+    }
+  },
+  {
+    id: 5,
+    title: 'cold distinct keys, 1 in flight',
+    what: '`await get(newKey)` with a new key per call (the leader: one load each; the loader returns `Promise.resolve(value)`)',
+    loaderFor: hotLoader,
+    clearBetweenSamples: true,
+    async prepare () {},
+    async sample (inst, state, deadline) {
+      const get = inst.get
+      let n = 0
+      let last
+      let seq = state.seq
+      do {
+        for (let i = 0; i < 256; i++) last = await get(`cold:${++seq}`)
+        n += 256
+      } while (now() < deadline)
+      state.seq = seq
+      if (!isValue(last)) throw new Error('bad value')
+      return n
+    }
+  }
+].filter((s) => !SCENARIOS || SCENARIOS.has(s.id))
+
+// ---------------------------------------------------------------- harness
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
+}
+
+async function timedSample (scenario, lib, deadlineMs) {
+  gc()
+  await tick()
+  const t0 = now()
+  const ops = await scenario.sample(lib.inst, lib.state, t0 + deadlineMs)
+  await tick() // bill one loop turn (deferred finalizers, timers) to this library
+  const t1 = now()
+  return { ops, ms: t1 - t0 }
+}
+
+async function runScenario (scenario, libDefs) {
+  if (scenario.init) scenario.init()
+  const libs = libDefs.map((def) => {
+    const state = { loads: 0, seq: 0, bursts: 0, minRuns: Infinity, maxRuns: 0 }
+    const inst = def.create(scenario.loaderFor(state))
+    return { def, state, inst, samples: [], error: null }
+  })
+  for (const lib of libs) {
+    try {
+      await scenario.prepare(lib.inst)
+    } catch (err) {
+      lib.error = err
+    }
+  }
+  const live = () => libs.filter((l) => !l.error)
+  const clearAll = async () => {
+    if (!scenario.clearBetweenSamples) return
+    for (const lib of live()) await lib.inst.clear()
+  }
+
+  // warm-up: one sample each, not recorded
+  await clearAll()
+  for (const lib of live()) {
+    try {
+      await timedSample(scenario, lib, WARMUP_MS)
+    } catch (err) {
+      lib.error = err
+    }
+  }
+  for (const lib of live()) {
+    lib.loadsBefore = lib.state.loads
+    lib.state.bursts = 0
+    lib.state.minRuns = Infinity
+    lib.state.maxRuns = 0
+  }
+  let totalOps = new Map(libs.map((l) => [l, 0]))
+
+  for (let round = 0; round < SAMPLES; round++) {
+    await clearAll()
+    const order = live()
+    const rot = round % order.length
+    const rotated = order.slice(rot).concat(order.slice(0, rot))
+    for (const lib of rotated) {
+      try {
+        const s = await timedSample(scenario, lib, SAMPLE_MS)
+        lib.samples[round] = (s.ms * 1000) / s.ops // µs per op
+        totalOps.set(lib, totalOps.get(lib) + s.ops)
+      } catch (err) {
+        lib.error = err
+      }
+    }
+  }
+
+  const herd = libs.find((l) => l.def.name === 'herdcache' && !l.error)
+  const rows = libs.map((lib) => {
+    const row = { lib: lib.def.name, error: lib.error }
+    if (lib.error) return row
+    row.usPerOp = median(lib.samples)
+    row.opsPerSec = 1e6 / row.usPerOp
+    row.spread = (Math.max(...lib.samples) - Math.min(...lib.samples)) / row.usPerOp
+    row.samples = lib.samples
+    row.ops = totalOps.get(lib)
+    row.loadsInSamples = lib.state.loads - lib.loadsBefore
+    row.bursts = lib.state.bursts
+    row.minRuns = lib.state.minRuns
+    row.maxRuns = lib.state.maxRuns
+    if (herd && herd !== lib) {
+      const ratios = []
+      for (let r = 0; r < SAMPLES; r++) {
+        if (herd.samples[r] !== undefined && lib.samples[r] !== undefined) ratios.push(herd.samples[r] / lib.samples[r])
+      }
+      row.ratio = ratios.length ? median(ratios) : undefined
+    }
+    if (scenario.hitPath) row.loadsNote = row.loadsInSamples === 0 ? 'none (all hits)' : `${row.loadsInSamples} reloads during hits!`
+    else if (scenario.id === 4) row.loadsNote = row.minRuns === 1 && row.maxRuns === 1 ? `1 per burst (${row.bursts} bursts)` : `**${row.minRuns === row.maxRuns ? row.minRuns : `${row.minRuns}–${row.maxRuns}`} per burst** (${row.bursts} bursts)`
+    else if (scenario.id === 5) row.loadsNote = row.loadsInSamples === row.ops ? '1 per call' : `${row.loadsInSamples} for ${row.ops} calls`
+    return row
+  })
+
+  for (const lib of libs) {
+    if (lib.inst.close) {
+      try { await lib.inst.close() } catch {}
+    }
+  }
+  return rows
+}
+
+// ---------------------------------------------------------------- sync-hit check
+
+// Is a hit answered synchronously? On a warm key, getOrLoad must return a
+// promise that is already fulfilled when the call returns (util.inspect reads
+// the promise state synchronously), and its reaction must run before that of a
+// `Promise.resolve()` chained after it (it is queued at `.then` time, so no
+// thread hop, no extra microtask turns).
+async function syncHitProbe (def) {
+  const state = { loads: 0 }
+  const inst = def.create(hotLoader(state))
+  await inst.get('hot')
+  await tick()
+  const out = { lib: def.name }
+  const p = inst.get('hot')
+  out.nativePromise = p instanceof Promise
+  out.settledOnReturn = !/<pending>/.test(util.inspect(p, { depth: 0 }))
+  if (def.name === 'herdcache' && typeof inst.cache.stats === 'function') {
+    // counted synchronously too (stats() is synchronous)
+    const before = inst.cache.stats().hits
+    inst.get('hot')
+    out.hitCountedSync = inst.cache.stats().hits === before + 1
+  }
+  const order = []
+  p.then(() => order.push('lib'))
+  Promise.resolve().then(() => order.push('Promise.resolve()'))
+  // how many microtask turns until it settles
+  let turns = -1
+  let settled = false
+  p.then(() => { settled = true })
+  for (let i = 0; i < 50 && !settled; i++) {
+    turns = i
+    await null
+  }
+  await tick()
+  out.first = order[0]
+  out.microtaskTurns = settled ? turns : 'not within 50'
+  out.value = isValue(await p)
+  out.loads = state.loads
+  if (inst.close) { try { await inst.close() } catch {} }
+  return out
+}
+
+// ---------------------------------------------------------------- output
+
+const fmtOps = (x) => x >= 1e6 ? `${(x / 1e6).toFixed(2)} M` : x >= 1e3 ? `${(x / 1e3).toFixed(1)} k` : x.toFixed(0)
+const fmtUs = (x) => x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 1 ? x.toFixed(2) : x.toFixed(3)
+const fmtRatio = (x) => x === undefined ? '—' : `${x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3)}×`
+
+function machine () {
+  const cpus = os.cpus()
+  return {
+    cpu: `${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : '?'}`,
+    mem: `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+    load: os.loadavg().map((x) => x.toFixed(2)).join(' ')
+  }
+}
+
+function summarize (results, probes) {
+  const get = (id, lib) => {
+    const r = results.find((x) => x.scenario.id === id)
+    return r && r.rows.find((x) => x.lib === lib && !x.error)
+  }
+  const sentences = []
+  const h1 = get(1, 'herdcache')
+  if (!h1 && !results.some((r) => r.rows.some((x) => x.lib === 'herdcache'))) {
+    return 'herdcache could not be loaded in this run, so only the peers were measured; see the note above.'
+  }
+  if (h1) {
+    const floor = get(1, 'js-map')
+    const jfloor = get(1, 'js-map-json')
+    const peers = ['lru-cache', 'bentocache', 'cache-manager'].map((n) => get(1, n)).filter(Boolean)
+    const faster = peers.filter((p) => p.ratio < 1).map((p) => p.lib)
+    const slower = peers.filter((p) => p.ratio >= 1).map((p) => p.lib)
+    let s = `On a warm key with one caller in flight, herdcache answers ${fmtOps(h1.opsPerSec)} hits/s (${fmtUs(h1.usPerOp)} µs)`
+    if (floor) s += `, ${fmtRatio(floor.ratio)} the time of the object-reference floor`
+    if (jfloor) s += ` and ${fmtRatio(jfloor.ratio)} that of the floor that parses JSON per hit like herdcache does`
+    s += '; '
+    if (faster.length) s += `it is faster than ${faster.join(' and ')}`
+    if (faster.length && slower.length) s += ', and slower than '
+    else if (slower.length) s += 'it is slower than '
+    if (slower.length) s += slower.join(' and ') + (slower.includes('lru-cache') || slower.includes('cache-manager') ? ' (which hand back the stored object itself, no copy)' : '')
+    sentences.push(s + '.')
+  }
+  const b = results.find((x) => x.scenario.id === 4)
+  if (b) {
+    const hb = b.rows.find((x) => x.lib === 'herdcache' && !x.error)
+    const more = b.rows.filter((x) => !x.error && x.maxRuns > 1).map((x) => `${x.lib} (up to ${x.maxRuns})`)
+    let s = 'In the 1 000-caller burst'
+    s += more.length ? ` the loader ran more than once per burst for ${more.join(', ')}, once for the others` : ' every library ran the loader exactly once per burst'
+    if (hb) {
+      const f = b.rows.find((x) => x.lib === 'js-map' && !x.error)
+      s += `; herdcache costs ${fmtUs(hb.usPerOp)} µs per caller` + (f ? ` (${fmtRatio(f.ratio)} the JS floor)` : '')
+    }
+    sentences.push(s + '.')
+  }
+  const c = results.find((x) => x.scenario.id === 5)
+  const hc = c && c.rows.find((x) => x.lib === 'herdcache' && !x.error)
+  if (hc) {
+    const f = c.rows.find((x) => x.lib === 'js-map-json' && !x.error)
+    const f2 = c.rows.find((x) => x.lib === 'js-map' && !x.error)
+    let s = `A cold key (the leader: lookup, loader call, store, hand-out) costs herdcache ${fmtUs(hc.usPerOp)} µs`
+    if (f) s += `, ${fmtRatio(f.ratio)} the JSON floor`
+    if (f2) s += ` and ${fmtRatio(f2.ratio)} the object floor (the difference is mostly \`JSON.stringify\` + \`JSON.parse\` of the 1 KB value)`
+    sentences.push(s + '.')
+  }
+  const hp = probes.find((p) => p.lib === 'herdcache')
+  if (hp) {
+    sentences.push(hp.settledOnReturn && hp.first === 'lib'
+      ? 'A herdcache hit returns an already-fulfilled promise (no thread hop).'
+      : '**A herdcache hit did NOT return an already-fulfilled promise** (see the check above).')
+  }
+  return sentences.join(' ')
+}
+
+function markdown ({ results, probes, libs, info }) {
+  const L = []
+  L.push('# herdcache benchmark')
+  L.push('')
+  L.push(`- date: ${info.date}`)
+  L.push(`- machine: ${info.machine.cpu}, ${info.machine.mem}, ${info.machine.os}; load average at start ${info.loadStart}, at end ${info.machine.load}`)
+  L.push(`- node ${process.version} (V8 ${process.versions.v8}, napi ${process.versions.napi})`)
+  L.push(`- command: \`${info.command}\` (${SAMPLES} interleaved samples of ~${SAMPLE_MS} ms per library after one ${WARMUP_MS} ms warm-up; median; took ${info.seconds} s)`)
+  L.push(`- value: a ${VALUE_BYTES}-byte JSON object; ttl 60 s everywhere`)
+  if (herdcacheError) L.push(`- **herdcache was not measured**: \`require('..')\` failed: ${String(herdcacheError.message).split('\n')[0]}`)
+  L.push('')
+  L.push('Libraries:')
+  L.push('')
+  for (const l of libs) L.push(`- **${l.name}**${l.version !== '—' ? ` ${l.version}` : ''}: ${l.setup}`)
+  L.push('')
+  L.push('## Results')
+  L.push('')
+  L.push('µs/op and ops/s are medians over the samples; ± is the spread (max − min) of the samples over the median.')
+  L.push('**herdcache ÷ peer** is the median over rounds of herdcache µs/op ÷ peer µs/op, both taken in the same round: below 1× herdcache is faster, above 1× slower.')
+  L.push('')
+  L.push('| scenario | library | ops/s | µs/op | ± | herdcache ÷ peer | loader runs in the timed samples |')
+  L.push('|---|---|---:|---:|---:|---:|---|')
+  for (const { scenario, rows } of results) {
+    for (const r of rows) {
+      const sc = `${scenario.id}. ${scenario.title}`
+      if (r.error) {
+        L.push(`| ${sc} | ${r.lib} | failed | | | | ${String(r.error.message).split('\n')[0].replace(/\|/g, '\\|')} |`)
+        continue
+      }
+      L.push(`| ${sc} | ${r.lib} | ${fmtOps(r.opsPerSec)} | ${fmtUs(r.usPerOp)} | ${(r.spread * 100).toFixed(0)} % | ${r.lib === 'herdcache' ? '—' : fmtRatio(r.ratio)} | ${r.loadsNote} |`)
+    }
+  }
+  L.push('')
+  L.push('Scenarios:')
+  L.push('')
+  for (const { scenario } of results) L.push(`${scenario.id}. ${scenario.what}.`)
+  L.push('')
+  L.push('Read the columns with the libraries\' semantics in mind: lru-cache, cache-manager and js-map hand every caller the stored object itself (no copy, no parse); herdcache, bentocache (serialized L1) and js-map-json store JSON text and `JSON.parse` it on every hit, so a hit costs about one parse of the value. herdcache, lru-cache and bentocache are bounded to 10 000 entries (scenario 5 evicts); cache-manager\'s Keyv `Map` and the js-map floors are unbounded. In scenarios 4 and 5 every store is cleared between samples, outside the timing.')
+  L.push('')
+  L.push('## Is a hit synchronous?')
+  L.push('')
+  L.push('On a warm key: is the returned promise already fulfilled when `get` returns (`util.inspect`), and does its reaction run before that of a `Promise.resolve()` chained after it?')
+  L.push('')
+  L.push('| library | native Promise | fulfilled on return | first reaction | microtask turns to settle |')
+  L.push('|---|---|---|---|---:|')
+  for (const p of probes) {
+    if (p.error) { L.push(`| ${p.lib} | failed: ${p.error} | | | |`); continue }
+    L.push(`| ${p.lib} | ${p.nativePromise ? 'yes' : 'no'} | ${p.settledOnReturn ? 'yes' : '**no**'} | ${p.first} | ${p.microtaskTurns} |`)
+  }
+  const hp = probes.find((p) => p.lib === 'herdcache')
+  if (hp && !hp.error) {
+    L.push('')
+    L.push(hp.settledOnReturn && hp.first === 'lib'
+      ? `herdcache: **a hit is a synchronous path** — the promise is fulfilled when \`getOrLoad\` returns${hp.hitCountedSync ? ', and `stats().hits` has already been counted' : ''}.`
+      : '**herdcache: a hit is NOT answered synchronously** — the promise is still pending on return or settles after `Promise.resolve()`.')
+  }
+  L.push('')
+  L.push('## What the numbers say')
+  L.push('')
+  L.push(summarize(results, probes))
+  L.push('')
+  return L.join('\n')
+}
+
+// ---------------------------------------------------------------- main
+
+async function main () {
+  const t0 = now()
+  const info = {
+    date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    command: `node ${path.relative(process.cwd(), __filename) || 'bench/run.js'}${argv.length ? ' ' + argv.join(' ') : ''}`,
+    loadStart: os.loadavg().map((x) => x.toFixed(2)).join(' ')
+  }
+  if (herdcacheError) {
+    console.log(`herdcache skipped: require('..') failed (${String(herdcacheError.message).split('\n')[0]})`)
+  }
+  const libs = await loadLibraries()
+  console.log(`node ${process.version}; ${os.cpus().length} CPUs; ${SAMPLES} samples × ${SAMPLE_MS} ms; value ${VALUE_BYTES} bytes`)
+  console.log(`libraries: ${libs.map((l) => l.name).join(', ')}`)
+
+  // sync-hit probe first, on fresh instances
+  const probes = []
+  for (const def of libs) {
+    try {
+      probes.push(await syncHitProbe(def))
+    } catch (err) {
+      probes.push({ lib: def.name, error: String(err && err.message) })
+    }
+  }
+  console.log('\nhit returns an already-fulfilled promise?')
+  for (const p of probes) {
+    if (p.error) { console.log(`  ${p.lib.padEnd(14)} probe failed: ${p.error}`); continue }
+    console.log(`  ${p.lib.padEnd(14)} fulfilled on return: ${p.settledOnReturn ? 'yes' : 'no '}  first reaction: ${p.first.padEnd(17)} microtask turns: ${p.microtaskTurns}`)
+  }
+  const hp = probes.find((p) => p.lib === 'herdcache')
+  if (hp && !hp.error) {
+    const ok = hp.nativePromise && hp.settledOnReturn && hp.first === 'lib'
+    console.log(ok
+      ? `  ASSERT ok: a herdcache hit is a synchronous path${hp.hitCountedSync ? ' (stats().hits counted synchronously)' : ''}`
+      : '  ASSERT FAILED: a herdcache hit is not answered synchronously')
+    if (!ok) process.exitCode = 1
+  }
+
+  const results = []
+  for (const scenario of scenarios) {
+    console.log(`\n${scenario.id}. ${scenario.title}`)
+    const rows = await runScenario(scenario, libs)
+    results.push({ scenario, rows })
+    for (const r of rows) {
+      if (r.error) { console.log(`  ${r.lib.padEnd(14)} FAILED: ${r.error.stack || r.error}`); process.exitCode = 1; continue }
+      console.log(`  ${r.lib.padEnd(14)} ${fmtOps(r.opsPerSec).padStart(9)} ops/s ${fmtUs(r.usPerOp).padStart(8)} µs/op  ±${(r.spread * 100).toFixed(0).padStart(3)} %  ${r.lib === 'herdcache' ? '         ' : ('h/p ' + fmtRatio(r.ratio)).padStart(9)}  loads: ${r.loadsNote}   [${r.samples.map(fmtUs).join(' ')}]`)
+    }
+  }
+
+  info.seconds = ((now() - t0) / 1000).toFixed(0)
+  info.machine = machine()
+  const md = markdown({ results, probes, libs, info })
+  fs.mkdirSync(path.dirname(OUT), { recursive: true })
+  fs.writeFileSync(OUT, md)
+  console.log('\n' + md)
+  console.log(`written to ${path.relative(process.cwd(), OUT)}`)
+}
+
+main().catch((err) => {
+  console.error(err)
+  process.exit(1)
+})

@@ -1,0 +1,9 @@
+//! The pure core: nothing here reads a clock, draws a random number or does
+//! I/O. Time (`now`, epoch milliseconds) and uniform draws (`u` in (0, 1]) are
+//! parameters, so every rule is unit-tested with fixed inputs.
+
+pub mod envelope;
+pub mod error;
+pub mod key;
+pub mod options;
+pub mod policy;

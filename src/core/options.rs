@@ -1,0 +1,268 @@
+//! Option validation and defaults, for the cache and for one call. Numbers
+//! arrive as JS numbers (`f64`); everything is checked here once, so the
+//! engine only sees sane integers.
+
+use super::error::{Code, Error, Kind};
+
+pub const DEFAULT_TTL: u64 = 60_000;
+pub const HARD_TTL_FACTOR: u64 = 10;
+pub const DEFAULT_JITTER: f64 = 0.1;
+pub const DEFAULT_BETA: f64 = 1.0;
+pub const DEFAULT_NEGATIVE_TTL: u64 = 5_000;
+pub const DEFAULT_SOFT_TIMEOUT: u64 = 0;
+pub const DEFAULT_HARD_TIMEOUT: u64 = 30_000;
+pub const DEFAULT_REFRESH_BACKOFF: u64 = 10_000;
+pub const DEFAULT_MAX_ENTRIES: u64 = 10_000;
+
+/// TTLs up to ~34 years: far past any use, and epoch + TTL cannot overflow.
+pub const MAX_TTL: f64 = (1u64 << 40) as f64;
+/// JS timers fire at once past 2^31 - 1 ms, so timeouts stop there.
+pub const MAX_TIMEOUT: f64 = 2_147_483_647.0;
+
+/// Cache options as they arrive from JS: absent fields take the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct RawCacheOptions {
+  pub ttl: Option<f64>,
+  pub hard_ttl: Option<f64>,
+  pub jitter: Option<f64>,
+  pub beta: Option<f64>,
+  pub negative_ttl: Option<f64>,
+  pub soft_timeout: Option<f64>,
+  pub hard_timeout: Option<f64>,
+  pub refresh_backoff: Option<f64>,
+  pub max_entries: Option<f64>,
+  pub prefix: Option<String>,
+}
+
+/// The TTL part of the configuration: what a call may override.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EntryPolicy {
+  pub ttl: u64,
+  pub hard_ttl: u64,
+  pub negative_ttl: u64,
+  pub beta: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheConfig {
+  pub entry: EntryPolicy,
+  pub jitter: f64,
+  pub soft_timeout: u64,
+  pub hard_timeout: u64,
+  pub refresh_backoff: u64,
+  pub max_entries: usize,
+  pub prefix: String,
+}
+
+/// Per-call overrides of [`EntryPolicy`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawCallOptions {
+  pub ttl: Option<f64>,
+  pub hard_ttl: Option<f64>,
+  pub negative_ttl: Option<f64>,
+  pub beta: Option<f64>,
+}
+
+impl RawCallOptions {
+  pub fn is_empty(&self) -> bool {
+    self.ttl.is_none() && self.hard_ttl.is_none() && self.negative_ttl.is_none() && self.beta.is_none()
+  }
+}
+
+fn range(name: &str, rule: &str, value: f64) -> Error {
+  Error::new(
+    Code::InvalidOption,
+    Kind::Range,
+    format!("option `{name}` must be {rule}; got {value}"),
+  )
+}
+
+fn millis(name: &str, value: Option<f64>, min: f64, max: f64, default: u64) -> Result<u64, Error> {
+  let Some(v) = value else { return Ok(default) };
+  let rule = if min > 0.0 {
+    format!("a number of milliseconds > 0 and <= {max}")
+  } else {
+    format!("a number of milliseconds >= 0 and <= {max}")
+  };
+  if !v.is_finite() || v < min || v > max || (min > 0.0 && v <= 0.0) {
+    return Err(range(name, &rule, v));
+  }
+  Ok(v.round().max(if min > 0.0 { 1.0 } else { 0.0 }) as u64)
+}
+
+fn beta(value: Option<f64>) -> Result<f64, Error> {
+  match value {
+    None => Ok(DEFAULT_BETA),
+    Some(v) if v.is_finite() && v >= 0.0 && v <= 1e6 => Ok(v),
+    Some(v) => Err(range("beta", "a finite number >= 0 (0 turns early refresh off)", v)),
+  }
+}
+
+impl CacheConfig {
+  pub fn from_raw(raw: &RawCacheOptions) -> Result<CacheConfig, Error> {
+    let ttl = millis("ttl", raw.ttl, f64::MIN_POSITIVE, MAX_TTL, DEFAULT_TTL)?;
+    let hard_ttl = millis(
+      "hardTtl",
+      raw.hard_ttl,
+      f64::MIN_POSITIVE,
+      MAX_TTL,
+      ttl.saturating_mul(HARD_TTL_FACTOR).min(MAX_TTL as u64),
+    )?;
+    if hard_ttl < ttl {
+      return Err(Error::new(
+        Code::InvalidOption,
+        Kind::Range,
+        format!("option `hardTtl` ({hard_ttl} ms) must be >= `ttl` ({ttl} ms): the hard TTL bounds how long a stale value is served after the soft one"),
+      ));
+    }
+    let jitter = match raw.jitter {
+      None => DEFAULT_JITTER,
+      Some(j) if j.is_finite() && (0.0..1.0).contains(&j) => j,
+      Some(j) => return Err(range("jitter", "a fraction >= 0 and < 1 (0.1 spreads TTLs by ±10 %)", j)),
+    };
+    let max_entries = match raw.max_entries {
+      None => DEFAULT_MAX_ENTRIES,
+      Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => n as u64,
+      Some(n) => return Err(range("maxEntries", "an integer >= 1", n)),
+    };
+    Ok(CacheConfig {
+      entry: EntryPolicy {
+        ttl,
+        hard_ttl,
+        negative_ttl: millis("negativeTtl", raw.negative_ttl, 0.0, MAX_TTL, DEFAULT_NEGATIVE_TTL)?,
+        beta: beta(raw.beta)?,
+      },
+      jitter,
+      soft_timeout: millis("softTimeout", raw.soft_timeout, 0.0, MAX_TIMEOUT, DEFAULT_SOFT_TIMEOUT)?,
+      hard_timeout: millis(
+        "hardTimeout",
+        raw.hard_timeout,
+        f64::MIN_POSITIVE,
+        MAX_TIMEOUT,
+        DEFAULT_HARD_TIMEOUT,
+      )?,
+      refresh_backoff: millis(
+        "refreshBackoff",
+        raw.refresh_backoff,
+        0.0,
+        MAX_TTL,
+        DEFAULT_REFRESH_BACKOFF,
+      )?,
+      max_entries: max_entries as usize,
+      prefix: raw.prefix.clone().unwrap_or_default(),
+    })
+  }
+}
+
+impl EntryPolicy {
+  /// Applies a call's overrides. A call that sets `ttl` alone keeps the
+  /// cache's hardTtl/ttl ratio, so a shorter-lived entry is not served stale
+  /// for the cache's whole hard TTL.
+  pub fn with(&self, call: &RawCallOptions) -> Result<EntryPolicy, Error> {
+    if call.is_empty() {
+      return Ok(*self);
+    }
+    let ttl = millis("ttl", call.ttl, f64::MIN_POSITIVE, MAX_TTL, self.ttl)?;
+    let scaled_hard = if call.ttl.is_some() {
+      ((ttl as f64) * (self.hard_ttl as f64 / self.ttl as f64)).round() as u64
+    } else {
+      self.hard_ttl.max(ttl)
+    };
+    let hard_ttl = millis("hardTtl", call.hard_ttl, f64::MIN_POSITIVE, MAX_TTL, scaled_hard)?;
+    if hard_ttl < ttl {
+      return Err(Error::new(
+        Code::InvalidOption,
+        Kind::Range,
+        format!("option `hardTtl` ({hard_ttl} ms) must be >= `ttl` ({ttl} ms)"),
+      ));
+    }
+    Ok(EntryPolicy {
+      ttl,
+      hard_ttl,
+      negative_ttl: millis("negativeTtl", call.negative_ttl, 0.0, MAX_TTL, self.negative_ttl)?,
+      beta: match call.beta {
+        None => self.beta,
+        some => beta(some)?,
+      },
+    })
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn defaults() {
+    let c = CacheConfig::from_raw(&RawCacheOptions::default()).unwrap();
+    assert_eq!(c.entry.ttl, 60_000);
+    assert_eq!(c.entry.hard_ttl, 600_000);
+    assert_eq!(c.entry.negative_ttl, 5_000);
+    assert_eq!(c.entry.beta, 1.0);
+    assert_eq!(c.jitter, 0.1);
+    assert_eq!(c.soft_timeout, 0);
+    assert_eq!(c.hard_timeout, 30_000);
+    assert_eq!(c.max_entries, 10_000);
+  }
+
+  #[test]
+  fn hard_ttl_defaults_to_ten_times_ttl() {
+    let raw = RawCacheOptions {
+      ttl: Some(1_000.0),
+      ..Default::default()
+    };
+    assert_eq!(CacheConfig::from_raw(&raw).unwrap().entry.hard_ttl, 10_000);
+  }
+
+  #[test]
+  fn rejects_out_of_range_values_with_the_option_named() {
+    let bad = [
+      RawCacheOptions { ttl: Some(-1.0), ..Default::default() },
+      RawCacheOptions { ttl: Some(0.0), ..Default::default() },
+      RawCacheOptions { ttl: Some(f64::NAN), ..Default::default() },
+      RawCacheOptions { ttl: Some(f64::INFINITY), ..Default::default() },
+      RawCacheOptions { jitter: Some(1.0), ..Default::default() },
+      RawCacheOptions { jitter: Some(-0.1), ..Default::default() },
+      RawCacheOptions { beta: Some(-1.0), ..Default::default() },
+      RawCacheOptions { negative_ttl: Some(-5.0), ..Default::default() },
+      RawCacheOptions { hard_timeout: Some(0.0), ..Default::default() },
+      RawCacheOptions { hard_timeout: Some(3e9), ..Default::default() },
+      RawCacheOptions { max_entries: Some(0.0), ..Default::default() },
+      RawCacheOptions { max_entries: Some(1.5), ..Default::default() },
+      RawCacheOptions { ttl: Some(1_000.0), hard_ttl: Some(999.0), ..Default::default() },
+    ];
+    for raw in bad {
+      let err = CacheConfig::from_raw(&raw).unwrap_err();
+      assert_eq!(err.code, Code::InvalidOption, "{raw:?}");
+      assert_eq!(err.kind, Kind::Range);
+      assert!(err.message.contains("option `"), "{}", err.message);
+    }
+  }
+
+  #[test]
+  fn zero_negative_ttl_and_soft_timeout_are_allowed() {
+    let raw = RawCacheOptions {
+      negative_ttl: Some(0.0),
+      soft_timeout: Some(0.0),
+      beta: Some(0.0),
+      jitter: Some(0.0),
+      ..Default::default()
+    };
+    let c = CacheConfig::from_raw(&raw).unwrap();
+    assert_eq!((c.entry.negative_ttl, c.soft_timeout, c.entry.beta, c.jitter), (0, 0, 0.0, 0.0));
+  }
+
+  #[test]
+  fn call_ttl_keeps_the_hard_ratio() {
+    let c = CacheConfig::from_raw(&RawCacheOptions::default()).unwrap();
+    let call = RawCallOptions { ttl: Some(1_000.0), ..Default::default() };
+    let p = c.entry.with(&call).unwrap();
+    assert_eq!((p.ttl, p.hard_ttl), (1_000, 10_000));
+    let call = RawCallOptions { hard_ttl: Some(700_000.0), ..Default::default() };
+    assert_eq!(c.entry.with(&call).unwrap().hard_ttl, 700_000);
+    let call = RawCallOptions { ttl: Some(5.0), hard_ttl: Some(4.0), ..Default::default() };
+    assert_eq!(c.entry.with(&call).unwrap_err().code, Code::InvalidOption);
+    let call = RawCallOptions { beta: Some(f64::NAN), ..Default::default() };
+    assert_eq!(c.entry.with(&call).unwrap_err().code, Code::InvalidOption);
+  }
+}

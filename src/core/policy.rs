@@ -1,0 +1,155 @@
+//! The freshness policy: how an entry is classified, when XFetch refreshes
+//! early, how TTLs are jittered. All inputs explicit: `now` in epoch ms, `u`
+//! a uniform draw in (0, 1].
+
+use super::envelope::Meta;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+  /// Before `fresh_until`: served as is.
+  Fresh,
+  /// Past `fresh_until`, before `hard_until`: servable while one refresh runs.
+  Stale,
+  /// Past `hard_until` (or a negative marker past its TTL): a miss.
+  Expired,
+}
+
+pub fn classify(meta: &Meta, now: u64) -> Freshness {
+  if now < meta.fresh_until {
+    Freshness::Fresh
+  } else if now < meta.hard_until && !meta.negative {
+    Freshness::Stale
+  } else {
+    Freshness::Expired
+  }
+}
+
+/// XFetch (Vattani, Chierichetti, Lowenstein, 2015): refresh a fresh entry
+/// early when `now - computeMs * beta * ln(u) >= freshUntil`. Since
+/// `-ln(u)` is exponentially distributed, the chance per read at time-to-expiry
+/// `t` is `exp(-t / (beta * computeMs))`: slow keys refresh earlier, cheap ones
+/// near expiry, with no coordination between readers.
+pub fn xfetch_refresh_early(now: u64, fresh_until: u64, compute_ms: u64, beta: f64, u: f64) -> bool {
+  if beta <= 0.0 || compute_ms == 0 {
+    return false;
+  }
+  // -ln(0) is an infinite head start: the draw that always refreshes.
+  if u <= 0.0 {
+    return true;
+  }
+  let head_start = compute_ms as f64 * beta * -u.min(1.0).ln();
+  now as f64 + head_start >= fresh_until as f64
+}
+
+/// Spreads `ttl` uniformly over `ttl * (1 ± jitter)`; `u = 0.5` is the
+/// centre. Never shortens a positive TTL to zero.
+pub fn jittered(ttl: u64, jitter: f64, u: f64) -> u64 {
+  if ttl == 0 || jitter <= 0.0 {
+    return ttl;
+  }
+  let factor = 1.0 + jitter * (2.0 * u.clamp(0.0, 1.0) - 1.0);
+  ((ttl as f64 * factor).round() as u64).max(1)
+}
+
+/// The deadlines written for a value loaded at `now`. One draw scales both
+/// TTLs, so the hard TTL never falls below the soft one.
+pub fn deadlines(now: u64, ttl: u64, hard_ttl: u64, jitter: f64, u: f64) -> (u64, u64) {
+  let fresh = jittered(ttl, jitter, u);
+  let hard = jittered(hard_ttl, jitter, u).max(fresh);
+  (now.saturating_add(fresh), now.saturating_add(hard))
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn meta(fresh_until: u64, hard_until: u64, negative: bool) -> Meta {
+    Meta {
+      fresh_until,
+      hard_until,
+      compute_ms: 100,
+      stamp: 0,
+      negative,
+    }
+  }
+
+  #[test]
+  fn classifies_by_the_two_deadlines() {
+    let m = meta(1_000, 10_000, false);
+    assert_eq!(classify(&m, 999), Freshness::Fresh);
+    assert_eq!(classify(&m, 1_000), Freshness::Stale);
+    assert_eq!(classify(&m, 9_999), Freshness::Stale);
+    assert_eq!(classify(&m, 10_000), Freshness::Expired);
+  }
+
+  #[test]
+  fn negative_markers_are_never_served_stale() {
+    let m = meta(1_000, 10_000, true);
+    assert_eq!(classify(&m, 999), Freshness::Fresh);
+    assert_eq!(classify(&m, 1_000), Freshness::Expired);
+  }
+
+  #[test]
+  fn xfetch_u_near_zero_forces_an_early_refresh() {
+    // -ln(1e-300) = 690.8: a 100 ms key starts 69 s ahead.
+    assert!(xfetch_refresh_early(0, 69_000, 100, 1.0, 1e-300));
+    assert!(!xfetch_refresh_early(0, 70_000, 100, 1.0, 1e-300));
+    assert!(xfetch_refresh_early(0, u64::MAX, 1, 1.0, 0.0));
+  }
+
+  #[test]
+  fn xfetch_u_one_never_refreshes_before_expiry() {
+    assert!(!xfetch_refresh_early(999, 1_000, 10_000, 1.0, 1.0));
+    assert!(xfetch_refresh_early(1_000, 1_000, 10_000, 1.0, 1.0));
+  }
+
+  #[test]
+  fn xfetch_beta_zero_or_unknown_compute_time_is_off() {
+    assert!(!xfetch_refresh_early(0, 1_000, 500, 0.0, 1e-300));
+    assert!(!xfetch_refresh_early(0, 1_000, 0, 1.0, 1e-300));
+  }
+
+  #[test]
+  fn xfetch_threshold_matches_the_formula() {
+    // -ln(0.5) = 0.693..: with computeMs 1000 the head start is 693 ms.
+    assert!(xfetch_refresh_early(307, 1_000, 1_000, 1.0, 0.5));
+    assert!(!xfetch_refresh_early(306, 1_000, 1_000, 1.0, 0.5));
+    // beta 2 doubles the head start.
+    assert!(xfetch_refresh_early(0, 1_386, 1_000, 2.0, 0.5));
+    assert!(!xfetch_refresh_early(0, 1_387, 1_000, 2.0, 0.5));
+    // A slower key refreshes earlier than a cheap one at the same draw.
+    assert!(xfetch_refresh_early(0, 5_000, 10_000, 1.0, 0.5));
+    assert!(!xfetch_refresh_early(0, 5_000, 10, 1.0, 0.5));
+  }
+
+  #[test]
+  fn jitter_stays_within_bounds() {
+    assert_eq!(jittered(10_000, 0.1, 0.0), 9_000);
+    assert_eq!(jittered(10_000, 0.1, 0.5), 10_000);
+    assert_eq!(jittered(10_000, 0.1, 1.0), 11_000);
+    for i in 0..=1000 {
+      let u = i as f64 / 1000.0;
+      let t = jittered(60_000, 0.1, u);
+      assert!((54_000..=66_000).contains(&t), "{u} -> {t}");
+    }
+    assert_eq!(jittered(10_000, 0.0, 0.9), 10_000);
+    assert_eq!(jittered(1, 0.5, 0.0), 1);
+    assert_eq!(jittered(0, 0.5, 1.0), 0);
+  }
+
+  #[test]
+  fn jitter_spreads_keys_written_together() {
+    let distinct: std::collections::BTreeSet<u64> =
+      (0..100).map(|i| jittered(60_000, 0.1, (i as f64 + 0.5) / 100.0)).collect();
+    assert!(distinct.len() > 90);
+  }
+
+  #[test]
+  fn hard_deadline_never_precedes_the_soft_one() {
+    let (fresh, hard) = deadlines(1_000, 100, 100, 0.5, 1.0);
+    assert_eq!((fresh, hard), (1_150, 1_150));
+    let (fresh, hard) = deadlines(1_000, 100, 1_000, 0.1, 0.0);
+    assert_eq!((fresh, hard), (1_090, 1_900));
+    assert_eq!(deadlines(u64::MAX - 1, 100, 1000, 0.0, 0.5), (u64::MAX, u64::MAX));
+  }
+}

@@ -1,0 +1,530 @@
+//! The engine: one embedded store, one flight table, the counters, and the
+//! decisions of the protocol for one key (see DESIGN.md §3):
+//!
+//! | entry             | caller gets          | besides                         |
+//! |-------------------|----------------------|---------------------------------|
+//! | fresh             | the value            | XFetch may start a refresh      |
+//! | stale             | the value at once    | one background refresh          |
+//! | negative (fresh)  | the not-found marker | —                               |
+//! | none / expired    | waits for a load     | one load per key (coalesced)    |
+
+use super::flights::FlightTable;
+use super::memory::{Entry, MemoryStore, Reclaimed};
+use super::metrics::{Gauges, Metrics};
+use crate::core::envelope::Meta;
+use crate::core::options::{CacheConfig, EntryPolicy};
+use crate::core::policy::{self, Freshness};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Why a background refresh starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refresh {
+  /// The entry is stale.
+  Stale,
+  /// The entry is fresh, and XFetch drew an early refresh.
+  Early,
+}
+
+/// What one `getOrLoad` call does.
+#[derive(Debug)]
+pub enum Decision<'a, V, F> {
+  /// A fresh value; `refresh` asks the caller to start a background refresh.
+  Hit { value: &'a V, refresh: Option<Refresh> },
+  /// A stale value; `refresh` asks the caller to start the background refresh.
+  /// `counted` is false when the caller may still be answered by the refresh
+  /// (softTimeout), and reports the outcome itself.
+  Stale {
+    value: &'a V,
+    refresh: bool,
+    join: Option<&'a F>,
+    counted: bool,
+  },
+  /// A fresh not-found marker.
+  Negative { value: &'a V },
+  /// A load is in flight: share it.
+  Join { flight: &'a F },
+  /// Nothing usable: this caller starts the load.
+  Lead,
+}
+
+#[derive(Debug)]
+pub struct Engine<V, F> {
+  config: CacheConfig,
+  store: MemoryStore<V>,
+  flights: FlightTable<F>,
+  metrics: Metrics,
+  running: u64,
+  clock_offset: u64,
+  fixed_jitter_u: Option<f64>,
+  fixed_xfetch_u: Option<f64>,
+  closed: bool,
+}
+
+/// A uniform draw in (0, 1].
+fn draw(fixed: Option<f64>) -> f64 {
+  fixed.unwrap_or_else(|| 1.0 - rand::random::<f64>())
+}
+
+impl<V, F> Engine<V, F> {
+  pub fn new(config: CacheConfig) -> Self {
+    Engine {
+      store: MemoryStore::new(config.max_entries),
+      config,
+      flights: FlightTable::default(),
+      metrics: Metrics::default(),
+      running: 0,
+      clock_offset: 0,
+      fixed_jitter_u: None,
+      fixed_xfetch_u: None,
+      closed: false,
+    }
+  }
+
+  pub fn config(&self) -> &CacheConfig {
+    &self.config
+  }
+
+  /// Epoch milliseconds, plus the offset tests may add.
+  pub fn now(&self) -> u64 {
+    let wall = SystemTime::now()
+      .duration_since(UNIX_EPOCH)
+      .map(|d| d.as_millis() as u64)
+      .unwrap_or(0);
+    wall.saturating_add(self.clock_offset)
+  }
+
+  pub fn advance_clock(&mut self, ms: u64) {
+    self.clock_offset = self.clock_offset.saturating_add(ms);
+  }
+
+  /// Pins the random draws (`None`: real randomness again).
+  pub fn set_random(&mut self, jitter: Option<f64>, xfetch: Option<f64>) {
+    self.fixed_jitter_u = jitter;
+    self.fixed_xfetch_u = xfetch;
+  }
+
+  pub fn is_closed(&self) -> bool {
+    self.closed
+  }
+
+  pub fn close(&mut self) {
+    self.closed = true;
+  }
+
+  fn count(&mut self, reclaimed: Reclaimed) {
+    self.metrics.evictions += reclaimed.evicted;
+    self.metrics.expirations += reclaimed.expired;
+  }
+
+  /// Decides one `getOrLoad` call. `allow_stale: false` treats a stale entry
+  /// as a miss; `beta` is the call's XFetch override.
+  pub fn decide(&mut self, key: &str, allow_stale: bool, beta: Option<f64>) -> Decision<'_, V, F> {
+    let now = self.now();
+    let beta = beta.unwrap_or(self.config.entry.beta);
+    let soft_wait = self.config.soft_timeout > 0;
+    let xfetch_u = self.fixed_xfetch_u;
+    let flight = self.flights.get(key).and_then(|f| f.handle.as_ref());
+    let (entry, reclaimed) = self.store.touch(key, now);
+    self.metrics.evictions += reclaimed.evicted;
+    self.metrics.expirations += reclaimed.expired;
+    let Some(entry) = entry else {
+      return match flight {
+        Some(flight) => {
+          self.metrics.coalesced += 1;
+          Decision::Join { flight }
+        }
+        None => {
+          self.metrics.misses += 1;
+          Decision::Lead
+        }
+      };
+    };
+    let may_refresh = flight.is_none() && now >= entry.retry_after;
+    match policy::classify(&entry.meta, now) {
+      Freshness::Fresh if entry.meta.negative => {
+        self.metrics.negative_hits += 1;
+        Decision::Negative { value: &entry.value }
+      }
+      Freshness::Fresh => {
+        self.metrics.hits += 1;
+        let early = may_refresh
+          && beta > 0.0
+          && entry.meta.compute_ms > 0
+          && policy::xfetch_refresh_early(
+            now,
+            entry.meta.fresh_until,
+            entry.meta.compute_ms,
+            beta,
+            draw(xfetch_u),
+          );
+        Decision::Hit {
+          value: &entry.value,
+          refresh: early.then_some(Refresh::Early),
+        }
+      }
+      Freshness::Stale if allow_stale => {
+        if !soft_wait {
+          self.metrics.stale_served += 1;
+        }
+        Decision::Stale {
+          value: &entry.value,
+          refresh: may_refresh,
+          join: flight,
+          counted: !soft_wait,
+        }
+      }
+      // Stale but not allowed, or expired: a miss that keeps the entry for
+      // callers that accept stale values.
+      _ => match flight {
+        Some(flight) => {
+          self.metrics.coalesced += 1;
+          Decision::Join { flight }
+        }
+        None => {
+          self.metrics.misses += 1;
+          Decision::Lead
+        }
+      },
+    }
+  }
+
+  /// Counts a stale read whose caller waited up to softTimeout: it was
+  /// answered with the stale value, or with the refresh's fresh one.
+  pub fn record_soft_wait(&mut self, served_stale: bool) {
+    if served_stale {
+      self.metrics.stale_served += 1;
+    } else {
+      self.metrics.hits += 1;
+    }
+  }
+
+  /// Registers a load for `key` before its loader is called; returns its id.
+  pub fn begin_flight(&mut self, key: &str, refresh: Option<Refresh>, policy: EntryPolicy) -> u64 {
+    let now = self.now();
+    self.metrics.loads += 1;
+    self.running += 1;
+    match refresh {
+      Some(Refresh::Early) => {
+        self.metrics.background_refreshes += 1;
+        self.metrics.early_refreshes += 1;
+      }
+      Some(Refresh::Stale) => self.metrics.background_refreshes += 1,
+      None => {}
+    }
+    let (id, _superseded) = self.flights.begin(key, refresh.is_some(), policy, now);
+    id
+  }
+
+  /// Gives the flight its shared promise; `Err` hands it back when the flight
+  /// was superseded while its loader ran synchronously.
+  pub fn attach_flight(&mut self, key: &str, id: u64, handle: F) -> Result<(), F> {
+    self.flights.attach(key, id, handle)
+  }
+
+  /// Stores a finished load's value (`negative`: the loader found nothing).
+  /// Returns whether it was stored: a superseded flight's result is not.
+  pub fn fill(&mut self, key: &str, id: u64, value: V, negative: bool, compute_ms: u64) -> bool {
+    self.running = self.running.saturating_sub(1);
+    let Some(flight) = self.flights.current(key, id) else {
+      return false;
+    };
+    let (policy, stamp) = (flight.policy, flight.started_at);
+    let now = self.now();
+    if negative && policy.negative_ttl == 0 {
+      // Not found, and not-found is not cached: what was there is gone.
+      self.store.remove(key);
+      return false;
+    }
+    if let Some(stored) = self.store.peek(key) {
+      if stored.meta.stamp > stamp {
+        return false;
+      }
+    }
+    let u = draw(self.fixed_jitter_u);
+    let (fresh_until, hard_until) = if negative {
+      let fresh = now.saturating_add(policy::jittered(policy.negative_ttl, self.config.jitter, u));
+      (fresh, fresh)
+    } else {
+      policy::deadlines(now, policy.ttl, policy.hard_ttl, self.config.jitter, u)
+    };
+    let meta = Meta {
+      fresh_until,
+      hard_until,
+      compute_ms,
+      stamp,
+      negative,
+    };
+    let entry = Entry {
+      meta,
+      value,
+      retry_after: 0,
+    };
+    let reclaimed = self.store.insert(key.to_string(), entry, now);
+    self.count(reclaimed);
+    true
+  }
+
+  /// Records a failed load. The entry stays (stale-if-error) and is not
+  /// refreshed in the background again for `refresh_backoff`.
+  pub fn fail(&mut self, key: &str, id: u64, background: bool, timed_out: bool) {
+    self.running = self.running.saturating_sub(1);
+    self.metrics.load_errors += 1;
+    self.metrics.timeouts += u64::from(timed_out);
+    self.metrics.background_errors += u64::from(background);
+    if self.flights.current(key, id).is_some() {
+      let retry_after = self.now().saturating_add(self.config.refresh_backoff);
+      if let Some(entry) = self.store.peek_mut(key) {
+        entry.retry_after = retry_after;
+      }
+    }
+  }
+
+  /// Ends flight `id` of `key`, returning its handle for release.
+  pub fn end_flight(&mut self, key: &str, id: u64) -> Option<F> {
+    self.flights.end(key, id).and_then(|f| f.handle)
+  }
+
+  /// Writes a value directly. A flight in flight for the key is superseded:
+  /// its result, loaded from older data, will not be stored.
+  pub fn set(&mut self, key: &str, value: V, policy: EntryPolicy) {
+    let now = self.now();
+    drop(self.flights.supersede(key));
+    let (fresh_until, hard_until) = policy::deadlines(
+      now,
+      policy.ttl,
+      policy.hard_ttl,
+      self.config.jitter,
+      draw(self.fixed_jitter_u),
+    );
+    let entry = Entry {
+      meta: Meta {
+        fresh_until,
+        hard_until,
+        compute_ms: 0,
+        stamp: now,
+        negative: false,
+      },
+      value,
+      retry_after: 0,
+    };
+    let reclaimed = self.store.insert(key.to_string(), entry, now);
+    self.count(reclaimed);
+  }
+
+  /// Removes `key` and supersedes its flight; true if a live entry was there.
+  pub fn delete(&mut self, key: &str) -> bool {
+    let now = self.now();
+    drop(self.flights.supersede(key));
+    self
+      .store
+      .remove(key)
+      .is_some_and(|e| now < e.meta.hard_until)
+  }
+
+  pub fn clear(&mut self) {
+    drop(self.flights.supersede_all());
+    self.store.clear();
+  }
+
+  /// A cached value, fresh or (when allowed) stale; not-found markers and
+  /// misses are `None`. Loads nothing and counts nothing.
+  pub fn get(&mut self, key: &str, allow_stale: bool) -> Option<&V> {
+    let now = self.now();
+    let (entry, reclaimed) = self.store.touch(key, now);
+    let found = match entry {
+      Some(e) if e.meta.negative => None,
+      Some(e) => match policy::classify(&e.meta, now) {
+        Freshness::Fresh => Some(&e.value),
+        Freshness::Stale if allow_stale => Some(&e.value),
+        _ => None,
+      },
+      None => None,
+    };
+    self.metrics.evictions += reclaimed.evicted;
+    self.metrics.expirations += reclaimed.expired;
+    found
+  }
+
+  pub fn metrics(&self) -> Metrics {
+    self.metrics
+  }
+
+  pub fn gauges(&self) -> Gauges {
+    Gauges {
+      size: self.store.len() as u64,
+      in_flight: self.running,
+    }
+  }
+
+  /// Drops every entry and flight (after `close`, once loads settled).
+  pub fn release(&mut self) {
+    self.clear();
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::core::options::RawCacheOptions;
+
+  type TestEngine = Engine<String, &'static str>;
+
+  fn engine() -> TestEngine {
+    let raw = RawCacheOptions {
+      ttl: Some(1_000.0),
+      hard_ttl: Some(10_000.0),
+      jitter: Some(0.0),
+      refresh_backoff: Some(5_000.0),
+      ..Default::default()
+    };
+    let mut e = Engine::new(CacheConfig::from_raw(&raw).unwrap());
+    e.set_random(Some(0.5), Some(1.0));
+    e
+  }
+
+  fn load(e: &mut TestEngine, key: &str, value: &str, compute_ms: u64) {
+    assert!(matches!(e.decide(key, true, None), Decision::Lead));
+    let policy = e.config().entry;
+    let id = e.begin_flight(key, None, policy);
+    e.attach_flight(key, id, "promise").unwrap();
+    assert!(e.fill(key, id, value.to_string(), false, compute_ms));
+    assert_eq!(e.end_flight(key, id), Some("promise"));
+  }
+
+  #[test]
+  fn concurrent_callers_join_one_flight() {
+    let mut e = engine();
+    assert!(matches!(e.decide("k", true, None), Decision::Lead));
+    let id = e.begin_flight("k", None, e.config().entry);
+    e.attach_flight("k", id, "p").unwrap();
+    for _ in 0..99 {
+      assert!(matches!(e.decide("k", true, None), Decision::Join { flight: &"p" }));
+    }
+    assert_eq!((e.metrics().misses, e.metrics().coalesced, e.metrics().loads), (1, 99, 1));
+    e.fail("k", id, false, false);
+    e.end_flight("k", id);
+    // A failed flight is not reused: the next caller leads again.
+    assert!(matches!(e.decide("k", true, None), Decision::Lead));
+    assert_eq!(e.gauges().size, 0);
+  }
+
+  #[test]
+  fn fresh_then_stale_with_one_refresh_then_expired() {
+    let mut e = engine();
+    load(&mut e, "k", "v1", 50);
+    assert!(matches!(e.decide("k", true, None), Decision::Hit { refresh: None, .. }));
+    e.advance_clock(1_000);
+    let id = match e.decide("k", true, None) {
+      Decision::Stale { value, refresh: true, join: None, counted: true } => {
+        assert_eq!(value, "v1");
+        e.begin_flight("k", Some(Refresh::Stale), e.config().entry)
+      }
+      other => panic!("{other:?}"),
+    };
+    e.attach_flight("k", id, "refresh").unwrap();
+    // While the refresh runs, stale readers start no other.
+    for _ in 0..10 {
+      assert!(matches!(e.decide("k", true, None), Decision::Stale { refresh: false, .. }));
+    }
+    // A caller that refuses stale values joins the refresh.
+    assert!(matches!(e.decide("k", false, None), Decision::Join { flight: &"refresh" }));
+    assert!(e.fill("k", id, "v2".into(), false, 70));
+    e.end_flight("k", id);
+    match e.decide("k", true, None) {
+      Decision::Hit { value, .. } => assert_eq!(value, "v2"),
+      other => panic!("{other:?}"),
+    }
+    assert_eq!(e.metrics().background_refreshes, 1);
+    assert_eq!(e.metrics().stale_served, 11);
+    e.advance_clock(10_000);
+    assert!(matches!(e.decide("k", true, None), Decision::Lead));
+  }
+
+  #[test]
+  fn failed_refresh_keeps_the_stale_value_and_backs_off() {
+    let mut e = engine();
+    load(&mut e, "k", "v1", 10);
+    e.advance_clock(1_500);
+    let id = e.begin_flight("k", Some(Refresh::Stale), e.config().entry);
+    e.attach_flight("k", id, "r").unwrap();
+    e.fail("k", id, true, false);
+    e.end_flight("k", id);
+    assert_eq!(e.metrics().background_errors, 1);
+    match e.decide("k", true, None) {
+      Decision::Stale { value, refresh, .. } => {
+        assert_eq!(value, "v1");
+        assert!(!refresh, "backing off");
+      }
+      other => panic!("{other:?}"),
+    }
+    e.advance_clock(5_000);
+    assert!(matches!(e.decide("k", true, None), Decision::Stale { refresh: true, .. }));
+  }
+
+  #[test]
+  fn xfetch_draws_decide_early_refresh() {
+    let mut e = engine();
+    load(&mut e, "k", "v", 100);
+    e.set_random(Some(0.5), Some(0.0));
+    assert!(matches!(e.decide("k", true, None), Decision::Hit { refresh: Some(Refresh::Early), .. }));
+    assert!(matches!(e.decide("k", true, Some(0.0)), Decision::Hit { refresh: None, .. }));
+    e.set_random(Some(0.5), Some(1.0));
+    assert!(matches!(e.decide("k", true, None), Decision::Hit { refresh: None, .. }));
+  }
+
+  #[test]
+  fn negative_results_are_cached_for_negative_ttl_only() {
+    let mut e = engine();
+    let id = e.begin_flight("gone", None, e.config().entry);
+    assert!(e.fill("gone", id, "null".into(), true, 5));
+    e.end_flight("gone", id);
+    assert!(matches!(e.decide("gone", true, None), Decision::Negative { .. }));
+    assert!(e.get("gone", true).is_none());
+    e.advance_clock(5_000);
+    assert!(matches!(e.decide("gone", true, None), Decision::Lead));
+    let mut policy = e.config().entry;
+    policy.negative_ttl = 0;
+    let id = e.begin_flight("gone", None, policy);
+    assert!(!e.fill("gone", id, "null".into(), true, 5));
+  }
+
+  #[test]
+  fn set_and_delete_supersede_a_flight() {
+    let mut e = engine();
+    let id = e.begin_flight("k", None, e.config().entry);
+    e.attach_flight("k", id, "old").unwrap();
+    e.set("k", "direct".into(), e.config().entry);
+    assert!(!e.fill("k", id, "from-old-data".into(), false, 1));
+    assert_eq!(e.end_flight("k", id), None);
+    assert_eq!(e.get("k", true).map(String::as_str), Some("direct"));
+    let id = e.begin_flight("k", Some(Refresh::Stale), e.config().entry);
+    assert!(e.delete("k"));
+    assert!(!e.fill("k", id, "x".into(), false, 1));
+    assert!(matches!(e.decide("k", true, None), Decision::Lead));
+    assert!(!e.delete("k"));
+  }
+
+  #[test]
+  fn stale_false_never_gets_a_stale_value() {
+    let mut e = engine();
+    load(&mut e, "k", "v", 10);
+    e.advance_clock(2_000);
+    assert!(matches!(e.decide("k", false, None), Decision::Lead));
+    assert!(e.get("k", false).is_none());
+    assert_eq!(e.get("k", true).map(String::as_str), Some("v"));
+  }
+
+  #[test]
+  fn lru_bound_and_counters() {
+    let raw = RawCacheOptions {
+      max_entries: Some(3.0),
+      ..Default::default()
+    };
+    let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
+    for i in 0..10 {
+      e.set(&format!("k{i}"), "v".into(), e.config().entry);
+    }
+    assert_eq!(e.gauges().size, 3);
+    assert_eq!(e.metrics().evictions, 7);
+  }
+}
