@@ -572,6 +572,10 @@ async function syncHitProbe (def) {
   out.first = order[0]
   out.microtaskTurns = settled ? turns : 'not within 50'
   out.value = isValue(await p)
+  const a = await inst.get('hot')
+  const b = await inst.get('hot')
+  out.sameObjectOnHits = a === b // every hit hands out one shared object
+  out.loaderObject = a === VALUE // ... which is the loader's own object (no copy)
   out.loads = state.loads
   if (inst.close) { try { await inst.close() } catch {} }
   return out
@@ -611,12 +615,12 @@ function summarize (results, probes) {
     const slower = peers.filter((p) => p.ratio >= 1).map((p) => p.lib)
     let s = `On a warm key with one caller in flight, herdcache answers ${fmtOps(h1.opsPerSec)} hits/s (${fmtUs(h1.usPerOp)} µs)`
     if (floor) s += `, ${fmtRatio(floor.ratio)} the time of the object-reference floor`
-    if (jfloor) s += ` and ${fmtRatio(jfloor.ratio)} that of the floor that parses JSON per hit like herdcache does`
+    if (jfloor) s += ` and ${fmtRatio(jfloor.ratio)} that of the floor that parses JSON per hit`
     s += '; '
     if (faster.length) s += `it is faster than ${faster.join(' and ')}`
     if (faster.length && slower.length) s += ', and slower than '
     else if (slower.length) s += 'it is slower than '
-    if (slower.length) s += slower.join(' and ') + (slower.includes('lru-cache') || slower.includes('cache-manager') ? ' (which hand back the stored object itself, no copy)' : '')
+    if (slower.length) s += slower.join(' and ')
     sentences.push(s + '.')
   }
   const b = results.find((x) => x.scenario.id === 4)
@@ -648,6 +652,23 @@ function summarize (results, probes) {
       : '**A herdcache hit did NOT return an already-fulfilled promise** (see the check above).')
   }
   return sentences.join(' ')
+}
+
+// What a hit hands out, as probed: that decides what a hit costs.
+function semanticsNote (probes) {
+  const ok = probes.filter((p) => !p.error)
+  const names = (f) => ok.filter(f).map((p) => p.lib)
+  const list = (xs) => xs.length ? xs.join(', ') : 'none'
+  const same = names((p) => p.sameObjectOnHits && p.loaderObject)
+  const shared = names((p) => p.sameObjectOnHits && !p.loaderObject)
+  const fresh = names((p) => !p.sameObjectOnHits)
+  return 'Read the columns with what a hit hands out (probed on a warm key): ' +
+    `the loader's own object, no copy: ${list(same)}; ` +
+    `one shared copy made once per load (\`JSON.parse(JSON.stringify(v))\`), no work per hit: ${list(shared)}; ` +
+    `a new object per hit (the value is stored as JSON text and parsed on every hit): ${list(fresh)}. ` +
+    'herdcache, lru-cache and bentocache are bounded to 10 000 entries (scenario 5 evicts); cache-manager\'s Keyv `Map` and the js-map floors are unbounded. ' +
+    'bentocache and cache-manager take a closure per call (`factory`, `fn`), as their APIs ask; the others a loader fixed once. ' +
+    'In scenarios 4 and 5 every store is cleared between samples, outside the timing.'
 }
 
 function markdown ({ results, probes, libs, info }) {
@@ -687,17 +708,17 @@ function markdown ({ results, probes, libs, info }) {
   L.push('')
   for (const { scenario } of results) L.push(`${scenario.id}. ${scenario.what}.`)
   L.push('')
-  L.push('Read the columns with the libraries\' semantics in mind: lru-cache, cache-manager and js-map hand every caller the stored object itself (no copy, no parse); herdcache, bentocache (serialized L1) and js-map-json store JSON text and `JSON.parse` it on every hit, so a hit costs about one parse of the value. herdcache, lru-cache and bentocache are bounded to 10 000 entries (scenario 5 evicts); cache-manager\'s Keyv `Map` and the js-map floors are unbounded. In scenarios 4 and 5 every store is cleared between samples, outside the timing.')
+  L.push(semanticsNote(probes))
   L.push('')
   L.push('## Is a hit synchronous?')
   L.push('')
   L.push('On a warm key: is the returned promise already fulfilled when `get` returns (`util.inspect`), and does its reaction run before that of a `Promise.resolve()` chained after it?')
   L.push('')
-  L.push('| library | native Promise | fulfilled on return | first reaction | microtask turns to settle |')
-  L.push('|---|---|---|---|---:|')
+  L.push('| library | native Promise | fulfilled on return | first reaction | microtask turns to settle | what a hit hands out |')
+  L.push('|---|---|---|---|---:|---|')
   for (const p of probes) {
     if (p.error) { L.push(`| ${p.lib} | failed: ${p.error} | | | |`); continue }
-    L.push(`| ${p.lib} | ${p.nativePromise ? 'yes' : 'no'} | ${p.settledOnReturn ? 'yes' : '**no**'} | ${p.first} | ${p.microtaskTurns} |`)
+    L.push(`| ${p.lib} | ${p.nativePromise ? 'yes' : 'no'} | ${p.settledOnReturn ? 'yes' : '**no**'} | ${p.first} | ${p.microtaskTurns} | ${p.sameObjectOnHits ? (p.loaderObject ? 'the loader\'s object' : 'one shared copy') : 'a new object per hit'} |`)
   }
   const hp = probes.find((p) => p.lib === 'herdcache')
   if (hp && !hp.error) {
@@ -742,7 +763,7 @@ async function main () {
   console.log('\nhit returns an already-fulfilled promise?')
   for (const p of probes) {
     if (p.error) { console.log(`  ${p.lib.padEnd(14)} probe failed: ${p.error}`); continue }
-    console.log(`  ${p.lib.padEnd(14)} fulfilled on return: ${p.settledOnReturn ? 'yes' : 'no '}  first reaction: ${p.first.padEnd(17)} microtask turns: ${p.microtaskTurns}`)
+    console.log(`  ${p.lib.padEnd(14)} fulfilled on return: ${p.settledOnReturn ? 'yes' : 'no '}  first reaction: ${p.first.padEnd(17)} microtask turns: ${p.microtaskTurns}  hits share one object: ${p.sameObjectOnHits ? (p.loaderObject ? 'yes (the loader\'s)' : 'yes (a copy)') : 'no (new per hit)'}`)
   }
   const hp = probes.find((p) => p.lib === 'herdcache')
   if (hp && !hp.error) {

@@ -1,1 +1,171 @@
+//! The only module that touches Node-API. `NativeCache` (napi-derive, cold
+//! paths: construction, installation, close, test hooks) hands the JS
+//! wrapper a set of raw functions (`hot`) for everything that runs per call.
 
+mod held;
+mod hot;
+mod key;
+mod options;
+mod raw;
+
+use crate::core::options::CacheConfig;
+use crate::engine::Engine;
+use held::Held;
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use raw::{Failure, JsRef, RawResult};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+pub use options::CacheOptions;
+
+/// The JS functions the native side calls. `lead`, `detach` and `softWait`
+/// are module-level functions of `lib/flight.js` (they hold no cache); the
+/// per-cache context is held weakly, so no reference cycle runs through a
+/// strong `napi_ref` and an unused Cache can be collected.
+struct Helpers {
+  ctx: JsRef,
+  lead: JsRef,
+  detach: JsRef,
+  soft_wait: JsRef,
+}
+
+pub(crate) struct Inner {
+  engine: RefCell<Engine<Held, JsRef>>,
+  helpers: RefCell<Option<Helpers>>,
+}
+
+impl Inner {
+  /// One of the helper functions (or the context) as a JS value.
+  unsafe fn helper(&self, env: raw::Env, pick: impl Fn(&Helpers) -> &JsRef) -> RawResult<raw::Value> {
+    let helpers = self.helpers.borrow();
+    helpers
+      .as_ref()
+      .and_then(|h| pick(h).get(env))
+      .ok_or_else(|| {
+        Failure::Coded(crate::core::error::Error::new(
+          crate::core::error::Code::Closed,
+          crate::core::error::Kind::Plain,
+          "this cache is gone (closed or garbage-collected); create a new Cache",
+        ))
+      })
+  }
+}
+
+unsafe fn to_napi_error(env: raw::Env, failure: Failure) -> Error {
+  let value = raw::failure_value(env, failure);
+  match Unknown::from_napi_value(env, value) {
+    Ok(unknown) => unknown.into(),
+    Err(e) => e,
+  }
+}
+
+/// The native half of a `Cache`. Use the `Cache` class of the package's
+/// entry point; this one has no public contract.
+#[napi]
+pub struct NativeCache {
+  inner: Rc<Inner>,
+}
+
+#[napi]
+impl NativeCache {
+  #[napi(constructor)]
+  pub fn new(env: Env, options: Option<CacheOptions>) -> Result<Self> {
+    let raw_options = options.unwrap_or_default().to_raw();
+    let config = CacheConfig::from_raw(&raw_options)
+      .map_err(|e| unsafe { to_napi_error(env.raw(), Failure::Coded(e)) })?;
+    Ok(NativeCache {
+      inner: Rc::new(Inner {
+        engine: RefCell::new(Engine::new(config)),
+        helpers: RefCell::new(None),
+      }),
+    })
+  }
+
+  /// Wires the JS helpers in and returns the raw entry points. The validated
+  /// timeouts are written onto `ctx` for the JS leader.
+  #[napi(
+    ts_args_type = "ctx: object, lead: Function, detach: Function, softWait: Function",
+    ts_return_type = "Record<string, Function>"
+  )]
+  pub fn install<'env>(
+    &self,
+    env: &'env Env,
+    ctx: Unknown<'env>,
+    lead: Unknown<'env>,
+    detach: Unknown<'env>,
+    soft_wait: Unknown<'env>,
+  ) -> Result<Unknown<'env>> {
+    let env = env.raw();
+    unsafe { self.install_raw(env, ctx.value().value, [lead, detach, soft_wait].map(|f| f.value().value)) }
+      .map_err(|f| unsafe { to_napi_error(env, f) })
+  }
+
+  /// Stops new calls; what is in flight goes on until the JS side drains it.
+  #[napi]
+  pub fn close(&self) {
+    self.inner.engine.borrow_mut().close();
+  }
+
+  /// Drops every entry and flight (after close, once flights settled).
+  #[napi]
+  pub fn release(&self) {
+    self.inner.engine.borrow_mut().release();
+    self.inner.helpers.borrow_mut().take();
+  }
+
+  /// Test hook: moves this cache's clock forward by `ms`.
+  #[napi]
+  pub fn advance_clock(&self, ms: f64) {
+    if ms.is_finite() && ms > 0.0 {
+      self.inner.engine.borrow_mut().advance_clock(ms.round() as u64);
+    }
+  }
+
+  /// Test hook: pins the uniform draws in (0, 1] used for jitter and XFetch
+  /// (`null`: random again).
+  #[napi]
+  pub fn set_random(&self, jitter: Option<f64>, xfetch: Option<f64>) {
+    let clamp = |u: Option<f64>| u.filter(|u| u.is_finite()).map(|u| u.clamp(0.0, 1.0));
+    self.inner.engine.borrow_mut().set_random(clamp(jitter), clamp(xfetch));
+  }
+}
+
+impl NativeCache {
+  unsafe fn install_raw<'env>(&self, env: raw::Env, ctx: raw::Value, [lead, detach, soft_wait]: [raw::Value; 3]) -> RawResult<Unknown<'env>> {
+    *self.inner.helpers.borrow_mut() = Some(Helpers {
+      ctx: JsRef::weak(env, ctx)?,
+      lead: JsRef::strong(env, lead)?,
+      detach: JsRef::strong(env, detach)?,
+      soft_wait: JsRef::strong(env, soft_wait)?,
+    });
+    let config = self.inner.engine.borrow().config().clone();
+    raw::set_property(env, ctx, c"hardTimeout", raw::number(env, config.hard_timeout as f64))?;
+    raw::set_property(env, ctx, c"softTimeout", raw::number(env, config.soft_timeout as f64))?;
+    let mut object = std::ptr::null_mut();
+    raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));
+    type Entry = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;
+    let entries: [(&std::ffi::CStr, &str, Entry); 11] = [
+      (c"getOrLoad", "getOrLoad", hot::get_or_load),
+      (c"fill", "fill", hot::fill),
+      (c"fail", "fail", hot::fail),
+      (c"endFlight", "endFlight", hot::end_flight),
+      (c"recordSoftWait", "recordSoftWait", hot::record_soft_wait),
+      (c"get", "get", hot::get),
+      (c"set", "set", hot::set),
+      (c"delete", "delete", hot::delete),
+      (c"clear", "clear", hot::clear),
+      (c"stats", "stats", hot::stats),
+      (c"metrics", "metrics", hot::metrics),
+    ];
+    for (prop, name, callback) in entries {
+      let f = raw::function(env, name, callback, Rc::clone(&self.inner))?;
+      raw::set_property(env, object, prop, f)?;
+    }
+    Unknown::from_napi_value(env, object).map_err(|e| Failure::Coded(crate::core::error::Error::new(
+      crate::core::error::Code::InvalidValue,
+      crate::core::error::Kind::Plain,
+      e.to_string(),
+    )))
+  }
+}

@@ -1,0 +1,452 @@
+'use strict'
+// R8 stale-if-error, refreshBackoff, onError; every bad input of the README's Errors table.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { Cache } = require('..')
+const h = require('./helpers')
+
+const { T } = h
+const make = (t, opts = {}) => h.track(t, new Cache({ jitter: 0, beta: 0, ...opts }))
+
+// ---- stale-if-error ---------------------------------------------------------
+
+test('stale-if-error: a failing refresh keeps the stale value, calls onError, and backs off', T, async (t) => {
+  const errors = []
+  const cache = make(t, {
+    ttl: 1000,
+    hardTtl: 60000,
+    refreshBackoff: 5000,
+    onError: (err, info) => errors.push({ err, info }),
+  })
+  assert.deepEqual(await cache.getOrLoad('feed', () => ({ v: 1 })), { v: 1 })
+
+  const boom = new Error('db down')
+  const failing = h.counted(async () => {
+    await h.sleep(5)
+    throw boom
+  })
+  h.advance(cache, 1500)
+  assert.deepEqual(await cache.getOrLoad('feed', failing), { v: 1 }, 'the stale value is served')
+  await h.waitFor(() => cache.stats().backgroundErrors === 1, 'the refresh to fail')
+  await h.waitFor(() => errors.length === 1, 'onError to be called')
+  assert.equal(failing.calls, 1)
+  assert.equal(errors[0].err, boom, 'onError gets the loader error itself')
+  assert.equal(errors[0].info.key, 'feed')
+  assert.equal(errors[0].info.background, true)
+
+  // Still the last good value; no new refresh during refreshBackoff.
+  for (let i = 0; i < 5; i++) {
+    const status = {}
+    assert.deepEqual(await cache.getOrLoad('feed', failing, { status }), { v: 1 })
+    assert.equal(status.outcome, 'stale')
+  }
+  h.advance(cache, 4000) // 4000 ms after the failure < refreshBackoff
+  assert.deepEqual(await cache.getOrLoad('feed', failing), { v: 1 })
+  await h.sleep(30)
+  assert.equal(failing.calls, 1, 'no refresh during refreshBackoff')
+  assert.equal(cache.stats().backgroundRefreshes, 1)
+
+  h.advance(cache, 1500) // 5500 ms after the failure
+  const good = h.counted(() => ({ v: 2 }))
+  assert.deepEqual(await cache.getOrLoad('feed', good), { v: 1 })
+  await h.waitFor(() => good.calls === 1, 'a refresh after the backoff')
+  await h.waitFor(() => cache.get('feed', { stale: false }) !== undefined, 'the refresh to land')
+  assert.deepEqual(cache.get('feed'), { v: 2 })
+
+  const s = cache.stats()
+  assert.equal(s.backgroundErrors, 1)
+  assert.equal(s.loadErrors, 1)
+  assert.equal(s.backgroundRefreshes, 2)
+  assert.equal(errors.length, 1)
+})
+
+test('a failing refresh keeps the stale value only until its hard TTL', T, async (t) => {
+  const cache = make(t, { ttl: 1000, hardTtl: 3000, onError: () => {} })
+  await cache.getOrLoad('k', () => 'good')
+  const boom = new Error('down')
+  const failing = h.counted(() => Promise.reject(boom))
+  h.advance(cache, 1500)
+  assert.equal(await cache.getOrLoad('k', failing), 'good')
+  await h.waitFor(() => cache.stats().backgroundErrors === 1, 'the refresh to fail')
+  h.advance(cache, 2000) // past hardTtl
+  await assert.rejects(cache.getOrLoad('k', failing), (e) => e === boom, 'a cold load fails to the caller')
+  assert.equal(cache.get('k'), undefined)
+})
+
+test('refreshBackoff is per key: other keys still refresh', T, async (t) => {
+  const cache = make(t, { ttl: 1000, hardTtl: 60000, refreshBackoff: 10000, onError: () => {} })
+  await cache.getOrLoad('a', () => 'a1')
+  await cache.getOrLoad('b', () => 'b1')
+  h.advance(cache, 1500)
+  await cache.getOrLoad('a', () => Promise.reject(new Error('a down')))
+  await h.waitFor(() => cache.stats().backgroundErrors === 1, 'a refresh to fail')
+  const bLoader = h.counted(() => 'b2')
+  assert.equal(await cache.getOrLoad('b', bLoader), 'b1')
+  await h.waitFor(() => cache.get('b', { stale: false }) === 'b2', 'b to refresh')
+  assert.equal(bLoader.calls, 1)
+})
+
+test('a background failure without onError rejects nobody', T, async (t) => {
+  const cache = make(t, { ttl: 1000 })
+  await cache.getOrLoad('k', () => 'v')
+  h.advance(cache, 1500)
+  const settled = await Promise.allSettled(
+    Array.from({ length: 10 }, () => cache.getOrLoad('k', () => Promise.reject(new Error('x')))),
+  )
+  assert.ok(settled.every((s) => s.status === 'fulfilled' && s.value === 'v'))
+  await h.waitFor(() => cache.stats().backgroundErrors === 1, 'the refresh to fail')
+})
+
+test('a failing cold load reaches the caller, is not stored, and onError is not called', T, async (t) => {
+  const errors = []
+  const cache = make(t, { onError: (e) => errors.push(e) })
+  const boom = new Error('cold failure')
+  const loader = h.counted(() => Promise.reject(boom))
+  await assert.rejects(cache.getOrLoad('k', loader), (e) => e === boom)
+  assert.equal(cache.get('k'), undefined)
+  assert.equal(cache.stats().size, 0)
+  await assert.rejects(cache.getOrLoad('k', loader), (e) => e === boom)
+  assert.equal(loader.calls, 2, 'nothing stored: the next call loads again')
+  assert.equal(errors.length, 0, 'onError is for background refresh failures')
+  assert.equal(cache.stats().loadErrors, 2)
+})
+
+test('a loader error reaches callers unchanged, even a non-Error value', T, async (t) => {
+  const cache = make(t)
+  await assert.rejects(
+    cache.getOrLoad('s', () => Promise.reject('plain string')),
+    (e) => e === 'plain string',
+  )
+  const obj = { custom: true }
+  await assert.rejects(
+    cache.getOrLoad('o', () => {
+      throw obj
+    }),
+    (e) => e === obj,
+  )
+})
+
+test('a loader throwing synchronously rejects (never throws) with the very error object', T, async (t) => {
+  const cache = make(t)
+  const thrown = []
+  const loader = h.counted((_, n) => {
+    const e = new TypeError(`sync throw ${n}`)
+    thrown.push(e)
+    throw e
+  })
+  const first = h.callAsync(() => cache.getOrLoad('k', loader))
+  const others = []
+  for (let i = 0; i < 4; i++) others.push(h.callAsync(() => cache.getOrLoad('k', loader)))
+  await assert.rejects(first, (e) => e === thrown[0], 'the same object the loader threw')
+  for (const s of await Promise.allSettled(others)) {
+    assert.equal(s.status, 'rejected')
+    assert.ok(thrown.includes(s.reason), 'a waiter gets a thrown object itself, not a wrapper')
+  }
+  assert.equal(cache.get('k'), undefined)
+  assert.equal(cache.stats().size, 0)
+})
+
+test('errors on one key leave other keys unaffected', T, async (t) => {
+  const cache = make(t, { hardTimeout: 100 })
+  await cache.getOrLoad('good', () => 'g')
+  const good2 = h.slowLoader(30, 'g2')
+  const results = await Promise.allSettled([
+    cache.getOrLoad('bad', () => Promise.reject(new Error('bad'))),
+    cache.getOrLoad('big', () => 1n),
+    cache.getOrLoad('slow', ({ signal }) => new Promise((_, rej) => signal.addEventListener('abort', () => rej(signal.reason)))),
+    cache.getOrLoad('good2', good2),
+    cache.getOrLoad('good', () => 'other'),
+  ])
+  assert.equal(results[0].status, 'rejected')
+  assert.equal(results[1].status, 'rejected')
+  assert.equal(results[2].status, 'rejected')
+  assert.deepEqual(results[3], { status: 'fulfilled', value: 'g2' })
+  assert.deepEqual(results[4], { status: 'fulfilled', value: 'g' })
+  assert.equal(cache.get('good2'), 'g2')
+  assert.equal(cache.stats().size, 2)
+})
+
+// ---- unserialisable results ----------------------------------------------------
+
+const circular = () => {
+  const o = { a: 1 }
+  o.self = o
+  return o
+}
+for (const [label, make1] of [
+  ['a BigInt', () => 10n],
+  ['an object holding a BigInt', () => ({ n: 1n })],
+  ['a circular object', circular],
+  ['a function', () => () => 1],
+  ['a promise of a function', () => Promise.resolve(() => 1)],
+]) {
+  test(`a loader returning ${label} rejects with ERR_HERDCACHE_UNSERIALIZABLE and stores nothing`, T, async (t) => {
+    const cache = make(t)
+    const loader = h.counted(() => make1())
+    const settled = await Promise.allSettled([
+      cache.getOrLoad('k', loader),
+      cache.getOrLoad('k', loader),
+    ])
+    for (const s of settled) {
+      assert.equal(s.status, 'rejected')
+      assert.equal(s.reason && s.reason.code, 'ERR_HERDCACHE_UNSERIALIZABLE')
+    }
+    assert.equal(loader.calls, 1)
+    assert.equal(cache.get('k'), undefined)
+    assert.equal(cache.stats().size, 0)
+    assert.equal(cache.stats().loadErrors, 1)
+    // nothing stored: the next call loads again
+    assert.equal(await cache.getOrLoad('k', () => 'fine'), 'fine')
+  })
+}
+
+// ---- bad keys ---------------------------------------------------------------
+
+const BAD_KEYS = [
+  ['undefined', undefined],
+  ['null', null],
+  ['a number', 42],
+  ['{}', {}],
+  ["''", ''],
+  ['[]', []],
+  ['[{}]', [{}]],
+  ['[NaN]', [NaN]],
+  ['[Infinity]', [Infinity]],
+  ["['a', -Infinity]", ['a', -Infinity]],
+  ['[true]', [true]],
+  ['[null]', [null]],
+  ['[undefined]', [undefined]],
+  ["[['nested']]", [['nested']]],
+  ['a Symbol', Symbol('k')],
+]
+
+for (const [label, key] of BAD_KEYS) {
+  test(`getOrLoad with key ${label} rejects with ERR_HERDCACHE_INVALID_KEY (no sync throw, no load)`, T, async (t) => {
+    const cache = make(t)
+    const loader = h.counted(() => 'v')
+    const p = h.callAsync(() => cache.getOrLoad(key, loader))
+    await h.rejectsWith(p, 'ERR_HERDCACHE_INVALID_KEY', Error)
+    assert.equal(loader.calls, 0)
+  })
+}
+
+test('get / set / delete with a bad key throw ERR_HERDCACHE_INVALID_KEY', T, async (t) => {
+  const cache = make(t)
+  for (const [, key] of BAD_KEYS) {
+    h.throwsWith(() => cache.get(key), 'ERR_HERDCACHE_INVALID_KEY')
+    h.throwsWith(() => cache.set(key, 'v'), 'ERR_HERDCACHE_INVALID_KEY')
+    h.throwsWith(() => cache.delete(key), 'ERR_HERDCACHE_INVALID_KEY')
+  }
+  assert.equal(cache.stats().size, 0)
+})
+
+// ---- bad loaders ------------------------------------------------------------
+
+for (const [label, loader] of [
+  ['undefined', undefined],
+  ['null', null],
+  ['a string', 'loadFeed'],
+  ['an object', { load() {} }],
+  ['a number', 1],
+]) {
+  test(`a loader that is ${label} rejects with ERR_HERDCACHE_INVALID_LOADER`, T, async (t) => {
+    const cache = make(t)
+    const p = h.callAsync(() => cache.getOrLoad('k', loader))
+    await h.rejectsWith(p, 'ERR_HERDCACHE_INVALID_LOADER')
+    assert.equal(cache.stats().size, 0)
+  })
+}
+
+// ---- set() values -----------------------------------------------------------
+
+test('set() with null / undefined / unserialisable values throws ERR_HERDCACHE_INVALID_VALUE', T, async (t) => {
+  const cache = make(t)
+  for (const v of [null, undefined, 1n, { n: 2n }, circular(), () => 1]) {
+    h.throwsWith(() => cache.set('k', v), 'ERR_HERDCACHE_INVALID_VALUE')
+  }
+  assert.equal(cache.get('k'), undefined)
+  assert.equal(cache.stats().size, 0)
+})
+
+// ---- constructor options ------------------------------------------------------
+
+const BAD_OPTIONS = [
+  // [options, option name in the message, class or null for "TypeError or RangeError"]
+  [{ ttl: -1 }, 'ttl', RangeError],
+  [{ ttl: NaN }, 'ttl', null],
+  [{ ttl: Infinity }, 'ttl', RangeError],
+  [{ ttl: '1000' }, 'ttl', TypeError],
+  [{ hardTtl: -5 }, 'hardTtl', RangeError],
+  [{ ttl: 1000, hardTtl: 500 }, 'hardTtl', RangeError],
+  [{ jitter: 1 }, 'jitter', RangeError],
+  [{ jitter: -0.1 }, 'jitter', RangeError],
+  [{ jitter: NaN }, 'jitter', null],
+  [{ beta: -1 }, 'beta', RangeError],
+  [{ negativeTtl: -1 }, 'negativeTtl', RangeError],
+  [{ softTimeout: -1 }, 'softTimeout', RangeError],
+  [{ hardTimeout: -1 }, 'hardTimeout', RangeError],
+  [{ refreshBackoff: -1 }, 'refreshBackoff', RangeError],
+  [{ maxEntries: -1 }, 'maxEntries', RangeError],
+  [{ prefix: 42 }, 'prefix', TypeError],
+  [{ waitUntil: 'yes' }, 'waitUntil', TypeError],
+  [{ onError: 1 }, 'onError', TypeError],
+  [{ tll: 1000 }, 'tll', null], // unknown option (typo)
+]
+
+for (const [opts, name, Class] of BAD_OPTIONS) {
+  const label = JSON.stringify(opts, (_, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v))
+  test(`new Cache(${label}) throws ERR_HERDCACHE_INVALID_OPTION naming ${name}`, T, () => {
+    const err = h.throwsWith(() => new Cache(opts), 'ERR_HERDCACHE_INVALID_OPTION', Class || undefined)
+    assert.ok(err instanceof TypeError || err instanceof RangeError, 'a TypeError or a RangeError')
+    assert.ok(String(err.message).includes(name), `the message names the option: ${err.message}`)
+  })
+}
+
+test('new Cache(non-object) throws ERR_HERDCACHE_INVALID_OPTION', T, () => {
+  for (const bad of [42, 'ttl', true]) {
+    const err = h.throwsWith(() => new Cache(bad), 'ERR_HERDCACHE_INVALID_OPTION')
+    assert.ok(err instanceof TypeError || err instanceof RangeError)
+  }
+})
+
+test('redis (a later version) throws ERR_HERDCACHE_UNSUPPORTED', T, () => {
+  h.throwsWith(() => new Cache({ redis: 'redis://127.0.0.1:6379' }), 'ERR_HERDCACHE_UNSUPPORTED')
+})
+
+test('valid edge options are accepted', T, async (t) => {
+  for (const opts of [
+    undefined,
+    {},
+    { jitter: 0 },
+    { jitter: 0.99 },
+    { beta: 0 },
+    { negativeTtl: 0 },
+    { softTimeout: 0 },
+    { ttl: 1000, hardTtl: 1000 },
+    { prefix: 'app:' },
+    { waitUntil: () => {}, onError: () => {} },
+  ]) {
+    const cache = h.track(t, new Cache(opts))
+    assert.equal(await cache.getOrLoad('k', () => 'v'), 'v', JSON.stringify(opts))
+  }
+})
+
+// ---- call options -----------------------------------------------------------
+
+for (const [opts, label] of [
+  [{ ttl: -1 }, 'ttl -1'],
+  [{ ttl: 'x' }, "ttl 'x'"],
+  [{ hardTtl: NaN }, 'hardTtl NaN'],
+  [{ ttl: 1000, hardTtl: 10 }, 'hardTtl < ttl'],
+  [{ beta: -1 }, 'beta -1'],
+  [{ negativeTtl: -1 }, 'negativeTtl -1'],
+  [{ stale: 'no' }, "stale 'no'"],
+  [{ signal: {} }, 'signal {}'],
+  [{ status: 5 }, 'status 5'],
+  [{ sttale: false }, 'unknown sttale'],
+]) {
+  test(`getOrLoad call option ${label} rejects with ERR_HERDCACHE_INVALID_OPTION`, T, async (t) => {
+    const cache = make(t)
+    const loader = h.counted(() => 'v')
+    const p = h.callAsync(() => cache.getOrLoad('k', loader, opts))
+    const err = await h.rejectsWith(p, 'ERR_HERDCACHE_INVALID_OPTION')
+    assert.ok(err instanceof TypeError || err instanceof RangeError)
+    assert.equal(loader.calls, 0)
+  })
+}
+
+test('set() option ttl -1 throws ERR_HERDCACHE_INVALID_OPTION', T, async (t) => {
+  const cache = make(t)
+  h.throwsWith(() => cache.set('k', 'v', { ttl: -1 }), 'ERR_HERDCACHE_INVALID_OPTION')
+  assert.equal(cache.get('k'), undefined)
+})
+
+// ---- timeouts -----------------------------------------------------------------
+
+test('a load past hardTimeout rejects every waiter with ERR_HERDCACHE_TIMEOUT and stores nothing', T, async (t) => {
+  const cache = make(t, { hardTimeout: 100 })
+  const loader = h.hangingLoader()
+  const settled = await Promise.allSettled(Array.from({ length: 5 }, () => cache.getOrLoad('k', loader)))
+  for (const s of settled) {
+    assert.equal(s.status, 'rejected')
+    assert.equal(s.reason.code, 'ERR_HERDCACHE_TIMEOUT')
+  }
+  assert.equal(loader.calls, 1)
+  const st = cache.stats()
+  assert.equal(st.timeouts, 1)
+  assert.equal(st.loadErrors, 1)
+  assert.equal(st.inFlight, 0)
+  assert.equal(cache.get('k'), undefined)
+})
+
+test('a loader that ignores its signal and lands after hardTimeout is not stored', T, async (t) => {
+  const cache = make(t, { hardTimeout: 80 })
+  const late = h.counted(() => new Promise((resolve) => setTimeout(() => resolve('late'), 200)))
+  await Promise.all([
+    h.rejectsWith(cache.getOrLoad('k', late), 'ERR_HERDCACHE_TIMEOUT'),
+    h.rejectsWith(cache.getOrLoad('lonely', late), 'ERR_HERDCACHE_TIMEOUT'),
+  ])
+  // a call after the timeout starts its own load, even while the late one still runs
+  const again = h.counted(() => 'again')
+  assert.equal(await cache.getOrLoad('k', again), 'again')
+  assert.equal(again.calls, 1)
+  await h.sleep(220) // the late loads land
+  assert.equal(late.calls, 2)
+  assert.equal(cache.get('k'), 'again', 'a given-up load does not overwrite a newer value')
+  assert.equal(cache.get('lonely'), undefined, 'a given-up load is not stored when it lands')
+})
+
+// ---- close ------------------------------------------------------------------
+
+test('after close(), getOrLoad rejects with ERR_HERDCACHE_CLOSED without loading', T, async () => {
+  const cache = new Cache()
+  await cache.getOrLoad('k', () => 'v')
+  await cache.close()
+  const loader = h.counted(() => 'v2')
+  const p = h.callAsync(() => cache.getOrLoad('k', loader))
+  await h.rejectsWith(p, 'ERR_HERDCACHE_CLOSED')
+  await h.rejectsWith(cache.getOrLoad('other', loader), 'ERR_HERDCACHE_CLOSED')
+  assert.equal(loader.calls, 0)
+})
+
+test('after close(), get / set / delete / clear throw ERR_HERDCACHE_CLOSED', T, async () => {
+  const cache = new Cache()
+  cache.set('k', 'v')
+  await cache.close()
+  h.throwsWith(() => cache.get('k'), 'ERR_HERDCACHE_CLOSED')
+  h.throwsWith(() => cache.set('k', 'v2'), 'ERR_HERDCACHE_CLOSED')
+  h.throwsWith(() => cache.delete('k'), 'ERR_HERDCACHE_CLOSED')
+  h.throwsWith(() => cache.clear(), 'ERR_HERDCACHE_CLOSED')
+})
+
+test('closing one cache leaves another unaffected', T, async (t) => {
+  const a = new Cache()
+  const b = make(t)
+  await a.close()
+  assert.equal(await b.getOrLoad('k', () => 'b'), 'b')
+  await h.rejectsWith(a.getOrLoad('k', () => 'a'), 'ERR_HERDCACHE_CLOSED')
+})
+
+test('every error made by herdcache is an Error with a stable code', T, async (t) => {
+  const cache = make(t, { hardTimeout: 50 })
+  const errs = []
+  for (const p of [
+    cache.getOrLoad('', () => 1),
+    cache.getOrLoad('k', 'nope'),
+    cache.getOrLoad('k', () => 1, { ttl: -1 }),
+    cache.getOrLoad('k1', () => 1n),
+    cache.getOrLoad('k2', h.hangingLoader()),
+  ]) {
+    try {
+      await p
+    } catch (e) {
+      errs.push(e)
+    }
+  }
+  assert.equal(errs.length, 5)
+  for (const e of errs) {
+    assert.ok(e instanceof Error)
+    assert.match(e.code, /^ERR_HERDCACHE_[A-Z_]+$/)
+    assert.ok(e.message.length > 0)
+  }
+})

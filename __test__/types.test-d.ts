@@ -1,0 +1,129 @@
+// Type test: compiled by __test__/types.test.js with `tsc --noEmit --strict`.
+// Every public API of the README is used here; misuse is marked with @ts-expect-error
+// (tsc fails on an expect-error line that is not an error).
+import { Cache } from '..'
+
+type Outcome = 'hit' | 'stale' | 'negative' | 'miss' | 'coalesced'
+
+async function main(): Promise<void> {
+  const collected: Promise<unknown>[] = []
+  const cache = new Cache({
+    ttl: 60_000,
+    hardTtl: 600_000,
+    jitter: 0.1,
+    beta: 1,
+    negativeTtl: 5000,
+    softTimeout: 0,
+    hardTimeout: 30_000,
+    refreshBackoff: 10_000,
+    maxEntries: 10_000,
+    prefix: 'app:',
+    waitUntil: (promise) => {
+      collected.push(promise)
+    },
+    onError: (error, info) => {
+      const background: boolean = info.background
+      const key = info.key
+      void error
+      void background
+      void key
+    },
+  })
+  const defaults = new Cache()
+  const empty = new Cache({})
+
+  // getOrLoad: string and array keys, async and sync loaders, the loader context
+  const feed = await cache.getOrLoad(['feed', 'tenant-1', 'en', 42], async ({ key, signal }) => {
+    const s: AbortSignal = signal
+    void s
+    void key
+    return { items: [1, 2, 3], title: 'home' }
+  })
+  const n: number = feed.items[0]
+  const title: string = feed.title
+  void n
+  void title
+
+  const count: number = await cache.getOrLoad('count', () => 7)
+  void count
+  const maybe = await cache.getOrLoad('user:404', async () => null)
+  void maybe
+
+  // call options
+  const ac = new AbortController()
+  const status: { outcome?: Outcome } = {}
+  const v = await cache.getOrLoad('k', async () => 'v', {
+    ttl: 1000,
+    hardTtl: 10_000,
+    beta: 0,
+    negativeTtl: 0,
+    stale: false,
+    signal: ac.signal,
+    status,
+  })
+  const str: string = v
+  void str
+  const outcome: Outcome | undefined = status.outcome
+  void outcome
+  const p: Promise<string> = cache.getOrLoad('k2', () => 'x')
+  void p
+
+  // other methods
+  const got: unknown = cache.get('k')
+  const gotFresh: unknown = cache.get(['k', 1], { stale: false })
+  void got
+  void gotFresh
+  cache.set('k', { a: 1 })
+  cache.set(['k', 2], 'v', { ttl: 100, hardTtl: 200 })
+  const removed: boolean = cache.delete('k')
+  void removed
+  cache.clear()
+
+  const s = cache.stats()
+  const total: number =
+    s.hits +
+    s.staleServed +
+    s.negativeHits +
+    s.misses +
+    s.coalesced +
+    s.loads +
+    s.loadErrors +
+    s.backgroundRefreshes +
+    s.earlyRefreshes +
+    s.backgroundErrors +
+    s.timeouts +
+    s.evictions +
+    s.expirations +
+    s.size +
+    s.inFlight
+  void total
+  const text: string = cache.metrics()
+  void text
+  const closing: Promise<unknown> = cache.close()
+  await closing
+  await defaults.close()
+  await empty.close()
+
+  // ---- misuse ----
+  // @ts-expect-error a number is not a key
+  cache.getOrLoad(42, () => 1)
+  // @ts-expect-error the loader is required
+  cache.getOrLoad('k')
+  // @ts-expect-error the loader must be a function
+  cache.getOrLoad('k', 'loader')
+  // @ts-expect-error an object is not a key part
+  cache.getOrLoad([{ id: 1 }], () => 1)
+  // @ts-expect-error stale is a boolean
+  cache.getOrLoad('k', () => 1, { stale: 'no' })
+  // @ts-expect-error ttl is a number
+  new Cache({ ttl: '1000' })
+  // @ts-expect-error unknown option (typo)
+  new Cache({ tll: 1000 })
+  // @ts-expect-error delete needs a key
+  cache.delete()
+  // @ts-expect-error stats are read-only numbers, not strings
+  const bad: string = cache.stats().hits
+  void bad
+}
+
+void main

@@ -1,0 +1,43 @@
+'use strict'
+// Type-checks __test__/types.test-d.ts against the package's index.d.ts with the local TypeScript.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { execFile } = require('node:child_process')
+const fs = require('node:fs')
+const path = require('node:path')
+const { ROOT } = require('./helpers')
+
+const TSC = path.join(ROOT, 'node_modules', '.bin', 'tsc')
+const FILE = path.join(__dirname, 'types.test-d.ts')
+
+function tsc(args) {
+  return new Promise((resolve) => {
+    execFile(TSC, args, { cwd: ROOT, timeout: 25000 }, (error, stdout, stderr) => {
+      resolve({ code: error ? (error.code ?? 1) : 0, out: `${stdout}${stderr}` })
+    })
+  })
+}
+
+const COMMON = ['--noEmit', '--strict', '--target', 'es2022', '--module', 'node16', '--moduleResolution', 'node16', '--types', 'node']
+
+test('index.d.ts exists and the package points at it', { timeout: 10000 }, () => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
+  assert.equal(pkg.types, 'index.d.ts')
+  assert.ok(fs.existsSync(path.join(ROOT, 'index.d.ts')), 'index.d.ts is missing')
+})
+
+test('types.test-d.ts type-checks with tsc --noEmit --strict (including every @ts-expect-error)', { timeout: 30000 }, async () => {
+  assert.ok(fs.existsSync(TSC), 'the local typescript is installed')
+  const r = await tsc([...COMMON, FILE])
+  assert.equal(r.code, 0, `tsc reported:\n${r.out}`)
+})
+
+test('the type test is not vacuous: a wrong use outside @ts-expect-error fails to compile', { timeout: 30000 }, async (t) => {
+  const bad = path.join(__dirname, '.types-negative.tmp.ts')
+  t.after(() => fs.rmSync(bad, { force: true }))
+  fs.writeFileSync(bad, "import { Cache } from '..'\nconst c = new Cache()\nc.getOrLoad(42, () => 1)\n")
+  const r = await tsc([...COMMON, bad])
+  assert.notEqual(r.code, 0, 'a number key must not type-check')
+  assert.match(r.out, /error TS/)
+  assert.doesNotMatch(r.out, /Cannot find module/, `the package types must resolve:\n${r.out}`)
+})

@@ -1,0 +1,152 @@
+// Hand-written types of the public entry (index.js). The numeric options are
+// declared, with their docs, on the Rust side (src/binding/options.rs) and
+// reach this file through the generated binding.d.ts.
+
+import type { CacheOptions as NativeCacheOptions } from './binding'
+
+/** A key: a non-empty string, or an array of strings and finite numbers. */
+export type Key = string | ReadonlyArray<string | number>
+
+/** How one `getOrLoad` call was answered. */
+export type Outcome = 'hit' | 'stale' | 'negative' | 'miss' | 'coalesced'
+
+export interface LoaderContext<K extends Key = Key> {
+  /** The key as the caller passed it. */
+  readonly key: K
+  /**
+   * Aborts when the load passes `hardTimeout` or the cache is closed; never
+   * because one caller stopped waiting. Pass it on to your database client.
+   */
+  readonly signal: AbortSignal
+}
+
+/**
+ * Loads a value. `null` or `undefined` means "not found" and is cached for
+ * `negativeTtl`. The result must be JSON-representable.
+ */
+export type Loader<T, K extends Key = Key> = (context: LoaderContext<K>) => T | PromiseLike<T>
+
+export interface CacheOptions extends NativeCacheOptions {
+  /**
+   * Receives every background refresh's promise (it never rejects), so a
+   * serverless host keeps the function alive until the refresh is done:
+   * Vercel's `waitUntil`, Next.js `after()`.
+   */
+  waitUntil?: (promise: Promise<void>) => void
+  /** Background refresh failures; they never reject anybody's call. */
+  onError?: (error: unknown, info: { key: Key; background: true }) => void
+}
+
+export interface EntryOptions {
+  /** Soft TTL, ms, of the entry this call writes. */
+  ttl?: number
+  /** Hard TTL, ms, of the entry this call writes; defaults keep the cache's hardTtl/ttl ratio. */
+  hardTtl?: number
+}
+
+export interface CallOptions extends EntryOptions {
+  /** XFetch eagerness for this call. */
+  beta?: number
+  /** How long, ms, a "not found" result of this call's load is cached. */
+  negativeTtl?: number
+  /** `false`: never answer this call with a stale value (balances, prices, personal data). */
+  stale?: boolean
+  /** Stops this caller waiting (rejects with `signal.reason`); the load goes on for others. */
+  signal?: AbortSignal
+  /** Receives `outcome`: how this call was answered. */
+  status?: { outcome?: Outcome }
+}
+
+export interface GetOptions {
+  /** `false`: a stale value is `undefined`. */
+  stale?: boolean
+}
+
+/** Counters since the cache was made, and two gauges (`size`, `inFlight`). */
+export interface CacheStats {
+  /** Fresh values served. */
+  hits: number
+  /** Stale values served while a refresh ran. */
+  staleServed: number
+  /** "Not found" markers served. */
+  negativeHits: number
+  /** Calls that ran the loader themselves. */
+  misses: number
+  /** Calls that joined a load in flight. */
+  coalesced: number
+  /** Loader runs, foreground and background. */
+  loads: number
+  /** Loader runs that failed. */
+  loadErrors: number
+  /** Background refreshes started (stale or early). */
+  backgroundRefreshes: number
+  /** Of those, started early by XFetch. */
+  earlyRefreshes: number
+  /** Background refreshes that failed. */
+  backgroundErrors: number
+  /** Loads given up at `hardTimeout`. */
+  timeouts: number
+  /** Entries evicted by `maxEntries`. */
+  evictions: number
+  /** Entries reclaimed past their hard TTL. */
+  expirations: number
+  /** Entries held now. */
+  size: number
+  /** Loads running now. */
+  inFlight: number
+}
+
+/** An error herdcache made; `code` is stable. */
+export interface HerdcacheError extends Error {
+  code:
+    | 'ERR_HERDCACHE_INVALID_KEY'
+    | 'ERR_HERDCACHE_INVALID_LOADER'
+    | 'ERR_HERDCACHE_INVALID_OPTION'
+    | 'ERR_HERDCACHE_INVALID_VALUE'
+    | 'ERR_HERDCACHE_UNSERIALIZABLE'
+    | 'ERR_HERDCACHE_TIMEOUT'
+    | 'ERR_HERDCACHE_CLOSED'
+    | 'ERR_HERDCACHE_UNSUPPORTED'
+}
+
+/** Test hooks; not part of the stable API. */
+export declare const kTesting: unique symbol
+
+export declare class Cache {
+  /** @throws {HerdcacheError} `ERR_HERDCACHE_INVALID_OPTION`, `ERR_HERDCACHE_UNSUPPORTED` */
+  constructor(options?: CacheOptions)
+
+  /**
+   * The cached value for `key`, or the loader's. Concurrent callers of one
+   * key share one load; a stale value is served at once while one
+   * background refresh runs. The value is shared between callers: treat it
+   * as read-only.
+   */
+  getOrLoad<T, K extends Key = Key>(key: K, loader: Loader<T, K>, options?: CallOptions): Promise<T>
+
+  /** The cached value (fresh, or stale unless `stale: false`), or `undefined`. Never loads. */
+  get<T = unknown>(key: Key, options?: GetOptions): Promise<T | undefined>
+
+  /** Writes a value (not `null`/`undefined`); a load in flight for the key is not stored. */
+  set<T>(key: Key, value: T, options?: EntryOptions): Promise<void>
+
+  /** Removes the key; a load in flight for it is not stored. `true` if something was removed. */
+  delete(key: Key): Promise<boolean>
+
+  /** Removes every entry. */
+  clear(): Promise<void>
+
+  /** Counters and gauges. */
+  stats(): CacheStats
+
+  /** The counters in the Prometheus text format (`herdcache_…`). */
+  metrics(): string
+
+  /** Rejects new calls, aborts the signals of loads in flight, resolves when they settled. */
+  close(): Promise<void>
+
+  [kTesting]: {
+    advanceClock(ms: number): void
+    setRandom(draws: { jitter?: number | null; xfetch?: number | null }): void
+  }
+}

@@ -1,0 +1,172 @@
+'use strict'
+
+// The public entry: a small wrapper that validates options, wires the
+// addon's raw entry points in, and keeps what is JavaScript by nature
+// (serialising values, timers, AbortSignals) in lib/. See README.md.
+
+const { NativeCache } = require('./binding')
+const { lead, detach, softWait } = require('./lib/flight')
+const { herdError } = require('./lib/errors')
+
+const { parse, stringify } = JSON
+const noop = () => {}
+
+/** Test hooks: `cache[kTesting].advanceClock(ms)`, `.setRandom({ jitter, xfetch })`. */
+const kTesting = Symbol.for('herdcache.testing')
+
+const NUMBER_OPTIONS = [
+  'ttl',
+  'hardTtl',
+  'jitter',
+  'beta',
+  'negativeTtl',
+  'softTimeout',
+  'hardTimeout',
+  'refreshBackoff',
+  'maxEntries',
+]
+const FUNCTION_OPTIONS = ['waitUntil', 'onError']
+const LATER_OPTIONS = ['redis', 'lockTtl']
+const KNOWN_OPTIONS = new Set([...NUMBER_OPTIONS, ...FUNCTION_OPTIONS, ...LATER_OPTIONS, 'prefix'])
+
+function invalidOption(message) {
+  return herdError(TypeError, 'ERR_HERDCACHE_INVALID_OPTION', message)
+}
+
+function checkOptions(options) {
+  if (options === null || typeof options !== 'object') {
+    throw invalidOption('the Cache options must be an object, e.g. new Cache({ ttl: 60_000 })')
+  }
+  for (const name of Object.keys(options)) {
+    if (!KNOWN_OPTIONS.has(name)) {
+      throw invalidOption(`unknown option \`${name}\`; known options: ${[...KNOWN_OPTIONS].join(', ')}`)
+    }
+  }
+  for (const name of LATER_OPTIONS) {
+    if (options[name] !== undefined) {
+      throw herdError(
+        Error,
+        'ERR_HERDCACHE_UNSUPPORTED',
+        `option \`${name}\` needs the Redis store, which this version of herdcache does not have yet; leave it out to use the embedded store`,
+      )
+    }
+  }
+  for (const name of NUMBER_OPTIONS) {
+    const value = options[name]
+    if (value !== undefined && typeof value !== 'number') {
+      throw invalidOption(`option \`${name}\` must be a number; got ${typeof value}`)
+    }
+  }
+  for (const name of FUNCTION_OPTIONS) {
+    const value = options[name]
+    if (value !== undefined && typeof value !== 'function') {
+      throw invalidOption(`option \`${name}\` must be a function; got ${typeof value}`)
+    }
+  }
+  if (options.prefix !== undefined && typeof options.prefix !== 'string') {
+    throw invalidOption(`option \`prefix\` must be a string; got ${typeof options.prefix}`)
+  }
+}
+
+/** Runs a synchronous native call as a promise: usage errors reject, never throw. */
+function settle(run) {
+  try {
+    return Promise.resolve(run())
+  } catch (error) {
+    return Promise.reject(error)
+  }
+}
+
+class Cache {
+  #native
+  #fns
+  #ctx
+  #closing
+
+  constructor(options = {}) {
+    checkOptions(options)
+    const { waitUntil, onError, ...nativeOptions } = options
+    this.#native = new NativeCache(nativeOptions)
+    const ctx = { waitUntil, onError, active: new Set(), hardTimeout: 0, softTimeout: 0 }
+    const fns = this.#native.install(ctx, lead, detach, softWait)
+    ctx.fill = fns.fill
+    ctx.fail = fns.fail
+    ctx.endFlight = fns.endFlight
+    ctx.recordSoftWait = fns.recordSoftWait
+    this.#fns = fns
+    this.#ctx = ctx
+    // The hot path is the addon's raw function itself: no JS frame between
+    // the caller and the native hit/join.
+    Object.defineProperty(this, 'getOrLoad', { value: fns.getOrLoad, enumerable: false })
+  }
+
+  get(key, options) {
+    return settle(() => this.#fns.get(key, options))
+  }
+
+  set(key, value, options) {
+    return settle(() => {
+      if (value === null || value === undefined) {
+        throw herdError(
+          TypeError,
+          'ERR_HERDCACHE_INVALID_VALUE',
+          `set() was given ${value}; "not found" is cached by a loader returning null, and delete() removes a key`,
+        )
+      }
+      let json
+      try {
+        json = stringify(value)
+      } catch (cause) {
+        throw herdError(
+          TypeError,
+          'ERR_HERDCACHE_INVALID_VALUE',
+          `set() was given a value JSON cannot represent (${cause.message}); give plain data`,
+          cause,
+        )
+      }
+      if (json === undefined) {
+        throw herdError(TypeError, 'ERR_HERDCACHE_INVALID_VALUE', `set() was given a ${typeof value}; give plain data`)
+      }
+      this.#fns.set(key, parse(json), options)
+    })
+  }
+
+  delete(key) {
+    return settle(() => this.#fns.delete(key))
+  }
+
+  clear() {
+    return settle(() => this.#fns.clear())
+  }
+
+  stats() {
+    return this.#fns.stats()
+  }
+
+  metrics() {
+    return this.#fns.metrics()
+  }
+
+  close() {
+    if (this.#closing === undefined) {
+      this.#native.close()
+      const reason = herdError(Error, 'ERR_HERDCACHE_CLOSED', 'the cache was closed while this load ran')
+      const pending = [...this.#ctx.active].map((flight) => {
+        flight.abort(reason)
+        return flight.promise.then(noop, noop)
+      })
+      this.#closing = Promise.all(pending).then(() => this.#native.release())
+    }
+    return this.#closing
+  }
+
+  get [kTesting]() {
+    const native = this.#native
+    return {
+      advanceClock: (ms) => native.advanceClock(ms),
+      setRandom: ({ jitter = null, xfetch = null } = {}) => native.setRandom(jitter, xfetch),
+    }
+  }
+}
+
+module.exports = { Cache, kTesting }

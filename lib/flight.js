@@ -1,0 +1,203 @@
+'use strict'
+
+// The JS half of a load. The addon decides (hit, stale, join or lead) and
+// keeps the flight table; when a caller must lead, it calls `lead` below,
+// which runs the loader on the JS thread and reports back through the
+// context's raw functions (`fill`, `fail`, `endFlight`). These functions are
+// module-level and hold no cache, so the addon can keep strong references to
+// them without keeping any Cache alive.
+
+const { herdError, describeKey } = require('./errors')
+
+const { parse, stringify } = JSON
+const noop = () => {}
+
+/**
+ * Runs one load and returns the promise every caller of the flight shares.
+ * It settles after the flight has left the table (`endFlight`), so the
+ * callers it wakes see the key free, and it never rejects unhandled.
+ *
+ * @param {object} ctx the cache's context (raw functions, timeouts, hooks)
+ * @param {string} key the encoded key
+ * @param {unknown} userKey the key as the caller passed it
+ * @param {Function} loader
+ * @param {number} id the flight id
+ * @param {boolean} background a background refresh (stale or early)
+ */
+function lead(ctx, key, userKey, loader, id, background) {
+  let controller
+  let abortReason
+  let settled = false
+  let resolveFlight
+  let rejectFlight
+  const promise = new Promise((resolve, reject) => {
+    resolveFlight = resolve
+    rejectFlight = reject
+  })
+  promise.then(undefined, noop)
+
+  // The signal is made on first use: most loaders never read it, and an
+  // AbortController per load is the leader's largest fixed cost.
+  const loaderContext = {
+    key: userKey,
+    get signal() {
+      if (controller === undefined) {
+        controller = new AbortController()
+        if (abortReason !== undefined) controller.abort(abortReason)
+      }
+      return controller.signal
+    },
+  }
+  const abort = (reason) => {
+    if (abortReason !== undefined) return
+    abortReason = reason
+    controller?.abort(reason)
+  }
+  const flight = { promise, abort }
+
+  const finish = () => {
+    settled = true
+    clearTimeout(timer)
+    ctx.active.delete(flight)
+    ctx.endFlight(key, id)
+  }
+  const failWith = (error, timedOut) => {
+    if (settled) return
+    ctx.fail(key, id, background, timedOut)
+    if (timedOut) abort(error)
+    finish()
+    if (background) report(ctx, error, userKey)
+    rejectFlight(error)
+  }
+  const succeed = (value) => {
+    if (settled) return
+    const computeMs = performance.now() - started
+    let result = value
+    if (value === null || value === undefined) {
+      ctx.fill(key, id, value, true, computeMs)
+    } else {
+      let json
+      try {
+        json = stringify(value)
+      } catch (cause) {
+        return failWith(unserializable(userKey, cause), false)
+      }
+      if (json === undefined) return failWith(unserializable(userKey), false)
+      result = parse(json)
+      ctx.fill(key, id, result, false, computeMs)
+    }
+    finish()
+    resolveFlight(result)
+  }
+
+  ctx.active.add(flight)
+  const timer = setTimeout(() => {
+    failWith(
+      herdError(
+        Error,
+        'ERR_HERDCACHE_TIMEOUT',
+        `the loader for key ${describeKey(userKey)} did not settle within hardTimeout (${ctx.hardTimeout} ms); its signal was aborted`,
+      ),
+      true,
+    )
+  }, ctx.hardTimeout)
+  const started = performance.now()
+  let result
+  try {
+    result = loader(loaderContext)
+  } catch (error) {
+    result = Promise.reject(error)
+  }
+  Promise.resolve(result).then(
+    (value) => {
+      try {
+        succeed(value)
+      } catch (error) {
+        failWith(error, false)
+      }
+    },
+    (error) => failWith(error, false),
+  )
+
+  if (background && typeof ctx.waitUntil === 'function') {
+    try {
+      ctx.waitUntil(promise.then(noop, noop))
+    } catch (error) {
+      report(ctx, error, userKey)
+    }
+  }
+  return promise
+}
+
+function unserializable(userKey, cause) {
+  return herdError(
+    TypeError,
+    'ERR_HERDCACHE_UNSERIALIZABLE',
+    `the loader for key ${describeKey(userKey)} returned a value JSON cannot represent` +
+      (cause ? ` (${cause.message})` : ' (a function, a symbol or undefined inside)') +
+      '; return plain data: objects, arrays, strings, numbers, booleans, null',
+    cause,
+  )
+}
+
+/** Background failures go to `onError`; nobody awaits them. */
+function report(ctx, error, key) {
+  if (typeof ctx.onError !== 'function') return
+  try {
+    ctx.onError(error, { key, background: true })
+  } catch {
+    // A throwing error hook must not turn into an unhandled rejection.
+  }
+}
+
+/**
+ * One caller's view of a shared promise: it rejects with the signal's reason
+ * when the signal aborts; the shared load goes on for everybody else.
+ */
+function detach(promise, signal) {
+  if (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
+    return Promise.reject(
+      herdError(TypeError, 'ERR_HERDCACHE_INVALID_OPTION', 'call option `signal` must be an AbortSignal'),
+    )
+  }
+  if (signal.aborted) return Promise.reject(signal.reason)
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(value)
+      },
+      (error) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(error)
+      },
+    )
+  })
+}
+
+/**
+ * A stale read with `softTimeout`: answered by the refresh if it lands in
+ * time, else (or if it fails) by the stale value.
+ */
+function softWait(ctx, flight, stale, status) {
+  return new Promise((resolve) => {
+    let done = false
+    const answer = (servedStale, value) => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      ctx.recordSoftWait(servedStale)
+      if (status) status.outcome = servedStale ? 'stale' : 'hit'
+      resolve(servedStale ? stale : value)
+    }
+    const timer = setTimeout(answer, ctx.softTimeout, true)
+    flight.then(
+      (value) => answer(false, value),
+      () => answer(true),
+    )
+  })
+}
+
+module.exports = { lead, detach, softWait }

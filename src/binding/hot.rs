@@ -1,0 +1,416 @@
+//! The raw entry points (`napi_create_function` with the cache as data):
+//! `getOrLoad` on every call, and the per-flight calls the JS leader makes.
+//! A hit or a join is answered here synchronously, on the JS thread: no
+//! tokio, no thread hop, no per-call closure.
+
+use super::held::Held;
+use super::key::{self, Key};
+use super::raw::{self, napi_try, Env, Failure, JsRef, RawResult, Value};
+use super::Inner;
+use crate::core::error::{Code, Error, Kind};
+use crate::core::options::{EntryPolicy, RawCallOptions};
+use crate::engine::{Decision, Refresh};
+use napi::sys;
+use std::ffi::CStr;
+use std::rc::Rc;
+
+/// The outcome names a caller can read from `callOptions.status.outcome`.
+const HIT: &str = "hit";
+const STALE: &str = "stale";
+const NEGATIVE: &str = "negative";
+const MISS: &str = "miss";
+const COALESCED: &str = "coalesced";
+
+#[derive(Default)]
+struct CallOptions {
+  refuse_stale: bool,
+  overrides: RawCallOptions,
+  signal: Option<Value>,
+  status: Option<Value>,
+}
+
+fn option_type(name: &str, rule: &str) -> Failure {
+  Failure::Coded(Error::new(
+    Code::InvalidOption,
+    Kind::Type,
+    format!("call option `{name}` must be {rule}"),
+  ))
+}
+
+unsafe fn optional_number(env: Env, options: Value, name: &CStr) -> RawResult<Option<f64>> {
+  let v = raw::property(env, options, name)?;
+  match raw::type_of(env, v) {
+    sys::ValueType::napi_undefined => Ok(None),
+    sys::ValueType::napi_number => Ok(Some(raw::get_number(env, v))),
+    _ => Err(option_type(name.to_str().unwrap_or("?"), "a number of milliseconds")),
+  }
+}
+
+unsafe fn optional_object(env: Env, options: Value, name: &CStr, rule: &str) -> RawResult<Option<Value>> {
+  let v = raw::property(env, options, name)?;
+  match raw::type_of(env, v) {
+    sys::ValueType::napi_undefined | sys::ValueType::napi_null => Ok(None),
+    sys::ValueType::napi_object => Ok(Some(v)),
+    _ => Err(option_type(name.to_str().unwrap_or("?"), rule)),
+  }
+}
+
+unsafe fn read_call_options(env: Env, value: Value) -> RawResult<CallOptions> {
+  match raw::type_of(env, value) {
+    sys::ValueType::napi_undefined | sys::ValueType::napi_null => return Ok(CallOptions::default()),
+    sys::ValueType::napi_object => {}
+    _ => return Err(option_type("options", "an object")),
+  }
+  let stale = raw::property(env, value, c"stale")?;
+  let refuse_stale = match raw::type_of(env, stale) {
+    sys::ValueType::napi_undefined => false,
+    sys::ValueType::napi_boolean => !raw::get_bool(env, stale),
+    _ => return Err(option_type("stale", "a boolean")),
+  };
+  Ok(CallOptions {
+    refuse_stale,
+    overrides: RawCallOptions {
+      ttl: optional_number(env, value, c"ttl")?,
+      hard_ttl: optional_number(env, value, c"hardTtl")?,
+      negative_ttl: optional_number(env, value, c"negativeTtl")?,
+      beta: optional_number(env, value, c"beta")?,
+    },
+    signal: optional_object(env, value, c"signal", "an AbortSignal")?,
+    status: optional_object(env, value, c"status", "an object (its `outcome` is set)")?,
+  })
+}
+
+fn closed() -> Failure {
+  Failure::Coded(Error::new(
+    Code::Closed,
+    Kind::Plain,
+    "the cache was closed; create a new Cache to keep caching",
+  ))
+}
+
+unsafe fn set_outcome(env: Env, status: Option<Value>, outcome: &str) -> RawResult<()> {
+  match status {
+    Some(status) => raw::set_property(env, status, c"outcome", raw::string(env, outcome)),
+    None => Ok(()),
+  }
+}
+
+/// What the decision asks for, with the JS values taken out while the engine
+/// was borrowed (calling into JS may re-enter it).
+enum Action {
+  Serve(Value, &'static str, Option<Refresh>),
+  Stale { value: Value, refresh: bool, join: Option<Value>, counted: bool },
+  Join(Value),
+  Lead,
+}
+
+/// The JS side of one call: the key as passed, and the loader.
+struct Call<'a> {
+  key: &'a Key,
+  key_js: Value,
+  loader: Value,
+  policy: EntryPolicy,
+}
+
+pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<3, Rc<Inner>>(env, info);
+  match get_or_load_impl(env, &*inner, argv) {
+    Ok(promise) => promise,
+    Err(failure) => raw::rejected(env, failure),
+  }
+}
+
+unsafe fn get_or_load_impl(env: Env, inner: &Rc<Inner>, [key_js, loader, options]: [Value; 3]) -> RawResult<Value> {
+  if inner.engine.borrow().is_closed() {
+    return Err(closed());
+  }
+  let key = key::read(env, key_js)?;
+  if raw::type_of(env, loader) != sys::ValueType::napi_function {
+    return Err(Failure::Coded(Error::new(
+      Code::InvalidLoader,
+      Kind::Type,
+      "the loader is not a function; pass ({ key, signal }) => value or an async function",
+    )));
+  }
+  let options = read_call_options(env, options)?;
+  let policy = {
+    let engine = inner.engine.borrow();
+    engine.config().entry.with(&options.overrides)?
+  };
+  let action = {
+    let mut engine = inner.engine.borrow_mut();
+    match engine.decide(key.as_str(), !options.refuse_stale, Some(policy.beta)) {
+      Decision::Hit { value, refresh } => Action::Serve(value.to_js(env), HIT, refresh),
+      Decision::Negative { value } => Action::Serve(value.to_js(env), NEGATIVE, None),
+      Decision::Stale {
+        value,
+        refresh,
+        join,
+        counted,
+      } => Action::Stale {
+        value: value.to_js(env),
+        refresh,
+        join: join.and_then(|f| f.get(env)),
+        counted,
+      },
+      Decision::Join { flight } => match flight.get(env) {
+        Some(promise) => Action::Join(promise),
+        None => Action::Lead,
+      },
+      Decision::Lead => Action::Lead,
+    }
+  };
+  let call = Call {
+    key: &key,
+    key_js,
+    loader,
+    policy,
+  };
+  let result = match action {
+    Action::Serve(value, outcome, refresh) => {
+      if let Some(refresh) = refresh {
+        let _ = start_flight(env, inner, &call, Some(refresh));
+      }
+      set_outcome(env, options.status, outcome)?;
+      raw::resolved(env, value)
+    }
+    Action::Stale {
+      value,
+      refresh,
+      join,
+      counted,
+    } => {
+      let flight = if refresh {
+        start_flight(env, inner, &call, Some(Refresh::Stale)).ok()
+      } else {
+        join
+      };
+      match flight {
+        Some(flight) if !counted => soft_wait(env, inner, flight, value, options.status)?,
+        _ => {
+          if !counted {
+            inner.engine.borrow_mut().record_soft_wait(true);
+          }
+          set_outcome(env, options.status, STALE)?;
+          raw::resolved(env, value)
+        }
+      }
+    }
+    Action::Join(promise) => {
+      set_outcome(env, options.status, COALESCED)?;
+      promise
+    }
+    Action::Lead => {
+      set_outcome(env, options.status, MISS)?;
+      start_flight(env, inner, &call, None)?
+    }
+  };
+  match options.signal {
+    Some(signal) => {
+      let detach = inner.helper(env, |h| &h.detach)?;
+      raw::call(env, detach, &[result, signal])
+    }
+    None => Ok(result),
+  }
+}
+
+/// Starts a load of `call.key` through the JS leader and registers it as the
+/// key's flight. `refresh: None` is a foreground load.
+unsafe fn start_flight(env: Env, inner: &Rc<Inner>, call: &Call<'_>, refresh: Option<Refresh>) -> RawResult<Value> {
+  let key = call.key.as_str();
+  let id = inner.engine.borrow_mut().begin_flight(key, refresh, call.policy);
+  let started = (|| {
+    let ctx = inner.helper(env, |h| &h.ctx)?;
+    let lead = inner.helper(env, |h| &h.lead)?;
+    let key_arg = match call.key {
+      Key::Text(_) => call.key_js,
+      Key::Parts(encoded) => raw::string(env, encoded),
+    };
+    let args = [
+      ctx,
+      key_arg,
+      call.key_js,
+      call.loader,
+      raw::number(env, id as f64),
+      raw::boolean(env, refresh.is_some()),
+    ];
+    raw::call(env, lead, &args)
+  })();
+  match started {
+    Ok(promise) => {
+      let handle = JsRef::strong(env, promise)?;
+      let _superseded = inner.engine.borrow_mut().attach_flight(key, id, handle);
+      Ok(promise)
+    }
+    Err(failure) => {
+      let mut engine = inner.engine.borrow_mut();
+      engine.fail(key, id, refresh.is_some(), false);
+      engine.end_flight(key, id);
+      Err(failure)
+    }
+  }
+}
+
+unsafe fn soft_wait(env: Env, inner: &Rc<Inner>, flight: Value, stale: Value, status: Option<Value>) -> RawResult<Value> {
+  let ctx = inner.helper(env, |h| &h.ctx)?;
+  let wait = inner.helper(env, |h| &h.soft_wait)?;
+  let status = status.unwrap_or_else(|| raw::undefined(env));
+  raw::call(env, wait, &[ctx, flight, stale, status])
+}
+
+/// The flight id the JS leader hands back.
+unsafe fn flight_id(env: Env, value: Value) -> u64 {
+  raw::get_number(env, value) as u64
+}
+
+unsafe fn sync_entry(env: Env, run: impl FnOnce() -> RawResult<Value>) -> Value {
+  match run() {
+    Ok(v) => v,
+    Err(failure) => raw::throw(env, failure),
+  }
+}
+
+/// `fill(key, id, value, negative, computeMs)`: a load finished.
+pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<5, Rc<Inner>>(env, info);
+  let inner = &*inner;
+  sync_entry(env, || {
+    let key = key::read(env, argv[0])?;
+    let held = Held::from_js(env, argv[2])?;
+    let compute_ms = raw::get_number(env, argv[4]).max(0.0).round() as u64;
+    let stored = inner.engine.borrow_mut().fill(
+      key.as_str(),
+      flight_id(env, argv[1]),
+      held,
+      raw::get_bool(env, argv[3]),
+      compute_ms,
+    );
+    Ok(raw::boolean(env, stored))
+  })
+}
+
+/// `fail(key, id, background, timedOut)`: a load failed.
+pub unsafe extern "C" fn fail(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<4, Rc<Inner>>(env, info);
+  let inner = &*inner;
+  sync_entry(env, || {
+    let key = key::read(env, argv[0])?;
+    inner.engine.borrow_mut().fail(
+      key.as_str(),
+      flight_id(env, argv[1]),
+      raw::get_bool(env, argv[2]),
+      raw::get_bool(env, argv[3]),
+    );
+    Ok(raw::undefined(env))
+  })
+}
+
+/// `endFlight(key, id)`: called before the flight's promise settles, so its
+/// waiters resume with the key free for a new load.
+pub unsafe extern "C" fn end_flight(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<2, Rc<Inner>>(env, info);
+  let inner = &*inner;
+  sync_entry(env, || {
+    let key = key::read(env, argv[0])?;
+    let handle = inner.engine.borrow_mut().end_flight(key.as_str(), flight_id(env, argv[1]));
+    drop(handle);
+    Ok(raw::undefined(env))
+  })
+}
+
+/// `recordSoftWait(servedStale)`: the outcome of a stale read that waited.
+pub unsafe extern "C" fn record_soft_wait(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<1, Rc<Inner>>(env, info);
+  (&*inner).engine.borrow_mut().record_soft_wait(raw::get_bool(env, argv[0]));
+  raw::undefined(env)
+}
+
+fn ensure_open(inner: &Inner) -> RawResult<()> {
+  if inner.engine.borrow().is_closed() {
+    Err(closed())
+  } else {
+    Ok(())
+  }
+}
+
+/// `get(key, options)`: the cached value or undefined, synchronously.
+pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<2, Rc<Inner>>(env, info);
+  let inner = &*inner;
+  sync_entry(env, || {
+    ensure_open(inner)?;
+    let key = key::read(env, argv[0])?;
+    let options = read_call_options(env, argv[1])?;
+    let mut engine = inner.engine.borrow_mut();
+    Ok(match engine.get(key.as_str(), !options.refuse_stale) {
+      Some(held) => held.to_js(env),
+      None => raw::undefined(env),
+    })
+  })
+}
+
+/// `set(key, value, options)`: `value` is already the JSON-normalised copy.
+pub unsafe extern "C" fn set(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<3, Rc<Inner>>(env, info);
+  let inner = &*inner;
+  sync_entry(env, || {
+    ensure_open(inner)?;
+    let key = key::read(env, argv[0])?;
+    let options = read_call_options(env, argv[2])?;
+    let held = Held::from_js(env, argv[1])?;
+    let mut engine = inner.engine.borrow_mut();
+    let policy = engine.config().entry.with(&options.overrides)?;
+    engine.set(key.as_str(), held, policy);
+    Ok(raw::undefined(env))
+  })
+}
+
+/// `delete(key)`: true if a live entry was removed.
+pub unsafe extern "C" fn delete(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<1, Rc<Inner>>(env, info);
+  let inner = &*inner;
+  sync_entry(env, || {
+    ensure_open(inner)?;
+    let key = key::read(env, argv[0])?;
+    let removed = inner.engine.borrow_mut().delete(key.as_str());
+    Ok(raw::boolean(env, removed))
+  })
+}
+
+/// `clear()`.
+pub unsafe extern "C" fn clear(env: Env, info: sys::napi_callback_info) -> Value {
+  let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
+  let inner = &*inner;
+  sync_entry(env, || {
+    ensure_open(inner)?;
+    inner.engine.borrow_mut().clear();
+    Ok(raw::undefined(env))
+  })
+}
+
+/// `stats()`: the counters and gauges as a plain object.
+pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value {
+  let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
+  let inner = &*inner;
+  sync_entry(env, || {
+    let engine = inner.engine.borrow();
+    let mut object = std::ptr::null_mut();
+    napi_try!(env, sys::napi_create_object(env, &mut object));
+    let metrics = engine.metrics();
+    let gauges = engine.gauges();
+    let rows = metrics.counters().into_iter().chain(gauges.gauges());
+    for (name, _, _, value) in rows {
+      let name = std::ffi::CString::new(name).unwrap_or_default();
+      raw::set_property(env, object, &name, raw::number(env, value as f64))?;
+    }
+    Ok(object)
+  })
+}
+
+/// `metrics()`: the Prometheus text format.
+pub unsafe extern "C" fn metrics(env: Env, info: sys::napi_callback_info) -> Value {
+  let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
+  let engine = (&*inner).engine.borrow();
+  let text = crate::engine::metrics::prometheus(&engine.metrics(), &engine.gauges());
+  raw::string(env, &text)
+}
