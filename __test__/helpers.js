@@ -29,12 +29,32 @@ async function waitFor(pred, what = 'condition', timeout = 3000) {
   }
 }
 
+// Resolves like `promise`, or fails after `ms` (the timer is cleared either way).
+async function within(promise, ms, what) {
+  let timer
+  try {
+    return await Promise.race([
+      promise,
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms)
+      }),
+    ])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 // Closes the cache when the test ends, without ever hanging the suite.
 function track(t, cache) {
   t.after(async () => {
+    let timer
     try {
-      await Promise.race([Promise.resolve(cache.close()).catch(() => {}), sleep(2000)])
-    } catch {}
+      const closing = Promise.resolve(cache.close()).catch(() => {})
+      await Promise.race([closing, new Promise((resolve) => (timer = setTimeout(resolve, 2000)))])
+    } catch {
+    } finally {
+      clearTimeout(timer)
+    }
   })
   return cache
 }
@@ -184,6 +204,7 @@ module.exports = {
   tick,
   deferred,
   waitFor,
+  within,
   track,
   advance,
   setRandom,

@@ -18,7 +18,9 @@ pub enum Held {
 impl Held {
   pub unsafe fn from_js(env: Env, value: Value) -> RawResult<Held> {
     Ok(match raw::type_of(env, value) {
-      sys::ValueType::napi_object | sys::ValueType::napi_function => Held::Object(JsRef::strong(env, value)?),
+      sys::ValueType::napi_object | sys::ValueType::napi_function => {
+        Held::Object(JsRef::strong(env, value)?)
+      }
       sys::ValueType::napi_string => Held::Text(raw::get_string(env, value)?),
       sys::ValueType::napi_number => Held::Number(raw::get_number(env, value)),
       sys::ValueType::napi_boolean => Held::Bool(raw::get_bool(env, value)),

@@ -42,11 +42,19 @@ unsafe fn optional_number(env: Env, options: Value, name: &CStr) -> RawResult<Op
   match raw::type_of(env, v) {
     sys::ValueType::napi_undefined => Ok(None),
     sys::ValueType::napi_number => Ok(Some(raw::get_number(env, v))),
-    _ => Err(option_type(name.to_str().unwrap_or("?"), "a number of milliseconds")),
+    _ => Err(option_type(
+      name.to_str().unwrap_or("?"),
+      "a number of milliseconds",
+    )),
   }
 }
 
-unsafe fn optional_object(env: Env, options: Value, name: &CStr, rule: &str) -> RawResult<Option<Value>> {
+unsafe fn optional_object(
+  env: Env,
+  options: Value,
+  name: &CStr,
+  rule: &str,
+) -> RawResult<Option<Value>> {
   let v = raw::property(env, options, name)?;
   match raw::type_of(env, v) {
     sys::ValueType::napi_undefined | sys::ValueType::napi_null => Ok(None),
@@ -99,7 +107,12 @@ unsafe fn set_outcome(env: Env, status: Option<Value>, outcome: &str) -> RawResu
 /// was borrowed (calling into JS may re-enter it).
 enum Action {
   Serve(Value, &'static str, Option<Refresh>),
-  Stale { value: Value, refresh: bool, join: Option<Value>, counted: bool },
+  Stale {
+    value: Value,
+    refresh: bool,
+    join: Option<Value>,
+    counted: bool,
+  },
   Join(Value),
   Lead,
 }
@@ -120,7 +133,11 @@ pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) ->
   }
 }
 
-unsafe fn get_or_load_impl(env: Env, inner: &Rc<Inner>, [key_js, loader, options]: [Value; 3]) -> RawResult<Value> {
+unsafe fn get_or_load_impl(
+  env: Env,
+  inner: &Rc<Inner>,
+  [key_js, loader, options]: [Value; 3],
+) -> RawResult<Value> {
   if inner.engine.borrow().is_closed() {
     return Err(closed());
   }
@@ -216,9 +233,17 @@ unsafe fn get_or_load_impl(env: Env, inner: &Rc<Inner>, [key_js, loader, options
 
 /// Starts a load of `call.key` through the JS leader and registers it as the
 /// key's flight. `refresh: None` is a foreground load.
-unsafe fn start_flight(env: Env, inner: &Rc<Inner>, call: &Call<'_>, refresh: Option<Refresh>) -> RawResult<Value> {
+unsafe fn start_flight(
+  env: Env,
+  inner: &Rc<Inner>,
+  call: &Call<'_>,
+  refresh: Option<Refresh>,
+) -> RawResult<Value> {
   let key = call.key.as_str();
-  let id = inner.engine.borrow_mut().begin_flight(key, refresh, call.policy);
+  let id = inner
+    .engine
+    .borrow_mut()
+    .begin_flight(key, refresh, call.policy);
   let started = (|| {
     let ctx = inner.helper(env, |h| &h.ctx)?;
     let lead = inner.helper(env, |h| &h.lead)?;
@@ -251,7 +276,13 @@ unsafe fn start_flight(env: Env, inner: &Rc<Inner>, call: &Call<'_>, refresh: Op
   }
 }
 
-unsafe fn soft_wait(env: Env, inner: &Rc<Inner>, flight: Value, stale: Value, status: Option<Value>) -> RawResult<Value> {
+unsafe fn soft_wait(
+  env: Env,
+  inner: &Rc<Inner>,
+  flight: Value,
+  stale: Value,
+  status: Option<Value>,
+) -> RawResult<Value> {
   let ctx = inner.helper(env, |h| &h.ctx)?;
   let wait = inner.helper(env, |h| &h.soft_wait)?;
   let status = status.unwrap_or_else(|| raw::undefined(env));
@@ -312,7 +343,10 @@ pub unsafe extern "C" fn end_flight(env: Env, info: sys::napi_callback_info) -> 
   let inner = &*inner;
   sync_entry(env, || {
     let key = key::read(env, argv[0])?;
-    let handle = inner.engine.borrow_mut().end_flight(key.as_str(), flight_id(env, argv[1]));
+    let handle = inner
+      .engine
+      .borrow_mut()
+      .end_flight(key.as_str(), flight_id(env, argv[1]));
     drop(handle);
     Ok(raw::undefined(env))
   })
@@ -321,7 +355,10 @@ pub unsafe extern "C" fn end_flight(env: Env, info: sys::napi_callback_info) -> 
 /// `recordSoftWait(servedStale)`: the outcome of a stale read that waited.
 pub unsafe extern "C" fn record_soft_wait(env: Env, info: sys::napi_callback_info) -> Value {
   let (argv, _, inner) = raw::args::<1, Rc<Inner>>(env, info);
-  (&*inner).engine.borrow_mut().record_soft_wait(raw::get_bool(env, argv[0]));
+  (&*inner)
+    .engine
+    .borrow_mut()
+    .record_soft_wait(raw::get_bool(env, argv[0]));
   raw::undefined(env)
 }
 

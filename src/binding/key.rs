@@ -41,7 +41,9 @@ pub unsafe fn read(env: Env, value: Value) -> RawResult<Key> {
         let mut part = std::ptr::null_mut();
         napi_try!(env, sys::napi_get_element(env, value, i, &mut part));
         match raw::type_of(env, part) {
-          sys::ValueType::napi_string => builder.push(Part::Text(Utf8::read(env, part)?.as_str()))?,
+          sys::ValueType::napi_string => {
+            builder.push(Part::Text(Utf8::read(env, part)?.as_str()))?
+          }
           sys::ValueType::napi_number => builder.push(Part::Number(raw::get_number(env, part)))?,
           other => {
             return Err(

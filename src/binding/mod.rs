@@ -37,7 +37,11 @@ pub(crate) struct Inner {
 
 impl Inner {
   /// One of the helper functions (or the context) as a JS value.
-  unsafe fn helper(&self, env: raw::Env, pick: impl Fn(&Helpers) -> &JsRef) -> RawResult<raw::Value> {
+  unsafe fn helper(
+    &self,
+    env: raw::Env,
+    pick: impl Fn(&Helpers) -> &JsRef,
+  ) -> RawResult<raw::Value> {
     let helpers = self.helpers.borrow();
     helpers
       .as_ref()
@@ -97,8 +101,14 @@ impl NativeCache {
     soft_wait: Unknown<'env>,
   ) -> Result<Unknown<'env>> {
     let env = env.raw();
-    unsafe { self.install_raw(env, ctx.value().value, [lead, detach, soft_wait].map(|f| f.value().value)) }
-      .map_err(|f| unsafe { to_napi_error(env, f) })
+    unsafe {
+      self.install_raw(
+        env,
+        ctx.value().value,
+        [lead, detach, soft_wait].map(|f| f.value().value),
+      )
+    }
+    .map_err(|f| unsafe { to_napi_error(env, f) })
   }
 
   /// Stops new calls; what is in flight goes on until the JS side drains it.
@@ -118,7 +128,11 @@ impl NativeCache {
   #[napi]
   pub fn advance_clock(&self, ms: f64) {
     if ms.is_finite() && ms > 0.0 {
-      self.inner.engine.borrow_mut().advance_clock(ms.round() as u64);
+      self
+        .inner
+        .engine
+        .borrow_mut()
+        .advance_clock(ms.round() as u64);
     }
   }
 
@@ -127,12 +141,21 @@ impl NativeCache {
   #[napi]
   pub fn set_random(&self, jitter: Option<f64>, xfetch: Option<f64>) {
     let clamp = |u: Option<f64>| u.filter(|u| u.is_finite()).map(|u| u.clamp(0.0, 1.0));
-    self.inner.engine.borrow_mut().set_random(clamp(jitter), clamp(xfetch));
+    self
+      .inner
+      .engine
+      .borrow_mut()
+      .set_random(clamp(jitter), clamp(xfetch));
   }
 }
 
 impl NativeCache {
-  unsafe fn install_raw<'env>(&self, env: raw::Env, ctx: raw::Value, [lead, detach, soft_wait]: [raw::Value; 3]) -> RawResult<Unknown<'env>> {
+  unsafe fn install_raw<'env>(
+    &self,
+    env: raw::Env,
+    ctx: raw::Value,
+    [lead, detach, soft_wait]: [raw::Value; 3],
+  ) -> RawResult<Unknown<'env>> {
     *self.inner.helpers.borrow_mut() = Some(Helpers {
       ctx: JsRef::weak(env, ctx)?,
       lead: JsRef::strong(env, lead)?,
@@ -140,8 +163,18 @@ impl NativeCache {
       soft_wait: JsRef::strong(env, soft_wait)?,
     });
     let config = self.inner.engine.borrow().config().clone();
-    raw::set_property(env, ctx, c"hardTimeout", raw::number(env, config.hard_timeout as f64))?;
-    raw::set_property(env, ctx, c"softTimeout", raw::number(env, config.soft_timeout as f64))?;
+    raw::set_property(
+      env,
+      ctx,
+      c"hardTimeout",
+      raw::number(env, config.hard_timeout as f64),
+    )?;
+    raw::set_property(
+      env,
+      ctx,
+      c"softTimeout",
+      raw::number(env, config.soft_timeout as f64),
+    )?;
     let mut object = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));
     type Entry = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;
@@ -162,10 +195,12 @@ impl NativeCache {
       let f = raw::function(env, name, callback, Rc::clone(&self.inner))?;
       raw::set_property(env, object, prop, f)?;
     }
-    Unknown::from_napi_value(env, object).map_err(|e| Failure::Coded(crate::core::error::Error::new(
-      crate::core::error::Code::InvalidValue,
-      crate::core::error::Kind::Plain,
-      e.to_string(),
-    )))
+    Unknown::from_napi_value(env, object).map_err(|e| {
+      Failure::Coded(crate::core::error::Error::new(
+        crate::core::error::Code::InvalidValue,
+        crate::core::error::Kind::Plain,
+        e.to_string(),
+      ))
+    })
   }
 }

@@ -129,12 +129,21 @@ impl Utf8 {
     // but stops short): read it again at its real size.
     if out.len >= out.stack.len() - 4 {
       let mut needed = 0;
-      napi_try!(env, sys::napi_get_value_string_utf8(env, value, ptr::null_mut(), 0, &mut needed));
+      napi_try!(
+        env,
+        sys::napi_get_value_string_utf8(env, value, ptr::null_mut(), 0, &mut needed)
+      );
       let mut buf = vec![0u8; needed + 1];
       let mut written = 0;
       napi_try!(
         env,
-        sys::napi_get_value_string_utf8(env, value, buf.as_mut_ptr() as *mut c_char, buf.len(), &mut written)
+        sys::napi_get_value_string_utf8(
+          env,
+          value,
+          buf.as_mut_ptr() as *mut c_char,
+          buf.len(),
+          &mut written
+        )
       );
       buf.truncate(written);
       out.heap = Some(String::from_utf8(buf).unwrap_or_default());
@@ -157,12 +166,23 @@ pub unsafe fn get_string(env: Env, value: Value) -> RawResult<String> {
 
 pub unsafe fn property(env: Env, object: Value, name: &std::ffi::CStr) -> RawResult<Value> {
   let mut v = ptr::null_mut();
-  napi_try!(env, sys::napi_get_named_property(env, object, name.as_ptr(), &mut v));
+  napi_try!(
+    env,
+    sys::napi_get_named_property(env, object, name.as_ptr(), &mut v)
+  );
   Ok(v)
 }
 
-pub unsafe fn set_property(env: Env, object: Value, name: &std::ffi::CStr, value: Value) -> RawResult<()> {
-  napi_try!(env, sys::napi_set_named_property(env, object, name.as_ptr(), value));
+pub unsafe fn set_property(
+  env: Env,
+  object: Value,
+  name: &std::ffi::CStr,
+  value: Value,
+) -> RawResult<()> {
+  napi_try!(
+    env,
+    sys::napi_set_named_property(env, object, name.as_ptr(), value)
+  );
   Ok(())
 }
 
@@ -218,7 +238,14 @@ pub unsafe fn call(env: Env, function: Value, args: &[Value]) -> RawResult<Value
   let mut result = ptr::null_mut();
   napi_try!(
     env,
-    sys::napi_call_function(env, undefined(env), function, args.len(), args.as_ptr(), &mut result)
+    sys::napi_call_function(
+      env,
+      undefined(env),
+      function,
+      args.len(),
+      args.as_ptr(),
+      &mut result
+    )
   );
   Ok(result)
 }
@@ -276,7 +303,11 @@ pub unsafe fn function<T>(
   callback: unsafe extern "C" fn(Env, sys::napi_callback_info) -> Value,
   data: T,
 ) -> RawResult<Value> {
-  unsafe extern "C" fn free<T>(_env: Env, data: *mut std::ffi::c_void, _hint: *mut std::ffi::c_void) {
+  unsafe extern "C" fn free<T>(
+    _env: Env,
+    data: *mut std::ffi::c_void,
+    _hint: *mut std::ffi::c_void,
+  ) {
     drop(Box::from_raw(data as *mut T));
   }
   let data = Box::into_raw(Box::new(data)) as *mut std::ffi::c_void;
@@ -293,16 +324,36 @@ pub unsafe fn function<T>(
     drop(Box::from_raw(data as *mut T));
     check(env, status)?;
   }
-  napi_try!(env, sys::napi_add_finalizer(env, f, data, Some(free::<T>), ptr::null_mut(), ptr::null_mut()));
+  napi_try!(
+    env,
+    sys::napi_add_finalizer(
+      env,
+      f,
+      data,
+      Some(free::<T>),
+      ptr::null_mut(),
+      ptr::null_mut()
+    )
+  );
   Ok(f)
 }
 
 /// The arguments (up to N) and the data pointer of a raw callback.
-pub unsafe fn args<const N: usize, T>(env: Env, info: sys::napi_callback_info) -> ([Value; N], usize, *const T) {
+pub unsafe fn args<const N: usize, T>(
+  env: Env,
+  info: sys::napi_callback_info,
+) -> ([Value; N], usize, *const T) {
   let mut argv = [ptr::null_mut(); N];
   let mut argc = N;
   let mut data = ptr::null_mut();
   // Missing arguments come back as `undefined`.
-  sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), &mut data);
+  sys::napi_get_cb_info(
+    env,
+    info,
+    &mut argc,
+    argv.as_mut_ptr(),
+    ptr::null_mut(),
+    &mut data,
+  );
   (argv, argc, data as *const T)
 }

@@ -173,15 +173,24 @@ mod tests {
       ("", DecodeError::NotAnEnvelope),
       ("{\"plain\":\"json\"}", DecodeError::NotAnEnvelope),
       ("hello\nworld", DecodeError::NotAnEnvelope),
-      ("hc9 1 2 3 4 v\n1", DecodeError::UnknownVersion("hc9".into())),
+      (
+        "hc9 1 2 3 4 v\n1",
+        DecodeError::UnknownVersion("hc9".into()),
+      ),
       ("hc1 x 2 3 4 v\n1", DecodeError::BadHeader("freshUntil")),
       ("hc1 1 2 3\n1", DecodeError::BadHeader("stamp")),
       ("hc1 1 2 3 4 q\n1", DecodeError::BadHeader("kind")),
-      ("hc1 1 2 3 4 v extra\n1", DecodeError::BadHeader("field count")),
+      (
+        "hc1 1 2 3 4 v extra\n1",
+        DecodeError::BadHeader("field count"),
+      ),
       ("hc1 5 2 3 4 v\n1", DecodeError::BadHeader("hardUntil")),
       ("hc1 1 2 3 4 v\n", DecodeError::BadHeader("value")),
       ("hc1 -1 2 3 4 v\n1", DecodeError::BadHeader("freshUntil")),
-      ("hc1 99999999999999999999999 2 3 4 v\n1", DecodeError::BadHeader("freshUntil")),
+      (
+        "hc1 99999999999999999999999 2 3 4 v\n1",
+        DecodeError::BadHeader("freshUntil"),
+      ),
     ];
     for (text, expected) in cases {
       assert_eq!(Envelope::decode(text).unwrap_err(), expected, "{text:?}");

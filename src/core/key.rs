@@ -18,7 +18,9 @@ pub enum Part<'a> {
 
 pub fn check_string_key(key: &str) -> Result<(), Error> {
   if key.is_empty() {
-    return Err(invalid("the key is an empty string; give a non-empty string or an array of parts"));
+    return Err(invalid(
+      "the key is an empty string; give a non-empty string or an array of parts",
+    ));
   }
   check_length(key.len())
 }
@@ -106,7 +108,10 @@ mod tests {
 
   #[test]
   fn parts_join_with_colons() {
-    assert_eq!(encode_parts(&[T("feed"), T("t1"), T("en")]).unwrap(), "feed:t1:en");
+    assert_eq!(
+      encode_parts(&[T("feed"), T("t1"), T("en")]).unwrap(),
+      "feed:t1:en"
+    );
   }
 
   #[test]
@@ -148,12 +153,21 @@ mod tests {
   #[test]
   fn rejects_bad_keys_with_a_code() {
     assert_eq!(encode_parts(&[]).unwrap_err().code, Code::InvalidKey);
-    assert_eq!(encode_parts(&[N(f64::NAN)]).unwrap_err().code, Code::InvalidKey);
-    assert_eq!(encode_parts(&[N(f64::INFINITY)]).unwrap_err().code, Code::InvalidKey);
+    assert_eq!(
+      encode_parts(&[N(f64::NAN)]).unwrap_err().code,
+      Code::InvalidKey
+    );
+    assert_eq!(
+      encode_parts(&[N(f64::INFINITY)]).unwrap_err().code,
+      Code::InvalidKey
+    );
     assert_eq!(check_string_key("").unwrap_err().code, Code::InvalidKey);
     assert!(check_string_key("x").is_ok());
     let long = "x".repeat(MAX_KEY_BYTES + 1);
     assert_eq!(check_string_key(&long).unwrap_err().code, Code::InvalidKey);
-    assert_eq!(encode_parts(&[T(&long)]).unwrap_err().code, Code::InvalidKey);
+    assert_eq!(
+      encode_parts(&[T(&long)]).unwrap_err().code,
+      Code::InvalidKey
+    );
   }
 }

@@ -65,7 +65,10 @@ pub struct RawCallOptions {
 
 impl RawCallOptions {
   pub fn is_empty(&self) -> bool {
-    self.ttl.is_none() && self.hard_ttl.is_none() && self.negative_ttl.is_none() && self.beta.is_none()
+    self.ttl.is_none()
+      && self.hard_ttl.is_none()
+      && self.negative_ttl.is_none()
+      && self.beta.is_none()
   }
 }
 
@@ -93,8 +96,12 @@ fn millis(name: &str, value: Option<f64>, min: f64, max: f64, default: u64) -> R
 fn beta(value: Option<f64>) -> Result<f64, Error> {
   match value {
     None => Ok(DEFAULT_BETA),
-    Some(v) if v.is_finite() && v >= 0.0 && v <= 1e6 => Ok(v),
-    Some(v) => Err(range("beta", "a finite number >= 0 (0 turns early refresh off)", v)),
+    Some(v) if (0.0..=1e6).contains(&v) => Ok(v),
+    Some(v) => Err(range(
+      "beta",
+      "a finite number >= 0 (0 turns early refresh off)",
+      v,
+    )),
   }
 }
 
@@ -118,7 +125,13 @@ impl CacheConfig {
     let jitter = match raw.jitter {
       None => DEFAULT_JITTER,
       Some(j) if j.is_finite() && (0.0..1.0).contains(&j) => j,
-      Some(j) => return Err(range("jitter", "a fraction >= 0 and < 1 (0.1 spreads TTLs by ±10 %)", j)),
+      Some(j) => {
+        return Err(range(
+          "jitter",
+          "a fraction >= 0 and < 1 (0.1 spreads TTLs by ±10 %)",
+          j,
+        ))
+      }
     };
     let max_entries = match raw.max_entries {
       None => DEFAULT_MAX_ENTRIES,
@@ -129,11 +142,23 @@ impl CacheConfig {
       entry: EntryPolicy {
         ttl,
         hard_ttl,
-        negative_ttl: millis("negativeTtl", raw.negative_ttl, 0.0, MAX_TTL, DEFAULT_NEGATIVE_TTL)?,
+        negative_ttl: millis(
+          "negativeTtl",
+          raw.negative_ttl,
+          0.0,
+          MAX_TTL,
+          DEFAULT_NEGATIVE_TTL,
+        )?,
         beta: beta(raw.beta)?,
       },
       jitter,
-      soft_timeout: millis("softTimeout", raw.soft_timeout, 0.0, MAX_TIMEOUT, DEFAULT_SOFT_TIMEOUT)?,
+      soft_timeout: millis(
+        "softTimeout",
+        raw.soft_timeout,
+        0.0,
+        MAX_TIMEOUT,
+        DEFAULT_SOFT_TIMEOUT,
+      )?,
       hard_timeout: millis(
         "hardTimeout",
         raw.hard_timeout,
@@ -168,7 +193,13 @@ impl EntryPolicy {
     } else {
       self.hard_ttl.max(ttl)
     };
-    let hard_ttl = millis("hardTtl", call.hard_ttl, f64::MIN_POSITIVE, MAX_TTL, scaled_hard)?;
+    let hard_ttl = millis(
+      "hardTtl",
+      call.hard_ttl,
+      f64::MIN_POSITIVE,
+      MAX_TTL,
+      scaled_hard,
+    )?;
     if hard_ttl < ttl {
       return Err(Error::new(
         Code::InvalidOption,
@@ -179,7 +210,13 @@ impl EntryPolicy {
     Ok(EntryPolicy {
       ttl,
       hard_ttl,
-      negative_ttl: millis("negativeTtl", call.negative_ttl, 0.0, MAX_TTL, self.negative_ttl)?,
+      negative_ttl: millis(
+        "negativeTtl",
+        call.negative_ttl,
+        0.0,
+        MAX_TTL,
+        self.negative_ttl,
+      )?,
       beta: match call.beta {
         None => self.beta,
         some => beta(some)?,
@@ -217,19 +254,59 @@ mod tests {
   #[test]
   fn rejects_out_of_range_values_with_the_option_named() {
     let bad = [
-      RawCacheOptions { ttl: Some(-1.0), ..Default::default() },
-      RawCacheOptions { ttl: Some(0.0), ..Default::default() },
-      RawCacheOptions { ttl: Some(f64::NAN), ..Default::default() },
-      RawCacheOptions { ttl: Some(f64::INFINITY), ..Default::default() },
-      RawCacheOptions { jitter: Some(1.0), ..Default::default() },
-      RawCacheOptions { jitter: Some(-0.1), ..Default::default() },
-      RawCacheOptions { beta: Some(-1.0), ..Default::default() },
-      RawCacheOptions { negative_ttl: Some(-5.0), ..Default::default() },
-      RawCacheOptions { hard_timeout: Some(0.0), ..Default::default() },
-      RawCacheOptions { hard_timeout: Some(3e9), ..Default::default() },
-      RawCacheOptions { max_entries: Some(0.0), ..Default::default() },
-      RawCacheOptions { max_entries: Some(1.5), ..Default::default() },
-      RawCacheOptions { ttl: Some(1_000.0), hard_ttl: Some(999.0), ..Default::default() },
+      RawCacheOptions {
+        ttl: Some(-1.0),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        ttl: Some(0.0),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        ttl: Some(f64::NAN),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        ttl: Some(f64::INFINITY),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        jitter: Some(1.0),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        jitter: Some(-0.1),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        beta: Some(-1.0),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        negative_ttl: Some(-5.0),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        hard_timeout: Some(0.0),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        hard_timeout: Some(3e9),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        max_entries: Some(0.0),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        max_entries: Some(1.5),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        ttl: Some(1_000.0),
+        hard_ttl: Some(999.0),
+        ..Default::default()
+      },
     ];
     for raw in bad {
       let err = CacheConfig::from_raw(&raw).unwrap_err();
@@ -249,20 +326,36 @@ mod tests {
       ..Default::default()
     };
     let c = CacheConfig::from_raw(&raw).unwrap();
-    assert_eq!((c.entry.negative_ttl, c.soft_timeout, c.entry.beta, c.jitter), (0, 0, 0.0, 0.0));
+    assert_eq!(
+      (c.entry.negative_ttl, c.soft_timeout, c.entry.beta, c.jitter),
+      (0, 0, 0.0, 0.0)
+    );
   }
 
   #[test]
   fn call_ttl_keeps_the_hard_ratio() {
     let c = CacheConfig::from_raw(&RawCacheOptions::default()).unwrap();
-    let call = RawCallOptions { ttl: Some(1_000.0), ..Default::default() };
+    let call = RawCallOptions {
+      ttl: Some(1_000.0),
+      ..Default::default()
+    };
     let p = c.entry.with(&call).unwrap();
     assert_eq!((p.ttl, p.hard_ttl), (1_000, 10_000));
-    let call = RawCallOptions { hard_ttl: Some(700_000.0), ..Default::default() };
+    let call = RawCallOptions {
+      hard_ttl: Some(700_000.0),
+      ..Default::default()
+    };
     assert_eq!(c.entry.with(&call).unwrap().hard_ttl, 700_000);
-    let call = RawCallOptions { ttl: Some(5.0), hard_ttl: Some(4.0), ..Default::default() };
+    let call = RawCallOptions {
+      ttl: Some(5.0),
+      hard_ttl: Some(4.0),
+      ..Default::default()
+    };
     assert_eq!(c.entry.with(&call).unwrap_err().code, Code::InvalidOption);
-    let call = RawCallOptions { beta: Some(f64::NAN), ..Default::default() };
+    let call = RawCallOptions {
+      beta: Some(f64::NAN),
+      ..Default::default()
+    };
     assert_eq!(c.entry.with(&call).unwrap_err().code, Code::InvalidOption);
   }
 }

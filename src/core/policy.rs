@@ -29,7 +29,13 @@ pub fn classify(meta: &Meta, now: u64) -> Freshness {
 /// `-ln(u)` is exponentially distributed, the chance per read at time-to-expiry
 /// `t` is `exp(-t / (beta * computeMs))`: slow keys refresh earlier, cheap ones
 /// near expiry, with no coordination between readers.
-pub fn xfetch_refresh_early(now: u64, fresh_until: u64, compute_ms: u64, beta: f64, u: f64) -> bool {
+pub fn xfetch_refresh_early(
+  now: u64,
+  fresh_until: u64,
+  compute_ms: u64,
+  beta: f64,
+  u: f64,
+) -> bool {
   if beta <= 0.0 || compute_ms == 0 {
     return false;
   }
@@ -139,8 +145,9 @@ mod tests {
 
   #[test]
   fn jitter_spreads_keys_written_together() {
-    let distinct: std::collections::BTreeSet<u64> =
-      (0..100).map(|i| jittered(60_000, 0.1, (i as f64 + 0.5) / 100.0)).collect();
+    let distinct: std::collections::BTreeSet<u64> = (0..100)
+      .map(|i| jittered(60_000, 0.1, (i as f64 + 0.5) / 100.0))
+      .collect();
     assert!(distinct.len() > 90);
   }
 
@@ -150,6 +157,9 @@ mod tests {
     assert_eq!((fresh, hard), (1_150, 1_150));
     let (fresh, hard) = deadlines(1_000, 100, 1_000, 0.1, 0.0);
     assert_eq!((fresh, hard), (1_090, 1_900));
-    assert_eq!(deadlines(u64::MAX - 1, 100, 1000, 0.0, 0.5), (u64::MAX, u64::MAX));
+    assert_eq!(
+      deadlines(u64::MAX - 1, 100, 1000, 0.0, 0.5),
+      (u64::MAX, u64::MAX)
+    );
   }
 }

@@ -29,7 +29,10 @@ pub enum Refresh {
 #[derive(Debug)]
 pub enum Decision<'a, V, F> {
   /// A fresh value; `refresh` asks the caller to start a background refresh.
-  Hit { value: &'a V, refresh: Option<Refresh> },
+  Hit {
+    value: &'a V,
+    refresh: Option<Refresh>,
+  },
   /// A stale value; `refresh` asks the caller to start the background refresh.
   /// `counted` is false when the caller may still be answered by the refresh
   /// (softTimeout), and reports the outcome itself.
@@ -143,7 +146,9 @@ impl<V, F> Engine<V, F> {
     match policy::classify(&entry.meta, now) {
       Freshness::Fresh if entry.meta.negative => {
         self.metrics.negative_hits += 1;
-        Decision::Negative { value: &entry.value }
+        Decision::Negative {
+          value: &entry.value,
+        }
       }
       Freshness::Fresh => {
         self.metrics.hits += 1;
@@ -398,9 +403,15 @@ mod tests {
     let id = e.begin_flight("k", None, e.config().entry);
     e.attach_flight("k", id, "p").unwrap();
     for _ in 0..99 {
-      assert!(matches!(e.decide("k", true, None), Decision::Join { flight: &"p" }));
+      assert!(matches!(
+        e.decide("k", true, None),
+        Decision::Join { flight: &"p" }
+      ));
     }
-    assert_eq!((e.metrics().misses, e.metrics().coalesced, e.metrics().loads), (1, 99, 1));
+    assert_eq!(
+      (e.metrics().misses, e.metrics().coalesced, e.metrics().loads),
+      (1, 99, 1)
+    );
     e.fail("k", id, false, false);
     e.end_flight("k", id);
     // A failed flight is not reused: the next caller leads again.
@@ -412,10 +423,18 @@ mod tests {
   fn fresh_then_stale_with_one_refresh_then_expired() {
     let mut e = engine();
     load(&mut e, "k", "v1", 50);
-    assert!(matches!(e.decide("k", true, None), Decision::Hit { refresh: None, .. }));
+    assert!(matches!(
+      e.decide("k", true, None),
+      Decision::Hit { refresh: None, .. }
+    ));
     e.advance_clock(1_000);
     let id = match e.decide("k", true, None) {
-      Decision::Stale { value, refresh: true, join: None, counted: true } => {
+      Decision::Stale {
+        value,
+        refresh: true,
+        join: None,
+        counted: true,
+      } => {
         assert_eq!(value, "v1");
         e.begin_flight("k", Some(Refresh::Stale), e.config().entry)
       }
@@ -424,10 +443,16 @@ mod tests {
     e.attach_flight("k", id, "refresh").unwrap();
     // While the refresh runs, stale readers start no other.
     for _ in 0..10 {
-      assert!(matches!(e.decide("k", true, None), Decision::Stale { refresh: false, .. }));
+      assert!(matches!(
+        e.decide("k", true, None),
+        Decision::Stale { refresh: false, .. }
+      ));
     }
     // A caller that refuses stale values joins the refresh.
-    assert!(matches!(e.decide("k", false, None), Decision::Join { flight: &"refresh" }));
+    assert!(matches!(
+      e.decide("k", false, None),
+      Decision::Join { flight: &"refresh" }
+    ));
     assert!(e.fill("k", id, "v2".into(), false, 70));
     e.end_flight("k", id);
     match e.decide("k", true, None) {
@@ -458,7 +483,10 @@ mod tests {
       other => panic!("{other:?}"),
     }
     e.advance_clock(5_000);
-    assert!(matches!(e.decide("k", true, None), Decision::Stale { refresh: true, .. }));
+    assert!(matches!(
+      e.decide("k", true, None),
+      Decision::Stale { refresh: true, .. }
+    ));
   }
 
   #[test]
@@ -466,10 +494,22 @@ mod tests {
     let mut e = engine();
     load(&mut e, "k", "v", 100);
     e.set_random(Some(0.5), Some(0.0));
-    assert!(matches!(e.decide("k", true, None), Decision::Hit { refresh: Some(Refresh::Early), .. }));
-    assert!(matches!(e.decide("k", true, Some(0.0)), Decision::Hit { refresh: None, .. }));
+    assert!(matches!(
+      e.decide("k", true, None),
+      Decision::Hit {
+        refresh: Some(Refresh::Early),
+        ..
+      }
+    ));
+    assert!(matches!(
+      e.decide("k", true, Some(0.0)),
+      Decision::Hit { refresh: None, .. }
+    ));
     e.set_random(Some(0.5), Some(1.0));
-    assert!(matches!(e.decide("k", true, None), Decision::Hit { refresh: None, .. }));
+    assert!(matches!(
+      e.decide("k", true, None),
+      Decision::Hit { refresh: None, .. }
+    ));
   }
 
   #[test]
@@ -478,7 +518,10 @@ mod tests {
     let id = e.begin_flight("gone", None, e.config().entry);
     assert!(e.fill("gone", id, "null".into(), true, 5));
     e.end_flight("gone", id);
-    assert!(matches!(e.decide("gone", true, None), Decision::Negative { .. }));
+    assert!(matches!(
+      e.decide("gone", true, None),
+      Decision::Negative { .. }
+    ));
     assert!(e.get("gone", true).is_none());
     e.advance_clock(5_000);
     assert!(matches!(e.decide("gone", true, None), Decision::Lead));

@@ -44,7 +44,12 @@ impl Gauges {
   pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 2] {
     [
       ("size", "herdcache_entries", "Entries held now.", self.size),
-      ("inFlight", "herdcache_in_flight", "Loads running now.", self.in_flight),
+      (
+        "inFlight",
+        "herdcache_in_flight",
+        "Loads running now.",
+        self.in_flight,
+      ),
     ]
   }
 }
@@ -53,10 +58,14 @@ impl Gauges {
 pub fn prometheus(metrics: &Metrics, gauges: &Gauges) -> String {
   let mut out = String::with_capacity(2048);
   for (_, name, help, value) in metrics.counters() {
-    out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"));
+    out.push_str(&format!(
+      "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"
+    ));
   }
   for (_, name, help, value) in gauges.gauges() {
-    out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"));
+    out.push_str(&format!(
+      "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+    ));
   }
   out
 }
@@ -72,7 +81,10 @@ mod tests {
       stale_served: 2,
       ..Default::default()
     };
-    let g = Gauges { size: 7, in_flight: 1 };
+    let g = Gauges {
+      size: 7,
+      in_flight: 1,
+    };
     let text = prometheus(&m, &g);
     assert!(text.contains("# TYPE herdcache_hits_total counter\nherdcache_hits_total 3\n"));
     assert!(text.contains("herdcache_stale_served_total 2\n"));
