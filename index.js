@@ -89,6 +89,7 @@ class Cache {
     this.#native = new NativeCache(nativeOptions)
     const ctx = { waitUntil, onError, active: new Set(), hardTimeout: 0, softTimeout: 0 }
     const fns = this.#native.install(ctx, lead, detach, softWait)
+    ctx.attachFlight = fns.attachFlight
     ctx.fill = fns.fill
     ctx.fail = fns.fail
     ctx.endFlight = fns.endFlight

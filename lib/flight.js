@@ -90,6 +90,7 @@ function lead(ctx, key, userKey, loader, id, background) {
     resolveFlight(result)
   }
 
+  ctx.attachFlight(key, id, promise)
   ctx.active.add(flight)
   const timer = setTimeout(() => {
     failWith(

@@ -1,12 +1,22 @@
 //! How the embedded store holds a value: the parsed JS value itself, so a
 //! hit is a reference lookup instead of a `JSON.parse` (objects by
-//! `napi_ref`; primitives, which napi 9 cannot reference, by copy).
+//! `napi_ref`; primitives, which napi 9 cannot reference, by copy), plus the
+//! settled promise of it, made on the first hit and handed to every later
+//! one: a resolved promise never changes, and making one per hit was most
+//! of a hit's cost.
 
 use super::raw::{self, Env, JsRef, RawResult, Value};
 use napi::sys;
+use std::cell::OnceCell;
 
 #[derive(Debug)]
-pub enum Held {
+pub struct Held {
+  value: HeldValue,
+  resolved: OnceCell<JsRef>,
+}
+
+#[derive(Debug)]
+enum HeldValue {
   Object(JsRef),
   Text(String),
   Number(f64),
@@ -17,26 +27,51 @@ pub enum Held {
 
 impl Held {
   pub unsafe fn from_js(env: Env, value: Value) -> RawResult<Held> {
-    Ok(match raw::type_of(env, value) {
-      sys::ValueType::napi_object | sys::ValueType::napi_function => {
-        Held::Object(JsRef::strong(env, value)?)
-      }
-      sys::ValueType::napi_string => Held::Text(raw::get_string(env, value)?),
-      sys::ValueType::napi_number => Held::Number(raw::get_number(env, value)),
-      sys::ValueType::napi_boolean => Held::Bool(raw::get_bool(env, value)),
-      sys::ValueType::napi_null => Held::Null,
-      _ => Held::Undefined,
+    Ok(Held {
+      value: HeldValue::from_js(env, value)?,
+      resolved: OnceCell::new(),
     })
   }
 
   pub unsafe fn to_js(&self, env: Env) -> Value {
+    self.value.to_js(env)
+  }
+
+  /// A promise resolved with the value; the same one on every call.
+  pub unsafe fn resolved(&self, env: Env) -> Value {
+    if let Some(promise) = self.resolved.get().and_then(|r| r.get(env)) {
+      return promise;
+    }
+    let promise = raw::resolved(env, self.value.to_js(env));
+    if let Ok(reference) = JsRef::strong(env, promise) {
+      let _ = self.resolved.set(reference);
+    }
+    promise
+  }
+}
+
+impl HeldValue {
+  unsafe fn from_js(env: Env, value: Value) -> RawResult<HeldValue> {
+    Ok(match raw::type_of(env, value) {
+      sys::ValueType::napi_object | sys::ValueType::napi_function => {
+        HeldValue::Object(JsRef::strong(env, value)?)
+      }
+      sys::ValueType::napi_string => HeldValue::Text(raw::get_string(env, value)?),
+      sys::ValueType::napi_number => HeldValue::Number(raw::get_number(env, value)),
+      sys::ValueType::napi_boolean => HeldValue::Bool(raw::get_bool(env, value)),
+      sys::ValueType::napi_null => HeldValue::Null,
+      _ => HeldValue::Undefined,
+    })
+  }
+
+  unsafe fn to_js(&self, env: Env) -> Value {
     match self {
-      Held::Object(r) => r.get(env).unwrap_or_else(|| raw::undefined(env)),
-      Held::Text(s) => raw::string(env, s),
-      Held::Number(n) => raw::number(env, *n),
-      Held::Bool(b) => raw::boolean(env, *b),
-      Held::Null => raw::null(env),
-      Held::Undefined => raw::undefined(env),
+      HeldValue::Object(r) => r.get(env).unwrap_or_else(|| raw::undefined(env)),
+      HeldValue::Text(s) => raw::string(env, s),
+      HeldValue::Number(n) => raw::number(env, *n),
+      HeldValue::Bool(b) => raw::boolean(env, *b),
+      HeldValue::Null => raw::null(env),
+      HeldValue::Undefined => raw::undefined(env),
     }
   }
 }

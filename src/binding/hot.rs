@@ -106,6 +106,7 @@ unsafe fn set_outcome(env: Env, status: Option<Value>, outcome: &str) -> RawResu
 /// What the decision asks for, with the JS values taken out while the engine
 /// was borrowed (calling into JS may re-enter it).
 enum Action {
+  /// A settled promise of the value, an outcome, maybe a refresh to start.
   Serve(Value, &'static str, Option<Refresh>),
   Stale {
     value: Value,
@@ -157,8 +158,8 @@ unsafe fn get_or_load_impl(
   let action = {
     let mut engine = inner.engine.borrow_mut();
     match engine.decide(key.as_str(), !options.refuse_stale, Some(policy.beta)) {
-      Decision::Hit { value, refresh } => Action::Serve(value.to_js(env), HIT, refresh),
-      Decision::Negative { value } => Action::Serve(value.to_js(env), NEGATIVE, None),
+      Decision::Hit { value, refresh } => Action::Serve(value.resolved(env), HIT, refresh),
+      Decision::Negative { value } => Action::Serve(value.resolved(env), NEGATIVE, None),
       Decision::Stale {
         value,
         refresh,
@@ -189,7 +190,7 @@ unsafe fn get_or_load_impl(
         let _ = start_flight(env, inner, &call, Some(refresh));
       }
       set_outcome(env, options.status, outcome)?;
-      raw::resolved(env, value)
+      value
     }
     Action::Stale {
       value,
@@ -261,19 +262,12 @@ unsafe fn start_flight(
     ];
     raw::call(env, lead, &args)
   })();
-  match started {
-    Ok(promise) => {
-      let handle = JsRef::strong(env, promise)?;
-      let _superseded = inner.engine.borrow_mut().attach_flight(key, id, handle);
-      Ok(promise)
-    }
-    Err(failure) => {
-      let mut engine = inner.engine.borrow_mut();
-      engine.fail(key, id, refresh.is_some(), false);
-      engine.end_flight(key, id);
-      Err(failure)
-    }
+  if started.is_err() {
+    let mut engine = inner.engine.borrow_mut();
+    engine.fail(key, id, refresh.is_some(), false);
+    engine.end_flight(key, id);
   }
+  started
 }
 
 unsafe fn soft_wait(
@@ -299,6 +293,20 @@ unsafe fn sync_entry(env: Env, run: impl FnOnce() -> RawResult<Value>) -> Value 
     Ok(v) => v,
     Err(failure) => raw::throw(env, failure),
   }
+}
+
+/// `attachFlight(key, id, promise)`: the leader made the flight's shared
+/// promise. It is attached before the loader runs, so a loader that calls
+/// `getOrLoad` on its own key joins its own flight instead of recursing.
+pub unsafe extern "C" fn attach_flight(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<3, Rc<Inner>>(env, info);
+  let inner = &*inner;
+  sync_entry(env, || {
+    let key = key::read(env, argv[0])?;
+    let handle = JsRef::strong(env, argv[2])?;
+    let attached = inner.engine.borrow_mut().attach_flight(key.as_str(), flight_id(env, argv[1]), handle);
+    Ok(raw::boolean(env, attached.is_ok()))
+  })
 }
 
 /// `fill(key, id, value, negative, computeMs)`: a load finished.

@@ -178,8 +178,9 @@ impl NativeCache {
     let mut object = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));
     type Entry = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;
-    let entries: [(&std::ffi::CStr, &str, Entry); 11] = [
+    let entries: [(&std::ffi::CStr, &str, Entry); 12] = [
       (c"getOrLoad", "getOrLoad", hot::get_or_load),
+      (c"attachFlight", "attachFlight", hot::attach_flight),
       (c"fill", "fill", hot::fill),
       (c"fail", "fail", hot::fail),
       (c"endFlight", "endFlight", hot::end_flight),
