@@ -68,6 +68,15 @@ function checkOptions(options) {
   }
 }
 
+/** `status.outcome` by the code the addon leaves in its outcome byte. */
+const OUTCOMES = [undefined, 'hit', 'stale', 'negative', 'miss', 'coalesced']
+
+function badCallOptions(options) {
+  return Promise.reject(
+    invalidOption(`the call options must be an object, e.g. { stale: false }; got ${options === null ? 'null' : typeof options}`),
+  )
+}
+
 /** Runs a synchronous native call as a promise: usage errors reject, never throw. */
 function settle(run) {
   try {
@@ -82,13 +91,15 @@ class Cache {
   #fns
   #ctx
   #closing
+  #load
+  #outcome
 
   constructor(options = {}) {
     checkOptions(options)
     const { waitUntil, onError, ...nativeOptions } = options
     this.#native = new NativeCache(nativeOptions)
     const ctx = { waitUntil, onError, active: new Set(), hardTimeout: 0, softTimeout: 0 }
-    const fns = this.#native.install(ctx, lead, detach, softWait)
+    const fns = this.#native.install(ctx, lead, softWait)
     ctx.attachFlight = fns.attachFlight
     ctx.fill = fns.fill
     ctx.fail = fns.fail
@@ -96,13 +107,28 @@ class Cache {
     ctx.recordSoftWait = fns.recordSoftWait
     this.#fns = fns
     this.#ctx = ctx
-    // The hot path is the addon's raw function itself: no JS frame between
-    // the caller and the native hit/join.
-    Object.defineProperty(this, 'getOrLoad', { value: fns.getOrLoad, enumerable: false })
+    this.#load = fns.getOrLoad
+    this.#outcome = new Uint8Array(fns.outcomeBuffer)
+  }
+
+  getOrLoad(key, loader, options) {
+    // The common call is one native call: the addon answers a hit or a join
+    // synchronously with a settled or shared promise.
+    if (options === undefined) return this.#load(key, loader)
+    if (typeof options !== 'object' || options === null) return badCallOptions(options)
+    // Options are read here, where property access is cheap, and passed
+    // positionally.
+    const promise = this.#load(key, loader, options.stale, options.ttl, options.hardTtl, options.negativeTtl, options.beta)
+    const { status, signal } = options
+    if (status !== undefined && status !== null) {
+      const outcome = OUTCOMES[this.#outcome[0]]
+      if (outcome !== undefined) status.outcome = outcome
+    }
+    return signal === undefined || signal === null ? promise : detach(promise, signal)
   }
 
   get(key, options) {
-    return settle(() => this.#fns.get(key, options))
+    return settle(() => this.#fns.get(key, options?.stale))
   }
 
   set(key, value, options) {
@@ -128,7 +154,7 @@ class Cache {
       if (json === undefined) {
         throw herdError(TypeError, 'ERR_HERDCACHE_INVALID_VALUE', `set() was given a ${typeof value}; give plain data`)
       }
-      this.#fns.set(key, parse(json), options)
+      this.#fns.set(key, parse(json), options?.ttl, options?.hardTtl)
     })
   }
 

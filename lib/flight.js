@@ -182,7 +182,7 @@ function detach(promise, signal) {
  * A stale read with `softTimeout`: answered by the refresh if it lands in
  * time, else (or if it fails) by the stale value.
  */
-function softWait(ctx, flight, stale, status) {
+function softWait(ctx, flight, stale) {
   return new Promise((resolve) => {
     let done = false
     const answer = (servedStale, value) => {
@@ -190,7 +190,6 @@ function softWait(ctx, flight, stale, status) {
       done = true
       clearTimeout(timer)
       ctx.recordSoftWait(servedStale)
-      if (status) status.outcome = servedStale ? 'stale' : 'hit'
       resolve(servedStale ? stale : value)
     }
     const timer = setTimeout(answer, ctx.softTimeout, true)

@@ -11,22 +11,26 @@ use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{EntryPolicy, RawCallOptions};
 use crate::engine::{Decision, Refresh};
 use napi::sys;
-use std::ffi::CStr;
 use std::rc::Rc;
 
-/// The outcome names a caller can read from `callOptions.status.outcome`.
-const HIT: &str = "hit";
-const STALE: &str = "stale";
-const NEGATIVE: &str = "negative";
-const MISS: &str = "miss";
-const COALESCED: &str = "coalesced";
+/// How a call was answered, written to the cache's outcome slot (a byte
+/// the JS wrapper reads right after the call, to fill `status.outcome`):
+/// setting a property from native code costs more than the whole hit.
+#[derive(Clone, Copy)]
+#[repr(u8)]
+enum Outcome {
+  Hit = 1,
+  Stale = 2,
+  Negative = 3,
+  Miss = 4,
+  Coalesced = 5,
+}
 
-#[derive(Default)]
+/// The per-call options, passed positionally by the JS wrapper (it reads
+/// the options object, where property access is cheap).
 struct CallOptions {
   refuse_stale: bool,
   overrides: RawCallOptions,
-  signal: Option<Value>,
-  status: Option<Value>,
 }
 
 fn option_type(name: &str, rule: &str) -> Failure {
@@ -37,39 +41,16 @@ fn option_type(name: &str, rule: &str) -> Failure {
   ))
 }
 
-unsafe fn optional_number(env: Env, options: Value, name: &CStr) -> RawResult<Option<f64>> {
-  let v = raw::property(env, options, name)?;
-  match raw::type_of(env, v) {
-    sys::ValueType::napi_undefined => Ok(None),
-    sys::ValueType::napi_number => Ok(Some(raw::get_number(env, v))),
-    _ => Err(option_type(
-      name.to_str().unwrap_or("?"),
-      "a number of milliseconds",
-    )),
-  }
-}
-
-unsafe fn optional_object(
-  env: Env,
-  options: Value,
-  name: &CStr,
-  rule: &str,
-) -> RawResult<Option<Value>> {
-  let v = raw::property(env, options, name)?;
-  match raw::type_of(env, v) {
-    sys::ValueType::napi_undefined | sys::ValueType::napi_null => Ok(None),
-    sys::ValueType::napi_object => Ok(Some(v)),
-    _ => Err(option_type(name.to_str().unwrap_or("?"), rule)),
-  }
-}
-
-unsafe fn read_call_options(env: Env, value: Value) -> RawResult<CallOptions> {
+unsafe fn optional_number(env: Env, value: Value, name: &str) -> RawResult<Option<f64>> {
   match raw::type_of(env, value) {
-    sys::ValueType::napi_undefined | sys::ValueType::napi_null => return Ok(CallOptions::default()),
-    sys::ValueType::napi_object => {}
-    _ => return Err(option_type("options", "an object")),
+    sys::ValueType::napi_undefined => Ok(None),
+    sys::ValueType::napi_number => Ok(Some(raw::get_number(env, value))),
+    _ => Err(option_type(name, "a number")),
   }
-  let stale = raw::property(env, value, c"stale")?;
+}
+
+/// `stale, ttl, hardTtl, negativeTtl, beta`, each possibly undefined.
+unsafe fn read_call_options(env: Env, [stale, ttl, hard_ttl, negative_ttl, beta]: [Value; 5]) -> RawResult<CallOptions> {
   let refuse_stale = match raw::type_of(env, stale) {
     sys::ValueType::napi_undefined => false,
     sys::ValueType::napi_boolean => !raw::get_bool(env, stale),
@@ -78,13 +59,11 @@ unsafe fn read_call_options(env: Env, value: Value) -> RawResult<CallOptions> {
   Ok(CallOptions {
     refuse_stale,
     overrides: RawCallOptions {
-      ttl: optional_number(env, value, c"ttl")?,
-      hard_ttl: optional_number(env, value, c"hardTtl")?,
-      negative_ttl: optional_number(env, value, c"negativeTtl")?,
-      beta: optional_number(env, value, c"beta")?,
+      ttl: optional_number(env, ttl, "ttl")?,
+      hard_ttl: optional_number(env, hard_ttl, "hardTtl")?,
+      negative_ttl: optional_number(env, negative_ttl, "negativeTtl")?,
+      beta: optional_number(env, beta, "beta")?,
     },
-    signal: optional_object(env, value, c"signal", "an AbortSignal")?,
-    status: optional_object(env, value, c"status", "an object (its `outcome` is set)")?,
   })
 }
 
@@ -96,18 +75,11 @@ fn closed() -> Failure {
   ))
 }
 
-unsafe fn set_outcome(env: Env, status: Option<Value>, outcome: &str) -> RawResult<()> {
-  match status {
-    Some(status) => raw::set_property(env, status, c"outcome", raw::string(env, outcome)),
-    None => Ok(()),
-  }
-}
-
 /// What the decision asks for, with the JS values taken out while the engine
 /// was borrowed (calling into JS may re-enter it).
 enum Action {
   /// A settled promise of the value, an outcome, maybe a refresh to start.
-  Serve(Value, &'static str, Option<Refresh>),
+  Serve(Value, Outcome, Option<Refresh>),
   Stale {
     value: Value,
     refresh: bool,
@@ -126,19 +98,22 @@ struct Call<'a> {
   policy: EntryPolicy,
 }
 
+/// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?)`.
 pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, _, inner) = raw::args::<3, Rc<Inner>>(env, info);
-  match get_or_load_impl(env, &*inner, argv) {
-    Ok(promise) => promise,
+  let (argv, _, inner) = raw::args::<7, Rc<Inner>>(env, info);
+  let inner = &*inner;
+  inner.set_outcome(0);
+  match get_or_load_impl(env, inner, argv) {
+    Ok((promise, outcome)) => {
+      inner.set_outcome(outcome as u8);
+      promise
+    }
     Err(failure) => raw::rejected(env, failure),
   }
 }
 
-unsafe fn get_or_load_impl(
-  env: Env,
-  inner: &Rc<Inner>,
-  [key_js, loader, options]: [Value; 3],
-) -> RawResult<Value> {
+unsafe fn get_or_load_impl(env: Env, inner: &Rc<Inner>, argv: [Value; 7]) -> RawResult<(Value, Outcome)> {
+  let [key_js, loader, stale, ttl, hard_ttl, negative_ttl, beta] = argv;
   if inner.engine.borrow().is_closed() {
     return Err(closed());
   }
@@ -150,16 +125,13 @@ unsafe fn get_or_load_impl(
       "the loader is not a function; pass ({ key, signal }) => value or an async function",
     )));
   }
-  let options = read_call_options(env, options)?;
-  let policy = {
-    let engine = inner.engine.borrow();
-    engine.config().entry.with(&options.overrides)?
-  };
+  let options = read_call_options(env, [stale, ttl, hard_ttl, negative_ttl, beta])?;
+  let policy = inner.engine.borrow().config().entry.with(&options.overrides)?;
   let action = {
     let mut engine = inner.engine.borrow_mut();
     match engine.decide(key.as_str(), !options.refuse_stale, Some(policy.beta)) {
-      Decision::Hit { value, refresh } => Action::Serve(value.resolved(env), HIT, refresh),
-      Decision::Negative { value } => Action::Serve(value.resolved(env), NEGATIVE, None),
+      Decision::Hit { value, refresh } => Action::Serve(value.resolved(env), Outcome::Hit, refresh),
+      Decision::Negative { value } => Action::Serve(value.resolved(env), Outcome::Negative, None),
       Decision::Stale {
         value,
         refresh,
@@ -184,13 +156,12 @@ unsafe fn get_or_load_impl(
     loader,
     policy,
   };
-  let result = match action {
-    Action::Serve(value, outcome, refresh) => {
+  Ok(match action {
+    Action::Serve(promise, outcome, refresh) => {
       if let Some(refresh) = refresh {
         let _ = start_flight(env, inner, &call, Some(refresh));
       }
-      set_outcome(env, options.status, outcome)?;
-      value
+      (promise, outcome)
     }
     Action::Stale {
       value,
@@ -203,33 +174,20 @@ unsafe fn get_or_load_impl(
       } else {
         join
       };
-      match flight {
-        Some(flight) if !counted => soft_wait(env, inner, flight, value, options.status)?,
+      let promise = match flight {
+        Some(flight) if !counted => soft_wait(env, inner, flight, value)?,
         _ => {
           if !counted {
             inner.engine.borrow_mut().record_soft_wait(true);
           }
-          set_outcome(env, options.status, STALE)?;
           raw::resolved(env, value)
         }
-      }
+      };
+      (promise, Outcome::Stale)
     }
-    Action::Join(promise) => {
-      set_outcome(env, options.status, COALESCED)?;
-      promise
-    }
-    Action::Lead => {
-      set_outcome(env, options.status, MISS)?;
-      start_flight(env, inner, &call, None)?
-    }
-  };
-  match options.signal {
-    Some(signal) => {
-      let detach = inner.helper(env, |h| &h.detach)?;
-      raw::call(env, detach, &[result, signal])
-    }
-    None => Ok(result),
-  }
+    Action::Join(promise) => (promise, Outcome::Coalesced),
+    Action::Lead => (start_flight(env, inner, &call, None)?, Outcome::Miss),
+  })
 }
 
 /// Starts a load of `call.key` through the JS leader and registers it as the
@@ -270,17 +228,10 @@ unsafe fn start_flight(
   started
 }
 
-unsafe fn soft_wait(
-  env: Env,
-  inner: &Rc<Inner>,
-  flight: Value,
-  stale: Value,
-  status: Option<Value>,
-) -> RawResult<Value> {
+unsafe fn soft_wait(env: Env, inner: &Rc<Inner>, flight: Value, stale: Value) -> RawResult<Value> {
   let ctx = inner.helper(env, |h| &h.ctx)?;
   let wait = inner.helper(env, |h| &h.soft_wait)?;
-  let status = status.unwrap_or_else(|| raw::undefined(env));
-  raw::call(env, wait, &[ctx, flight, stale, status])
+  raw::call(env, wait, &[ctx, flight, stale])
 }
 
 /// The flight id the JS leader hands back.
@@ -378,14 +329,15 @@ fn ensure_open(inner: &Inner) -> RawResult<()> {
   }
 }
 
-/// `get(key, options)`: the cached value or undefined, synchronously.
+/// `get(key, stale?)`: the cached value or undefined, synchronously.
 pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
   let (argv, _, inner) = raw::args::<2, Rc<Inner>>(env, info);
   let inner = &*inner;
   sync_entry(env, || {
     ensure_open(inner)?;
     let key = key::read(env, argv[0])?;
-    let options = read_call_options(env, argv[1])?;
+    let undefined = raw::undefined(env);
+    let options = read_call_options(env, [argv[1], undefined, undefined, undefined, undefined])?;
     let mut engine = inner.engine.borrow_mut();
     Ok(match engine.get(key.as_str(), !options.refuse_stale) {
       Some(held) => held.to_js(env),
@@ -394,14 +346,16 @@ pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
   })
 }
 
-/// `set(key, value, options)`: `value` is already the JSON-normalised copy.
+/// `set(key, value, ttl?, hardTtl?)`: `value` is already the
+/// JSON-normalised copy.
 pub unsafe extern "C" fn set(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, _, inner) = raw::args::<3, Rc<Inner>>(env, info);
+  let (argv, _, inner) = raw::args::<4, Rc<Inner>>(env, info);
   let inner = &*inner;
   sync_entry(env, || {
     ensure_open(inner)?;
     let key = key::read(env, argv[0])?;
-    let options = read_call_options(env, argv[2])?;
+    let undefined = raw::undefined(env);
+    let options = read_call_options(env, [undefined, argv[2], argv[3], undefined, undefined])?;
     let held = Held::from_js(env, argv[1])?;
     let mut engine = inner.engine.borrow_mut();
     let policy = engine.config().entry.with(&options.overrides)?;

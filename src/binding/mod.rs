@@ -14,28 +14,39 @@ use held::Held;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use raw::{Failure, JsRef, RawResult};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 pub use options::CacheOptions;
 
-/// The JS functions the native side calls. `lead`, `detach` and `softWait`
-/// are module-level functions of `lib/flight.js` (they hold no cache); the
+/// The JS functions the native side calls. `lead` and `softWait` are
+/// module-level functions of `lib/flight.js` (they hold no cache); the
 /// per-cache context is held weakly, so no reference cycle runs through a
 /// strong `napi_ref` and an unused Cache can be collected.
 struct Helpers {
   ctx: JsRef,
   lead: JsRef,
-  detach: JsRef,
   soft_wait: JsRef,
 }
 
 pub(crate) struct Inner {
   engine: RefCell<Engine<Held, JsRef>>,
   helpers: RefCell<Option<Helpers>>,
+  /// One byte shared with JS (an ArrayBuffer's memory): the outcome of the
+  /// last `getOrLoad`. Null until installed.
+  outcome_slot: Cell<*mut u8>,
+  outcome_buffer: RefCell<Option<JsRef>>,
 }
 
 impl Inner {
+  fn set_outcome(&self, outcome: u8) {
+    let slot = self.outcome_slot.get();
+    if !slot.is_null() {
+      // The buffer is kept alive by `outcome_buffer` for as long as Inner.
+      unsafe { *slot = outcome };
+    }
+  }
+
   /// One of the helper functions (or the context) as a JS value.
   unsafe fn helper(
     &self,
@@ -82,6 +93,8 @@ impl NativeCache {
       inner: Rc::new(Inner {
         engine: RefCell::new(Engine::new(config)),
         helpers: RefCell::new(None),
+        outcome_slot: Cell::new(std::ptr::null_mut()),
+        outcome_buffer: RefCell::new(None),
       }),
     })
   }
@@ -89,7 +102,7 @@ impl NativeCache {
   /// Wires the JS helpers in and returns the raw entry points. The validated
   /// timeouts are written onto `ctx` for the JS leader.
   #[napi(
-    ts_args_type = "ctx: object, lead: Function, detach: Function, softWait: Function",
+    ts_args_type = "ctx: object, lead: Function, softWait: Function",
     ts_return_type = "Record<string, Function>"
   )]
   pub fn install<'env>(
@@ -97,7 +110,6 @@ impl NativeCache {
     env: &'env Env,
     ctx: Unknown<'env>,
     lead: Unknown<'env>,
-    detach: Unknown<'env>,
     soft_wait: Unknown<'env>,
   ) -> Result<Unknown<'env>> {
     let env = env.raw();
@@ -105,7 +117,7 @@ impl NativeCache {
       self.install_raw(
         env,
         ctx.value().value,
-        [lead, detach, soft_wait].map(|f| f.value().value),
+        [lead, soft_wait].map(|f| f.value().value),
       )
     }
     .map_err(|f| unsafe { to_napi_error(env, f) })
@@ -154,14 +166,18 @@ impl NativeCache {
     &self,
     env: raw::Env,
     ctx: raw::Value,
-    [lead, detach, soft_wait]: [raw::Value; 3],
+    [lead, soft_wait]: [raw::Value; 2],
   ) -> RawResult<Unknown<'env>> {
     *self.inner.helpers.borrow_mut() = Some(Helpers {
       ctx: JsRef::weak(env, ctx)?,
       lead: JsRef::strong(env, lead)?,
-      detach: JsRef::strong(env, detach)?,
       soft_wait: JsRef::strong(env, soft_wait)?,
     });
+    let mut slot = std::ptr::null_mut();
+    let mut buffer = std::ptr::null_mut();
+    raw::napi_try!(env, napi::sys::napi_create_arraybuffer(env, 8, &mut slot, &mut buffer));
+    *self.inner.outcome_buffer.borrow_mut() = Some(JsRef::strong(env, buffer)?);
+    self.inner.outcome_slot.set(slot as *mut u8);
     let config = self.inner.engine.borrow().config().clone();
     raw::set_property(
       env,
@@ -192,6 +208,7 @@ impl NativeCache {
       (c"stats", "stats", hot::stats),
       (c"metrics", "metrics", hot::metrics),
     ];
+    raw::set_property(env, object, c"outcomeBuffer", buffer)?;
     for (prop, name, callback) in entries {
       let f = raw::function(env, name, callback, Rc::clone(&self.inner))?;
       raw::set_property(env, object, prop, f)?;

@@ -164,15 +164,6 @@ pub unsafe fn get_string(env: Env, value: Value) -> RawResult<String> {
   Ok(Utf8::read(env, value)?.as_str().to_string())
 }
 
-pub unsafe fn property(env: Env, object: Value, name: &std::ffi::CStr) -> RawResult<Value> {
-  let mut v = ptr::null_mut();
-  napi_try!(
-    env,
-    sys::napi_get_named_property(env, object, name.as_ptr(), &mut v)
-  );
-  Ok(v)
-}
-
 pub unsafe fn set_property(
   env: Env,
   object: Value,
