@@ -14,7 +14,7 @@
 //
 // Options:
 //   --quick              3 rounds of 100 ms (a smoke run); writes bench/out/quick.md
-//   --only=a,b           libraries to run (herdcache,lru-cache,bentocache,cache-manager,js-map,js-map-json)
+//   --only=a,b           libraries to run (herdcache,lru-cache,bentocache,cache-manager,js-map,js-map-copy)
 //   --scenarios=1,4      scenarios to run (1..5)
 //   --out=FILE           where to write the Markdown (default bench/RESULTS.md; quick: bench/out/quick.md)
 
@@ -151,40 +151,11 @@ class JsMapCoalescer {
   }
 }
 
-// The same floor with herdcache's value semantics: values stored as JSON text,
-// parsed on every hit, parsed once per flight for the waiters of a load.
-class JsMapJsonCoalescer {
-  constructor (ttl) {
-    this.ttl = ttl
-    this.store = new Map()
-    this.flights = new Map()
-  }
-
-  getOrLoad (key, loader) {
-    const e = this.store.get(key)
-    if (e !== undefined && e.exp > Date.now()) return Promise.resolve(JSON.parse(e.text))
-    let p = this.flights.get(key)
-    if (p !== undefined) return p
-    p = new Promise((resolve) => resolve(loader(key))).then(
-      (v) => {
-        this.flights.delete(key)
-        const text = JSON.stringify(v)
-        this.store.set(key, { text, exp: Date.now() + this.ttl })
-        return JSON.parse(text)
-      },
-      (err) => {
-        this.flights.delete(key)
-        throw err
-      }
-    )
-    this.flights.set(key, p)
-    return p
-  }
-
-  clear () {
-    this.store.clear()
-  }
-}
+// The same floor with herdcache's value semantics (js-map-copy): one JSON copy
+// per load (`JSON.parse(JSON.stringify(v))`), shared by the flight's waiters
+// and by every later hit.
+const copyAsync = (v) => (v instanceof Promise ? v.then(jsonCopy) : jsonCopy(v))
+const jsonCopy = (v) => JSON.parse(JSON.stringify(v))
 
 async function loadLibraries () {
   const libs = []
@@ -267,12 +238,13 @@ async function loadLibraries () {
   })
 
   libs.push({
-    name: 'js-map-json',
+    name: 'js-map-copy',
     version: '—',
-    setup: 'the same floor storing JSON text: `JSON.parse` per hit, once per flight (herdcache\'s value semantics)',
+    setup: 'the same floor making one JSON copy per load (`JSON.parse(JSON.stringify(v))`), shared by every hit: herdcache\'s value semantics',
     create (loader) {
-      const c = new JsMapJsonCoalescer(TTL)
-      return { cache: c, get: (key) => c.getOrLoad(key, loader), clear: () => c.clear() }
+      const c = new JsMapCoalescer(TTL)
+      const copying = (key) => copyAsync(loader(key))
+      return { cache: c, get: (key) => c.getOrLoad(key, copying), clear: () => c.clear() }
     }
   })
 
@@ -305,6 +277,7 @@ const scenarios = [
     hitPath: true,
     async prepare (inst) {
       await checkedGet(inst, 'hot')
+      return 1
     },
     async sample (inst, state, deadline) {
       const get = inst.get
@@ -326,6 +299,7 @@ const scenarios = [
     hitPath: true,
     async prepare (inst) {
       await checkedGet(inst, 'hot')
+      return 1
     },
     async sample (inst, state, deadline) {
       const get = inst.get
@@ -361,6 +335,7 @@ const scenarios = [
     },
     async prepare (inst) {
       for (const k of this.keys) await checkedGet(inst, k)
+      return this.keys.length
     },
     async sample (inst, state, deadline) {
       const get = inst.get
@@ -387,7 +362,7 @@ const scenarios = [
       return new Promise((resolve) => setImmediate(resolve, VALUE))
     },
     clearBetweenSamples: true,
-    async prepare () {},
+    async prepare () { return 0 },
     async sample (inst, state, deadline) {
       const get = inst.get
       const ps = new Array(BURST)
@@ -413,7 +388,7 @@ const scenarios = [
     what: '`await get(newKey)` with a new key per call (the leader: one load each; the loader returns `Promise.resolve(value)`)',
     loaderFor: hotLoader,
     clearBetweenSamples: true,
-    async prepare () {},
+    async prepare () { return 0 },
     async sample (inst, state, deadline) {
       const get = inst.get
       let n = 0
@@ -445,19 +420,20 @@ async function timedSample (scenario, lib, deadlineMs) {
   const ops = await scenario.sample(lib.inst, lib.state, t0 + deadlineMs)
   await tick() // bill one loop turn (deferred finalizers, timers) to this library
   const t1 = now()
+  lib.state.calls += ops
   return { ops, ms: t1 - t0 }
 }
 
 async function runScenario (scenario, libDefs) {
   if (scenario.init) scenario.init()
   const libs = libDefs.map((def) => {
-    const state = { loads: 0, seq: 0, bursts: 0, minRuns: Infinity, maxRuns: 0 }
+    const state = { loads: 0, calls: 0, seq: 0, bursts: 0, minRuns: Infinity, maxRuns: 0 }
     const inst = def.create(scenario.loaderFor(state))
     return { def, state, inst, samples: [], error: null }
   })
   for (const lib of libs) {
     try {
-      await scenario.prepare(lib.inst)
+      lib.state.calls += await scenario.prepare(lib.inst)
     } catch (err) {
       lib.error = err
     }
@@ -527,6 +503,22 @@ async function runScenario (scenario, libDefs) {
     return row
   })
 
+  // herdcache's own counters must agree with what the bench saw
+  for (const lib of libs) {
+    const row = rows.find((r) => r.lib === lib.def.name)
+    if (lib.error || !lib.inst.cache || typeof lib.inst.cache.stats !== 'function' || lib.def.name !== 'herdcache') continue
+    const st = lib.inst.cache.stats()
+    const counted = st.hits + st.staleServed + st.negativeHits + st.misses + st.coalesced
+    const problems = []
+    if (st.loads !== lib.state.loads) problems.push(`stats().loads ${st.loads} but the loader ran ${lib.state.loads} times`)
+    if (counted !== lib.state.calls) problems.push(`stats() counts ${counted} calls (hits ${st.hits}, stale ${st.staleServed}, negative ${st.negativeHits}, misses ${st.misses}, coalesced ${st.coalesced}) but the bench made ${lib.state.calls}`)
+    if (st.loadErrors || st.timeouts || st.backgroundErrors) problems.push(`errors: loadErrors ${st.loadErrors}, timeouts ${st.timeouts}, backgroundErrors ${st.backgroundErrors}`)
+    if (scenario.hitPath && (st.staleServed || st.backgroundRefreshes)) problems.push(`stale ${st.staleServed}, background refreshes ${st.backgroundRefreshes} on a hit path`)
+    if (scenario.id === 4 && st.coalesced !== st.misses * (BURST - 1)) problems.push(`coalesced ${st.coalesced} ≠ misses ${st.misses} × ${BURST - 1}`)
+    row.statsCheck = problems.length ? problems.join('; ') : `ok (hits ${st.hits}, misses ${st.misses}, coalesced ${st.coalesced}, loads ${st.loads}, evictions ${st.evictions})`
+    row.statsOk = problems.length === 0
+  }
+
   for (const lib of libs) {
     if (lib.inst.close) {
       try { await lib.inst.close() } catch {}
@@ -585,6 +577,7 @@ async function syncHitProbe (def) {
 
 const fmtOps = (x) => x >= 1e6 ? `${(x / 1e6).toFixed(2)} M` : x >= 1e3 ? `${(x / 1e3).toFixed(1)} k` : x.toFixed(0)
 const fmtUs = (x) => x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 1 ? x.toFixed(2) : x.toFixed(3)
+const fmtTimes = (x) => x < 1 ? `${(1 / x).toFixed(1)}× faster` : `${x.toFixed(1)}× slower`
 const fmtRatio = (x) => x === undefined ? '—' : `${x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3)}×`
 
 function machine () {
@@ -607,21 +600,26 @@ function summarize (results, probes) {
   if (!h1 && !results.some((r) => r.rows.some((x) => x.lib === 'herdcache'))) {
     return 'herdcache could not be loaded in this run, so only the peers were measured; see the note above.'
   }
+  const hp = probes.find((p) => p.lib === 'herdcache' && !p.error)
+  const syncHit = hp && hp.settledOnReturn && hp.first === 'lib'
   if (h1) {
     const floor = get(1, 'js-map')
-    const jfloor = get(1, 'js-map-json')
     const peers = ['lru-cache', 'bentocache', 'cache-manager'].map((n) => get(1, n)).filter(Boolean)
-    const faster = peers.filter((p) => p.ratio < 1).map((p) => p.lib)
-    const slower = peers.filter((p) => p.ratio >= 1).map((p) => p.lib)
-    let s = `On a warm key with one caller in flight, herdcache answers ${fmtOps(h1.opsPerSec)} hits/s (${fmtUs(h1.usPerOp)} µs)`
-    if (floor) s += `, ${fmtRatio(floor.ratio)} the time of the object-reference floor`
-    if (jfloor) s += ` and ${fmtRatio(jfloor.ratio)} that of the floor that parses JSON per hit`
+    const faster = peers.filter((p) => p.ratio < 1).map((p) => `${p.lib} (${fmtTimes(p.ratio)})`)
+    const slower = peers.filter((p) => p.ratio >= 1).map((p) => `${p.lib} (${fmtTimes(p.ratio)})`)
+    let s = `A herdcache hit ${syncHit ? 'is synchronous (the promise is already fulfilled on return) and ' : ''}costs ${fmtUs(h1.usPerOp)} µs at one in flight`
+    const h2 = get(2, 'herdcache')
+    const h3 = get(3, 'herdcache')
+    if (h2 && h3) s += ` (${fmtUs(h2.usPerOp)} µs at 64, ${fmtUs(h3.usPerOp)} µs over 10 000 keys)`
+    if (floor) s += `, ${fmtRatio(floor.ratio)} the pure-JS floor`
     s += '; '
     if (faster.length) s += `it is faster than ${faster.join(' and ')}`
-    if (faster.length && slower.length) s += ', and slower than '
+    if (faster.length && slower.length) s += ' and slower than '
     else if (slower.length) s += 'it is slower than '
     if (slower.length) s += slower.join(' and ')
     sentences.push(s + '.')
+  } else if (hp) {
+    sentences.push(syncHit ? 'A herdcache hit is synchronous (the promise is already fulfilled on return).' : '**A herdcache hit is not answered synchronously.**')
   }
   const b = results.find((x) => x.scenario.id === 4)
   if (b) {
@@ -631,25 +629,16 @@ function summarize (results, probes) {
     s += more.length ? ` the loader ran more than once per burst for ${more.join(', ')}, once for the others` : ' every library ran the loader exactly once per burst'
     if (hb) {
       const f = b.rows.find((x) => x.lib === 'js-map' && !x.error)
-      s += `; herdcache costs ${fmtUs(hb.usPerOp)} µs per caller` + (f ? ` (${fmtRatio(f.ratio)} the JS floor)` : '')
+      const l = b.rows.find((x) => x.lib === 'lru-cache' && !x.error)
+      s += `; a herdcache caller costs ${fmtUs(hb.usPerOp)} µs` + (f ? `, ${fmtRatio(f.ratio)} the floor` : '') + (l ? ` and ${fmtRatio(l.ratio)} lru-cache` : '')
+    }
+    const c = results.find((x) => x.scenario.id === 5)
+    const hc = c && c.rows.find((x) => x.lib === 'herdcache' && !x.error)
+    if (hc) {
+      const f = c.rows.find((x) => x.lib === 'js-map-copy' && !x.error)
+      s += `, and a cold key (the leader) ${fmtUs(hc.usPerOp)} µs` + (f ? `, ${fmtRatio(f.ratio)} js-map-copy, which makes the same JSON copy of the value` : '')
     }
     sentences.push(s + '.')
-  }
-  const c = results.find((x) => x.scenario.id === 5)
-  const hc = c && c.rows.find((x) => x.lib === 'herdcache' && !x.error)
-  if (hc) {
-    const f = c.rows.find((x) => x.lib === 'js-map-json' && !x.error)
-    const f2 = c.rows.find((x) => x.lib === 'js-map' && !x.error)
-    let s = `A cold key (the leader: lookup, loader call, store, hand-out) costs herdcache ${fmtUs(hc.usPerOp)} µs`
-    if (f) s += `, ${fmtRatio(f.ratio)} the JSON floor`
-    if (f2) s += ` and ${fmtRatio(f2.ratio)} the object floor (the difference is mostly \`JSON.stringify\` + \`JSON.parse\` of the 1 KB value)`
-    sentences.push(s + '.')
-  }
-  const hp = probes.find((p) => p.lib === 'herdcache')
-  if (hp) {
-    sentences.push(hp.settledOnReturn && hp.first === 'lib'
-      ? 'A herdcache hit returns an already-fulfilled promise (no thread hop).'
-      : '**A herdcache hit did NOT return an already-fulfilled promise** (see the check above).')
   }
   return sentences.join(' ')
 }
@@ -680,6 +669,7 @@ function markdown ({ results, probes, libs, info }) {
   L.push(`- node ${process.version} (V8 ${process.versions.v8}, napi ${process.versions.napi})`)
   L.push(`- command: \`${info.command}\` (${SAMPLES} interleaved samples of ~${SAMPLE_MS} ms per library after one ${WARMUP_MS} ms warm-up; median; took ${info.seconds} s)`)
   L.push(`- value: a ${VALUE_BYTES}-byte JSON object; ttl 60 s everywhere`)
+  if (info.build) L.push(`- herdcache build: ${info.build}`)
   if (herdcacheError) L.push(`- **herdcache was not measured**: \`require('..')\` failed: ${String(herdcacheError.message).split('\n')[0]}`)
   L.push('')
   L.push('Libraries:')
@@ -701,6 +691,15 @@ function markdown ({ results, probes, libs, info }) {
         continue
       }
       L.push(`| ${sc} | ${r.lib} | ${fmtOps(r.opsPerSec)} | ${fmtUs(r.usPerOp)} | ${(r.spread * 100).toFixed(0)} % | ${r.lib === 'herdcache' ? '—' : fmtRatio(r.ratio)} | ${r.loadsNote} |`)
+    }
+  }
+  const checks = results.flatMap(({ scenario, rows }) => rows.filter((r) => r.statsCheck).map((r) => [scenario, r]))
+  if (checks.length) {
+    L.push('')
+    if (checks.every(([, r]) => r.statsOk)) {
+      L.push('herdcache\'s own `stats()` agreed with the bench in every scenario (calls counted once each as hit/miss/coalesced, `loads` equal to the loader runs, no errors, no stale serves; in the burst, 999 coalesced per miss).')
+    } else {
+      for (const [scenario, r] of checks) L.push(`- herdcache \`stats()\` in scenario ${scenario.id}: ${r.statsOk ? 'ok' : '**' + r.statsCheck + '**'}`)
     }
   }
   L.push('')
@@ -737,6 +736,19 @@ function markdown ({ results, probes, libs, info }) {
 
 // ---------------------------------------------------------------- main
 
+// Which addon binary was measured (the implementation changes under the bench).
+function herdcacheBuild () {
+  if (!herdcacheModule) return null
+  try {
+    const file = path.join(__dirname, '..', 'herdcache.linux-x64-gnu.node')
+    const st = fs.statSync(file)
+    const sha = require('node:crypto').createHash('sha256').update(fs.readFileSync(file)).digest('hex').slice(0, 12)
+    return `\`${path.basename(file)}\` built ${st.mtime.toISOString().replace(/\.\d+Z$/, 'Z')}, sha256 ${sha}…`
+  } catch {
+    return null
+  }
+}
+
 async function main () {
   const t0 = now()
   const info = {
@@ -744,6 +756,7 @@ async function main () {
     command: `node ${path.relative(process.cwd(), __filename) || 'bench/run.js'}${argv.length ? ' ' + argv.join(' ') : ''}`,
     loadStart: os.loadavg().map((x) => x.toFixed(2)).join(' ')
   }
+  info.build = herdcacheBuild()
   if (herdcacheError) {
     console.log(`herdcache skipped: require('..') failed (${String(herdcacheError.message).split('\n')[0]})`)
   }
@@ -782,6 +795,10 @@ async function main () {
     for (const r of rows) {
       if (r.error) { console.log(`  ${r.lib.padEnd(14)} FAILED: ${r.error.stack || r.error}`); process.exitCode = 1; continue }
       console.log(`  ${r.lib.padEnd(14)} ${fmtOps(r.opsPerSec).padStart(9)} ops/s ${fmtUs(r.usPerOp).padStart(8)} µs/op  ±${(r.spread * 100).toFixed(0).padStart(3)} %  ${r.lib === 'herdcache' ? '         ' : ('h/p ' + fmtRatio(r.ratio)).padStart(9)}  loads: ${r.loadsNote}   [${r.samples.map(fmtUs).join(' ')}]`)
+      if (r.statsCheck) {
+        console.log(`  ${''.padEnd(14)} herdcache stats() check: ${r.statsCheck}`)
+        if (!r.statsOk) process.exitCode = 1
+      }
     }
   }
 

@@ -5,7 +5,7 @@
 
 use super::held::Held;
 use super::key::{self, Key};
-use super::raw::{self, napi_try, Env, Failure, JsRef, RawResult, Value};
+use super::raw::{self, napi_try, Env, Failure, JsRef, RawResult, Utf8, Value};
 use super::Inner;
 use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{EntryPolicy, RawCallOptions};
@@ -28,6 +28,7 @@ enum Outcome {
 
 /// The per-call options, passed positionally by the JS wrapper (it reads
 /// the options object, where property access is cheap).
+#[derive(Default)]
 struct CallOptions {
   refuse_stale: bool,
   overrides: RawCallOptions,
@@ -50,7 +51,10 @@ unsafe fn optional_number(env: Env, value: Value, name: &str) -> RawResult<Optio
 }
 
 /// `stale, ttl, hardTtl, negativeTtl, beta`, each possibly undefined.
-unsafe fn read_call_options(env: Env, [stale, ttl, hard_ttl, negative_ttl, beta]: [Value; 5]) -> RawResult<CallOptions> {
+unsafe fn read_call_options(
+  env: Env,
+  [stale, ttl, hard_ttl, negative_ttl, beta]: [Value; 5],
+) -> RawResult<CallOptions> {
   let refuse_stale = match raw::type_of(env, stale) {
     sys::ValueType::napi_undefined => false,
     sys::ValueType::napi_boolean => !raw::get_bool(env, stale),
@@ -92,7 +96,7 @@ enum Action {
 
 /// The JS side of one call: the key as passed, and the loader.
 struct Call<'a> {
-  key: &'a Key,
+  key: &'a Key<'a>,
   key_js: Value,
   loader: Value,
   policy: EntryPolicy,
@@ -100,10 +104,10 @@ struct Call<'a> {
 
 /// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?)`.
 pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, _, inner) = raw::args::<7, Rc<Inner>>(env, info);
+  let (argv, argc, inner) = raw::args::<7, Rc<Inner>>(env, info);
   let inner = &*inner;
   inner.set_outcome(0);
-  match get_or_load_impl(env, inner, argv) {
+  match get_or_load_impl(env, inner, argv, argc > 2) {
     Ok((promise, outcome)) => {
       inner.set_outcome(outcome as u8);
       promise
@@ -112,12 +116,18 @@ pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) ->
   }
 }
 
-unsafe fn get_or_load_impl(env: Env, inner: &Rc<Inner>, argv: [Value; 7]) -> RawResult<(Value, Outcome)> {
+unsafe fn get_or_load_impl(
+  env: Env,
+  inner: &Rc<Inner>,
+  argv: [Value; 7],
+  has_options: bool,
+) -> RawResult<(Value, Outcome)> {
   let [key_js, loader, stale, ttl, hard_ttl, negative_ttl, beta] = argv;
   if inner.engine.borrow().is_closed() {
     return Err(closed());
   }
-  let key = key::read(env, key_js)?;
+  let mut key_buf = Utf8::new();
+  let key = key::read(env, key_js, &mut key_buf)?;
   if raw::type_of(env, loader) != sys::ValueType::napi_function {
     return Err(Failure::Coded(Error::new(
       Code::InvalidLoader,
@@ -125,8 +135,17 @@ unsafe fn get_or_load_impl(env: Env, inner: &Rc<Inner>, argv: [Value; 7]) -> Raw
       "the loader is not a function; pass ({ key, signal }) => value or an async function",
     )));
   }
-  let options = read_call_options(env, [stale, ttl, hard_ttl, negative_ttl, beta])?;
-  let policy = inner.engine.borrow().config().entry.with(&options.overrides)?;
+  let options = if has_options {
+    read_call_options(env, [stale, ttl, hard_ttl, negative_ttl, beta])?
+  } else {
+    CallOptions::default()
+  };
+  let policy = inner
+    .engine
+    .borrow()
+    .config()
+    .entry
+    .with(&options.overrides)?;
   let action = {
     let mut engine = inner.engine.borrow_mut();
     match engine.decide(key.as_str(), !options.refuse_stale, Some(policy.beta)) {
@@ -253,9 +272,14 @@ pub unsafe extern "C" fn attach_flight(env: Env, info: sys::napi_callback_info) 
   let (argv, _, inner) = raw::args::<3, Rc<Inner>>(env, info);
   let inner = &*inner;
   sync_entry(env, || {
-    let key = key::read(env, argv[0])?;
+    let mut key_buf = Utf8::new();
+    let key = key::read(env, argv[0], &mut key_buf)?;
     let handle = JsRef::strong(env, argv[2])?;
-    let attached = inner.engine.borrow_mut().attach_flight(key.as_str(), flight_id(env, argv[1]), handle);
+    let attached =
+      inner
+        .engine
+        .borrow_mut()
+        .attach_flight(key.as_str(), flight_id(env, argv[1]), handle);
     Ok(raw::boolean(env, attached.is_ok()))
   })
 }
@@ -265,7 +289,8 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
   let (argv, _, inner) = raw::args::<5, Rc<Inner>>(env, info);
   let inner = &*inner;
   sync_entry(env, || {
-    let key = key::read(env, argv[0])?;
+    let mut key_buf = Utf8::new();
+    let key = key::read(env, argv[0], &mut key_buf)?;
     let held = Held::from_js(env, argv[2])?;
     let compute_ms = raw::get_number(env, argv[4]).max(0.0).round() as u64;
     let stored = inner.engine.borrow_mut().fill(
@@ -284,7 +309,8 @@ pub unsafe extern "C" fn fail(env: Env, info: sys::napi_callback_info) -> Value 
   let (argv, _, inner) = raw::args::<4, Rc<Inner>>(env, info);
   let inner = &*inner;
   sync_entry(env, || {
-    let key = key::read(env, argv[0])?;
+    let mut key_buf = Utf8::new();
+    let key = key::read(env, argv[0], &mut key_buf)?;
     inner.engine.borrow_mut().fail(
       key.as_str(),
       flight_id(env, argv[1]),
@@ -301,7 +327,8 @@ pub unsafe extern "C" fn end_flight(env: Env, info: sys::napi_callback_info) -> 
   let (argv, _, inner) = raw::args::<2, Rc<Inner>>(env, info);
   let inner = &*inner;
   sync_entry(env, || {
-    let key = key::read(env, argv[0])?;
+    let mut key_buf = Utf8::new();
+    let key = key::read(env, argv[0], &mut key_buf)?;
     let handle = inner
       .engine
       .borrow_mut()
@@ -335,7 +362,8 @@ pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
   let inner = &*inner;
   sync_entry(env, || {
     ensure_open(inner)?;
-    let key = key::read(env, argv[0])?;
+    let mut key_buf = Utf8::new();
+    let key = key::read(env, argv[0], &mut key_buf)?;
     let undefined = raw::undefined(env);
     let options = read_call_options(env, [argv[1], undefined, undefined, undefined, undefined])?;
     let mut engine = inner.engine.borrow_mut();
@@ -353,7 +381,8 @@ pub unsafe extern "C" fn set(env: Env, info: sys::napi_callback_info) -> Value {
   let inner = &*inner;
   sync_entry(env, || {
     ensure_open(inner)?;
-    let key = key::read(env, argv[0])?;
+    let mut key_buf = Utf8::new();
+    let key = key::read(env, argv[0], &mut key_buf)?;
     let undefined = raw::undefined(env);
     let options = read_call_options(env, [undefined, argv[2], argv[3], undefined, undefined])?;
     let held = Held::from_js(env, argv[1])?;
@@ -370,7 +399,8 @@ pub unsafe extern "C" fn delete(env: Env, info: sys::napi_callback_info) -> Valu
   let inner = &*inner;
   sync_entry(env, || {
     ensure_open(inner)?;
-    let key = key::read(env, argv[0])?;
+    let mut key_buf = Utf8::new();
+    let key = key::read(env, argv[0], &mut key_buf)?;
     let removed = inner.engine.borrow_mut().delete(key.as_str());
     Ok(raw::boolean(env, removed))
   })

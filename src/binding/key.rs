@@ -1,18 +1,18 @@
 //! Reading a key from JS: a string, or an array of strings and finite
 //! numbers, encoded by `core::key`.
 
-use super::raw::{self, napi_try, Env, RawResult, Utf8, Value};
+use super::raw::{self, napi_try, Env, RawResult, Text, Utf8, Value};
 use crate::core::key::{self, KeyBuilder, Part};
 use napi::sys;
 
-pub enum Key {
-  /// A string key, read without allocating when short.
-  Text(Utf8),
+pub enum Key<'a> {
+  /// A string key, as it is.
+  Text(Text<'a>),
   /// An encoded array key.
   Parts(String),
 }
 
-impl Key {
+impl Key<'_> {
   pub fn as_str(&self) -> &str {
     match self {
       Key::Text(t) => t.as_str(),
@@ -21,10 +21,11 @@ impl Key {
   }
 }
 
-pub unsafe fn read(env: Env, value: Value) -> RawResult<Key> {
+/// Reads a key; a short string key is read into `buf`, without allocating.
+pub unsafe fn read(env: Env, value: Value, buf: &mut Utf8) -> RawResult<Key<'_>> {
   match raw::type_of(env, value) {
     sys::ValueType::napi_string => {
-      let text = Utf8::read(env, value)?;
+      let text = buf.read(env, value)?;
       key::check_string_key(text.as_str())?;
       Ok(Key::Text(text))
     }
@@ -37,12 +38,13 @@ pub unsafe fn read(env: Env, value: Value) -> RawResult<Key> {
       let mut len = 0u32;
       napi_try!(env, sys::napi_get_array_length(env, value, &mut len));
       let mut builder = KeyBuilder::default();
+      let mut part_buf = Utf8::new();
       for i in 0..len {
         let mut part = std::ptr::null_mut();
         napi_try!(env, sys::napi_get_element(env, value, i, &mut part));
         match raw::type_of(env, part) {
           sys::ValueType::napi_string => {
-            builder.push(Part::Text(Utf8::read(env, part)?.as_str()))?
+            builder.push(Part::Text(part_buf.read(env, part)?.as_str()))?
           }
           sys::ValueType::napi_number => builder.push(Part::Number(raw::get_number(env, part)))?,
           other => {

@@ -175,7 +175,10 @@ impl NativeCache {
     });
     let mut slot = std::ptr::null_mut();
     let mut buffer = std::ptr::null_mut();
-    raw::napi_try!(env, napi::sys::napi_create_arraybuffer(env, 8, &mut slot, &mut buffer));
+    raw::napi_try!(
+      env,
+      napi::sys::napi_create_arraybuffer(env, 8, &mut slot, &mut buffer)
+    );
     *self.inner.outcome_buffer.borrow_mut() = Some(JsRef::strong(env, buffer)?);
     self.inner.outcome_slot.set(slot as *mut u8);
     let config = self.inner.engine.borrow().config().clone();
