@@ -71,10 +71,35 @@ function checkOptions(options) {
 /** `status.outcome` by the code the addon leaves in its outcome byte. */
 const OUTCOMES = [undefined, 'hit', 'stale', 'negative', 'miss', 'coalesced']
 
-function badCallOptions(options) {
-  return Promise.reject(
-    invalidOption(`the call options must be an object, e.g. { stale: false }; got ${options === null ? 'null' : typeof options}`),
-  )
+const CALL_OPTIONS = new Set(['stale', 'ttl', 'hardTtl', 'negativeTtl', 'beta', 'signal', 'status'])
+
+/**
+ * What is wrong with a call's options object, or undefined. Numbers and
+ * `stale` are checked natively; unknown names are rejected because a typo
+ * such as `sttale: false` would silently serve stale data where the caller
+ * asked for none.
+ */
+function callOptionsProblem(options) {
+  if (typeof options !== 'object' || options === null) {
+    return `the call options must be an object, e.g. { stale: false }; got ${options === null ? 'null' : typeof options}`
+  }
+  for (const name in options) {
+    if (!CALL_OPTIONS.has(name)) return `unknown call option \`${name}\`; known: ${[...CALL_OPTIONS].join(', ')}`
+  }
+  const { signal, status } = options
+  if (
+    signal !== undefined &&
+    (typeof signal !== 'object' ||
+      signal === null ||
+      typeof signal.aborted !== 'boolean' ||
+      typeof signal.addEventListener !== 'function')
+  ) {
+    return 'call option `signal` must be an AbortSignal'
+  }
+  if (status !== undefined && (typeof status !== 'object' || status === null)) {
+    return 'call option `status` must be an object; its `outcome` is set'
+  }
+  return undefined
 }
 
 /** Runs a synchronous native call as a promise: usage errors reject, never throw. */
@@ -115,16 +140,17 @@ class Cache {
     // The common call is one native call: the addon answers a hit or a join
     // synchronously with a settled or shared promise.
     if (options === undefined) return this.#load(key, loader)
-    if (typeof options !== 'object' || options === null) return badCallOptions(options)
+    const problem = callOptionsProblem(options)
+    if (problem !== undefined) return Promise.reject(invalidOption(problem))
     // Options are read here, where property access is cheap, and passed
     // positionally.
     const promise = this.#load(key, loader, options.stale, options.ttl, options.hardTtl, options.negativeTtl, options.beta)
     const { status, signal } = options
-    if (status !== undefined && status !== null) {
+    if (status !== undefined) {
       const outcome = OUTCOMES[this.#outcome[0]]
       if (outcome !== undefined) status.outcome = outcome
     }
-    return signal === undefined || signal === null ? promise : detach(promise, signal)
+    return signal === undefined ? promise : detach(promise, signal)
   }
 
   get(key, options) {

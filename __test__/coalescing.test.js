@@ -10,8 +10,8 @@ const det = (opts = {}) => new Cache({ jitter: 0, beta: 0, ...opts })
 
 test('R11: delete the key, 500 concurrent getOrLoad via Promise.all -> the loader runs exactly once', T, async (t) => {
   const cache = h.track(t, det())
-  cache.set('feed:home', { v: 0 })
-  assert.equal(cache.delete('feed:home'), true)
+  await cache.set('feed:home', { v: 0 })
+  assert.equal(await cache.delete('feed:home'), true)
 
   const loader = h.slowLoader(20, () => ({ v: 1, items: [1, 2, 3] }))
   const results = await Promise.all(Array.from({ length: 500 }, () => cache.getOrLoad('feed:home', loader)))
@@ -80,7 +80,7 @@ test('a rejection reaches every waiter once, as the very same error object, and 
     assert.equal(s.status, 'rejected')
     assert.equal(s.reason, err, 'every waiter gets the loader error object itself')
   }
-  assert.equal(cache.get('k'), undefined, 'an error is never cached')
+  assert.equal(await cache.get('k'), undefined, 'an error is never cached')
 
   // The next call starts a fresh load, and a fresh error is not confused with the old one.
   const err2 = new Error('still down')
@@ -122,7 +122,7 @@ test('a caller AbortSignal rejects only that caller with signal.reason; the load
   assert.equal(await other, 'value')
   assert.equal(await other2, 'value')
   assert.equal(loader.calls, 1)
-  assert.equal(cache.get('k'), 'value', 'the shared load is stored')
+  assert.equal(await cache.get('k'), 'value', 'the shared load is stored')
 })
 
 test('a joining caller that aborts does not disturb the leader', T, async (t) => {
@@ -151,7 +151,7 @@ test('when the only caller aborts, the load is not cancelled and its result is s
   assert.equal(loader.runs[0].ctx.signal.aborted, false)
   loader.runs[0].resolve('landed')
   await h.waitFor(() => cache.stats().inFlight === 0, 'the load to land')
-  assert.equal(cache.get('solo'), 'landed')
+  assert.equal(await cache.get('solo'), 'landed')
   assert.equal(await cache.getOrLoad('solo', loader), 'landed')
   assert.equal(loader.calls, 1)
 })
@@ -202,7 +202,7 @@ test("the loader's signal aborts on hardTimeout; callers reject with ERR_HERDCAC
   assert.equal(loader.calls, 1)
   assert.equal(loader.ctxs[0].signal.aborted, true, 'the loader signal aborted at hardTimeout')
   assert.ok(abortedAt - started >= 80, `aborted after ~100 ms, got ${abortedAt - started}`)
-  assert.equal(cache.get('slow'), undefined)
+  assert.equal(await cache.get('slow'), undefined)
 
   // The given-up flight is over: the next call starts a new load.
   const ok = h.counted(() => 'ok')
@@ -293,10 +293,10 @@ test("a string key is used as it is: 'a:b' is the same key as ['a','b']", T, asy
   assert.equal(await cache.getOrLoad(['a', 'b'], other), 'ab')
   assert.equal(other.calls, 0)
 
-  cache.set(['feed', 't1', 'en'], 'via-array')
-  assert.equal(cache.get('feed:t1:en'), 'via-array')
-  assert.equal(cache.delete('feed:t1:en'), true)
-  assert.equal(cache.get(['feed', 't1', 'en']), undefined)
+  await cache.set(['feed', 't1', 'en'], 'via-array')
+  assert.equal(await cache.get('feed:t1:en'), 'via-array')
+  assert.equal(await cache.delete('feed:t1:en'), true)
+  assert.equal(await cache.get(['feed', 't1', 'en']), undefined)
 })
 
 test('numbers are valid key parts and distinct numbers are distinct keys', T, async (t) => {

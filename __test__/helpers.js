@@ -23,7 +23,7 @@ function deferred() {
 async function waitFor(pred, what = 'condition', timeout = 3000) {
   const end = Date.now() + timeout
   for (;;) {
-    if (pred()) return
+    if (await pred()) return
     if (Date.now() > end) assert.fail(`timed out after ${timeout} ms waiting for ${what}`)
     await sleep(2)
   }
@@ -105,6 +105,23 @@ function throwsWith(fn, code, Class) {
     err = e
   }
   assert.ok(threw, `expected a synchronous throw with ${code}`)
+  assert.equal(err && err.code, code, `expected code ${code}, got ${err && err.code} (${err && err.message})`)
+  if (Class) assert.ok(err instanceof Class, `expected ${Class.name}, got ${err && err.constructor && err.constructor.name}`)
+  return err
+}
+
+// For get/set/delete/clear, whose README entries do not say sync or async:
+// accepts a synchronous throw or a rejected promise with the given code.
+async function failsWith(fn, code, Class) {
+  let failed = false
+  let err
+  try {
+    await fn()
+  } catch (e) {
+    failed = true
+    err = e
+  }
+  assert.ok(failed, `expected a failure with ${code}`)
   assert.equal(err && err.code, code, `expected code ${code}, got ${err && err.code} (${err && err.message})`)
   if (Class) assert.ok(err instanceof Class, `expected ${Class.name}, got ${err && err.constructor && err.constructor.name}`)
   return err
@@ -211,6 +228,7 @@ module.exports = {
   callAsync,
   rejectsWith,
   throwsWith,
+  failsWith,
   counted,
   gatedLoader,
   slowLoader,

@@ -87,7 +87,7 @@ test('negativeTtl 0 turns negative caching off: every call runs the loader', T, 
   assert.equal(s.negativeHits, 0)
   assert.equal(s.misses, 4)
   assert.equal(s.size, 0, 'nothing stored')
-  assert.equal(cache.get('k'), undefined)
+  assert.equal(await cache.get('k'), undefined)
 })
 
 test('negativeTtl 0 still coalesces concurrent callers', T, async (t) => {
@@ -127,7 +127,7 @@ test('falsy values that are not null/undefined are normal values', T, async (t) 
     assert.deepEqual(await cache.getOrLoad(key, loader, { status }), value)
     assert.equal(status.outcome, 'hit', `${key} is a value, not a negative marker`)
     assert.equal(loader.calls, 1)
-    assert.deepEqual(cache.get(key), value)
+    assert.deepEqual(await cache.get(key), value)
   }
   assert.equal(cache.stats().negativeHits, 0)
 })
@@ -136,7 +136,7 @@ test('delete() removes a negative marker', T, async (t) => {
   const cache = make(t)
   const loader = h.counted(() => null)
   await cache.getOrLoad('k', loader)
-  assert.equal(cache.delete('k'), true)
+  assert.equal(await cache.delete('k'), true)
   await cache.getOrLoad('k', loader)
   assert.equal(loader.calls, 2)
 })

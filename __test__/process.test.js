@@ -62,7 +62,7 @@ function assertClean(r, what) {
 test('an idle process holding a Cache exits by itself within a few seconds', T, async () => {
   const r = await scenario(`
     const cache = new Cache({ ttl: 60000 })
-    cache.set('a', 1)
+    await cache.set('a', 1)
     await cache.getOrLoad('b', async () => { await sleep(5); return 2 })
     await cache.getOrLoad('b', () => 3)
     await cache.getOrLoad(['n', 1], () => null)
@@ -217,7 +217,7 @@ const FAILURES = {
   'delete() during a load that then fails': `
     const cache = new Cache()
     const p = cache.getOrLoad('k', async () => { await sleep(20); throw new Error('x') })
-    cache.delete('k')
+    await cache.delete('k')
     await p.catch(() => {})
     await cache.close()
   `,

@@ -87,7 +87,7 @@ test('the background refresh loader gets { key, signal } with the key as passed'
   assert.equal(loader.calls, 2)
   assert.deepEqual(loader.ctxs[1].key, ['item', 9])
   assert.ok(loader.ctxs[1].signal instanceof AbortSignal)
-  assert.equal(cache.get(['item', 9]), 2)
+  assert.equal(await cache.get(['item', 9]), 2)
 })
 
 test('stale: false never serves a stale value: the call waits for a fresh load (outcome miss)', T, async (t) => {
@@ -99,8 +99,8 @@ test('stale: false never serves a stale value: the call waits for a fresh load (
   assert.equal(await cache.getOrLoad('balance', loader), 'v1')
   h.advance(cache, 1500)
 
-  assert.equal(cache.get('balance'), 'v1', 'get() serves stale by default')
-  assert.equal(cache.get('balance', { stale: false }), undefined, 'get(stale:false) does not')
+  assert.equal(await cache.get('balance'), 'v1', 'get() serves stale by default')
+  assert.equal(await cache.get('balance', { stale: false }), undefined, 'get(stale:false) does not')
 
   const status = {}
   assert.equal(await cache.getOrLoad('balance', loader, { stale: false, status }), 'v2')
@@ -122,9 +122,9 @@ test('past hardTtl the entry is gone: get() is undefined and getOrLoad waits for
   const cache = make(t, { ttl: 1000, hardTtl: 3000 })
   await prime(cache, 'k', 'old')
   h.advance(cache, 2500)
-  assert.equal(cache.get('k'), 'old', 'still stale-servable before hardTtl')
+  assert.equal(await cache.get('k'), 'old', 'still stale-servable before hardTtl')
   h.advance(cache, 1000) // 3500 > hardTtl
-  assert.equal(cache.get('k'), undefined)
+  assert.equal(await cache.get('k'), undefined)
   const loader = h.slowLoader(20, 'new')
   const status = {}
   assert.equal(await cache.getOrLoad('k', loader, { status }), 'new')
@@ -136,10 +136,10 @@ test('hardTtl defaults to 10 x ttl', T, async (t) => {
   const cache = h.track(t, new Cache({ ttl: 100, jitter: 0, beta: 0 }))
   await prime(cache, 'k', 'v')
   h.advance(cache, 950)
-  assert.equal(cache.get('k'), 'v', 'stale at 950 ms (hardTtl 1000)')
-  assert.equal(cache.get('k', { stale: false }), undefined)
+  assert.equal(await cache.get('k'), 'v', 'stale at 950 ms (hardTtl 1000)')
+  assert.equal(await cache.get('k', { stale: false }), undefined)
   h.advance(cache, 100)
-  assert.equal(cache.get('k'), undefined, 'gone at 1050 ms')
+  assert.equal(await cache.get('k'), undefined, 'gone at 1050 ms')
 })
 
 test('hardTtl equal to ttl: no stale window', T, async (t) => {
@@ -158,12 +158,12 @@ test('call options ttl / hardTtl override the cache ones for the entry the loadi
   await cache.getOrLoad('short', loader, { ttl: 100, hardTtl: 300 })
   await cache.getOrLoad('long', loader)
   h.advance(cache, 200)
-  assert.equal(cache.get('short', { stale: false }), undefined, 'short is stale after its own ttl')
-  assert.equal(cache.get('short'), 'v')
-  assert.equal(cache.get('long', { stale: false }), 'v', 'long is still fresh')
+  assert.equal(await cache.get('short', { stale: false }), undefined, 'short is stale after its own ttl')
+  assert.equal(await cache.get('short'), 'v')
+  assert.equal(await cache.get('long', { stale: false }), 'v', 'long is still fresh')
   h.advance(cache, 200)
-  assert.equal(cache.get('short'), undefined, 'short is gone after its own hardTtl')
-  assert.equal(cache.get('long', { stale: false }), 'v')
+  assert.equal(await cache.get('short'), undefined, 'short is gone after its own hardTtl')
+  assert.equal(await cache.get('long', { stale: false }), 'v')
 })
 
 test('a coalesced caller does not write its ttl: only the loading call does', T, async (t) => {
@@ -172,7 +172,7 @@ test('a coalesced caller does not write its ttl: only the loading call does', T,
   await Promise.all([cache.getOrLoad('k', loader), cache.getOrLoad('k', loader, { ttl: 50 })])
   assert.equal(loader.calls, 1)
   h.advance(cache, 200)
-  assert.equal(cache.get('k', { stale: false }), 'v', 'the leader (no ttl override) wrote the entry')
+  assert.equal(await cache.get('k', { stale: false }), 'v', 'the leader (no ttl override) wrote the entry')
 })
 
 test('computeMs is measured: a slow key refreshes early, a fast one does not', T, async (t) => {
@@ -222,7 +222,7 @@ test('softTimeout: a slow refresh answers the stale value after softTimeout', T,
   loader.runs[0].resolve('new')
   await h.waitFor(() => bg.length === 1, 'the refresh promise')
   await bg[0]
-  assert.equal(cache.get('k'), 'new')
+  assert.equal(await cache.get('k'), 'new')
 })
 
 test('softTimeout 0 (default) answers a stale caller at once', T, async (t) => {
@@ -235,7 +235,7 @@ test('softTimeout 0 (default) answers a stale caller at once', T, async (t) => {
   assert.ok(Date.now() - started < 80)
   await h.waitFor(() => loader.calls === 1, 'the refresh to start')
   loader.runs[0].resolve('new')
-  await h.waitFor(() => cache.get('k') === 'new', 'the refresh to land')
+  await h.waitFor(async () => (await cache.get('k')) === 'new', 'the refresh to land')
 })
 
 test('waitUntil receives each background refresh promise; the value is written when it settles', T, async (t) => {
@@ -254,7 +254,7 @@ test('waitUntil receives each background refresh promise; the value is written w
     const p = bg[round - 2]
     assert.equal(typeof p.then, 'function', 'waitUntil receives a promise')
     await p
-    assert.equal(cache.get('k', { stale: false }), round, 'the refresh wrote when its promise settled')
+    assert.equal(await cache.get('k', { stale: false }), round, 'the refresh wrote when its promise settled')
   }
   assert.equal(loader.calls, 4)
   assert.equal(new Set(bg).size, 3, 'one promise per refresh')

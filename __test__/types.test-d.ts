@@ -68,16 +68,16 @@ async function main(): Promise<void> {
   const p: Promise<string> = cache.getOrLoad('k2', () => 'x')
   void p
 
-  // other methods
-  const got: unknown = cache.get('k')
-  const gotFresh: unknown = cache.get(['k', 1], { stale: false })
+  // other methods (the README does not say whether they are sync or async: await works for both)
+  const got: unknown = await cache.get('k')
+  const gotFresh: unknown = await cache.get(['k', 1], { stale: false })
   void got
   void gotFresh
-  cache.set('k', { a: 1 })
-  cache.set(['k', 2], 'v', { ttl: 100, hardTtl: 200 })
-  const removed: boolean = cache.delete('k')
+  await cache.set('k', { a: 1 })
+  await cache.set(['k', 2], 'v', { ttl: 100, hardTtl: 200 })
+  const removed: boolean = await cache.delete('k')
   void removed
-  cache.clear()
+  await cache.clear()
 
   const s = cache.stats()
   const total: number =

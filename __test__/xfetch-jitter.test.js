@@ -57,7 +57,7 @@ test('XFetch with a tiny u refreshes a fresh entry early, once, and hands it to 
 
   await h.waitFor(() => bg.length === 1, 'waitUntil to receive the early refresh')
   await bg[0]
-  assert.equal(cache.get('k'), 2, 'the early refresh wrote the new value')
+  assert.equal(await cache.get('k'), 2, 'the early refresh wrote the new value')
 })
 
 test('beta: 0 turns early refresh off', T, async (t) => {
@@ -117,7 +117,7 @@ async function freshAt(jitterU, advanceMs, opts = {}, t) {
   h.setRandom(cache, { jitter: jitterU, xfetch: 1 })
   await cache.getOrLoad('k', () => 'v')
   h.advance(cache, advanceMs)
-  return cache.get('k', { stale: false }) === 'v'
+  return await cache.get('k', { stale: false }) === 'v'
 }
 
 test('jitter u = 0.5 means no spread: ttl 1000 is fresh at 970, stale at 1030', T, async (t) => {
@@ -143,9 +143,9 @@ test('the jitter option sets the spread; jitter 0 turns it off', T, async (t) =>
 test('jitter also spreads the TTL written by set()', T, async (t) => {
   const cache = h.track(t, new Cache({ ttl: 1000, hardTtl: 100000, beta: 0 }))
   h.setRandom(cache, { jitter: 1 })
-  cache.set('k', 'v')
+  await cache.set('k', 'v')
   h.advance(cache, 1050)
-  assert.equal(cache.get('k', { stale: false }), 'v')
+  assert.equal(await cache.get('k', { stale: false }), 'v')
 })
 
 test('jitter also spreads the hard TTL', T, async (t) => {
@@ -153,13 +153,13 @@ test('jitter also spreads the hard TTL', T, async (t) => {
   h.setRandom(up, { jitter: 1 })
   await up.getOrLoad('k', () => 'v')
   h.advance(up, 2100)
-  assert.equal(up.get('k'), 'v', 'hardTtl 2200 with u = 1')
+  assert.equal(await up.get('k'), 'v', 'hardTtl 2200 with u = 1')
 
   const down = h.track(t, new Cache({ ttl: 1000, hardTtl: 2000, beta: 0 }))
   h.setRandom(down, { jitter: 1e-9 })
   await down.getOrLoad('k', () => 'v')
   h.advance(down, 1900)
-  assert.equal(down.get('k'), undefined, 'hardTtl 1800 with u ~ 0')
+  assert.equal(await down.get('k'), undefined, 'hardTtl 1800 with u ~ 0')
 })
 
 test('jitter also spreads the negative TTL', T, async (t) => {
@@ -181,13 +181,17 @@ test('with real randomness, keys written together expire spread over ttl +/- 10 
   const N = 200
   const keys = Array.from({ length: N }, (_, i) => ['warm', i])
   await Promise.all(keys.map((k) => cache.getOrLoad(k, () => 'v')))
-  const freshCount = () => keys.filter((k) => cache.get(k, { stale: false }) !== undefined).length
+  const freshCount = async () => {
+    let n = 0
+    for (const k of keys) if ((await cache.get(k, { stale: false })) !== undefined) n++
+    return n
+  }
 
   h.advance(cache, 870)
-  assert.equal(freshCount(), N, 'all fresh before 0.9 x ttl')
+  assert.equal(await freshCount(), N, 'all fresh before 0.9 x ttl')
   h.advance(cache, 130) // 1000
-  const mid = freshCount()
+  const mid = await freshCount()
   assert.ok(mid > 0 && mid < N, `at ttl some keys are fresh and some stale, got ${mid}/${N}`)
   h.advance(cache, 130) // 1130
-  assert.equal(freshCount(), 0, 'all stale after 1.1 x ttl')
+  assert.equal(await freshCount(), 0, 'all stale after 1.1 x ttl')
 })

@@ -598,7 +598,9 @@ function summarize (results, probes) {
   const sentences = []
   const h1 = get(1, 'herdcache')
   if (!h1 && !results.some((r) => r.rows.some((x) => x.lib === 'herdcache'))) {
-    return 'herdcache could not be loaded in this run, so only the peers were measured; see the note above.'
+    return herdcacheError
+      ? 'herdcache could not be loaded in this run, so only the peers were measured; see the note above.'
+      : 'herdcache was not part of this run (`--only`).'
   }
   const hp = probes.find((p) => p.lib === 'herdcache' && !p.error)
   const syncHit = hp && hp.settledOnReturn && hp.first === 'lib'
@@ -655,7 +657,7 @@ function semanticsNote (probes) {
     `the loader's own object, no copy: ${list(same)}; ` +
     `one shared copy made once per load (\`JSON.parse(JSON.stringify(v))\`), no work per hit: ${list(shared)}; ` +
     `a new object per hit (the value is stored as JSON text and parsed on every hit): ${list(fresh)}. ` +
-    'herdcache, lru-cache and bentocache are bounded to 10 000 entries (scenario 5 evicts); cache-manager\'s Keyv `Map` and the js-map floors are unbounded. ' +
+    'herdcache, lru-cache and bentocache are bounded to 10 000 entries (in scenario 5 they evict once a sample passes 10 000 new keys); cache-manager\'s Keyv `Map` and the js-map floors are unbounded. ' +
     'bentocache and cache-manager take a closure per call (`factory`, `fn`), as their APIs ask; the others a loader fixed once. ' +
     'In scenarios 4 and 5 every store is cleared between samples, outside the timing.'
 }
@@ -753,7 +755,9 @@ async function main () {
   const t0 = now()
   const info = {
     date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
-    command: `node ${path.relative(process.cwd(), __filename) || 'bench/run.js'}${argv.length ? ' ' + argv.join(' ') : ''}`,
+    command: process.env.npm_lifecycle_event === 'bench'
+      ? `npm run bench${argv.length ? ' -- ' + argv.join(' ') : ''}`
+      : `node ${path.relative(process.cwd(), __filename) || 'bench/run.js'}${argv.length ? ' ' + argv.join(' ') : ''}`,
     loadStart: os.loadavg().map((x) => x.toFixed(2)).join(' ')
   }
   info.build = herdcacheBuild()

@@ -156,11 +156,6 @@ function report(ctx, error, key) {
  * when the signal aborts; the shared load goes on for everybody else.
  */
 function detach(promise, signal) {
-  if (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
-    return Promise.reject(
-      herdError(TypeError, 'ERR_HERDCACHE_INVALID_OPTION', 'call option `signal` must be an AbortSignal'),
-    )
-  }
   if (signal.aborted) return Promise.reject(signal.reason)
   return new Promise((resolve, reject) => {
     const onAbort = () => reject(signal.reason)

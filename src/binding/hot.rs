@@ -148,7 +148,7 @@ unsafe fn get_or_load_impl(
     .with(&options.overrides)?;
   let action = {
     let mut engine = inner.engine.borrow_mut();
-    match engine.decide(key.as_str(), !options.refuse_stale, Some(policy.beta)) {
+    match engine.decide(key.as_str(), !options.refuse_stale) {
       Decision::Hit { value, refresh } => Action::Serve(value.resolved(env), Outcome::Hit, refresh),
       Decision::Negative { value } => Action::Serve(value.resolved(env), Outcome::Negative, None),
       Decision::Stale {

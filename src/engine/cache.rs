@@ -167,10 +167,9 @@ impl<V, F> Engine<V, F> {
   }
 
   /// Decides one `getOrLoad` call. `allow_stale: false` treats a stale entry
-  /// as a miss; `beta` is the call's XFetch override.
-  pub fn decide(&mut self, key: &str, allow_stale: bool, beta: Option<f64>) -> Decision<'_, V, F> {
+  /// as a miss. XFetch uses the `beta` the entry was written with.
+  pub fn decide(&mut self, key: &str, allow_stale: bool) -> Decision<'_, V, F> {
     let now = self.now();
-    let beta = beta.unwrap_or(self.config.entry.beta);
     let soft_wait = self.config.soft_timeout > 0;
     let xfetch_u = self.fixed_xfetch_u;
     let draws = &mut self.draws;
@@ -201,13 +200,13 @@ impl<V, F> Engine<V, F> {
       Freshness::Fresh => {
         self.metrics.hits += 1;
         let early = may_refresh
-          && beta > 0.0
+          && entry.beta > 0.0
           && entry.meta.compute_ms > 0
           && policy::xfetch_refresh_early(
             now,
             entry.meta.fresh_until,
             entry.meta.compute_ms,
-            beta,
+            entry.beta,
             draws.next(xfetch_u),
           );
         Decision::Hit {
@@ -311,6 +310,7 @@ impl<V, F> Engine<V, F> {
       meta,
       value,
       retry_after: 0,
+      beta: policy.beta,
     };
     let reclaimed = self.store.insert(key.to_string(), entry, now);
     self.count(reclaimed);
@@ -359,6 +359,7 @@ impl<V, F> Engine<V, F> {
       },
       value,
       retry_after: 0,
+      beta: policy.beta,
     };
     let reclaimed = self.store.insert(key.to_string(), entry, now);
     self.count(reclaimed);
@@ -436,7 +437,7 @@ mod tests {
   }
 
   fn load(e: &mut TestEngine, key: &str, value: &str, compute_ms: u64) {
-    assert!(matches!(e.decide(key, true, None), Decision::Lead));
+    assert!(matches!(e.decide(key, true), Decision::Lead));
     let policy = e.config().entry;
     let id = e.begin_flight(key, None, policy);
     e.attach_flight(key, id, "promise").unwrap();
@@ -447,12 +448,12 @@ mod tests {
   #[test]
   fn concurrent_callers_join_one_flight() {
     let mut e = engine();
-    assert!(matches!(e.decide("k", true, None), Decision::Lead));
+    assert!(matches!(e.decide("k", true), Decision::Lead));
     let id = e.begin_flight("k", None, e.config().entry);
     e.attach_flight("k", id, "p").unwrap();
     for _ in 0..99 {
       assert!(matches!(
-        e.decide("k", true, None),
+        e.decide("k", true),
         Decision::Join { flight: &"p" }
       ));
     }
@@ -463,7 +464,7 @@ mod tests {
     e.fail("k", id, false, false);
     e.end_flight("k", id);
     // A failed flight is not reused: the next caller leads again.
-    assert!(matches!(e.decide("k", true, None), Decision::Lead));
+    assert!(matches!(e.decide("k", true), Decision::Lead));
     assert_eq!(e.gauges().size, 0);
   }
 
@@ -472,11 +473,11 @@ mod tests {
     let mut e = engine();
     load(&mut e, "k", "v1", 50);
     assert!(matches!(
-      e.decide("k", true, None),
+      e.decide("k", true),
       Decision::Hit { refresh: None, .. }
     ));
     e.advance_clock(1_000);
-    let id = match e.decide("k", true, None) {
+    let id = match e.decide("k", true) {
       Decision::Stale {
         value,
         refresh: true,
@@ -492,25 +493,25 @@ mod tests {
     // While the refresh runs, stale readers start no other.
     for _ in 0..10 {
       assert!(matches!(
-        e.decide("k", true, None),
+        e.decide("k", true),
         Decision::Stale { refresh: false, .. }
       ));
     }
     // A caller that refuses stale values joins the refresh.
     assert!(matches!(
-      e.decide("k", false, None),
+      e.decide("k", false),
       Decision::Join { flight: &"refresh" }
     ));
     assert!(e.fill("k", id, "v2".into(), false, 70));
     e.end_flight("k", id);
-    match e.decide("k", true, None) {
+    match e.decide("k", true) {
       Decision::Hit { value, .. } => assert_eq!(value, "v2"),
       other => panic!("{other:?}"),
     }
     assert_eq!(e.metrics().background_refreshes, 1);
     assert_eq!(e.metrics().stale_served, 11);
     e.advance_clock(10_000);
-    assert!(matches!(e.decide("k", true, None), Decision::Lead));
+    assert!(matches!(e.decide("k", true), Decision::Lead));
   }
 
   #[test]
@@ -523,7 +524,7 @@ mod tests {
     e.fail("k", id, true, false);
     e.end_flight("k", id);
     assert_eq!(e.metrics().background_errors, 1);
-    match e.decide("k", true, None) {
+    match e.decide("k", true) {
       Decision::Stale { value, refresh, .. } => {
         assert_eq!(value, "v1");
         assert!(!refresh, "backing off");
@@ -532,7 +533,7 @@ mod tests {
     }
     e.advance_clock(5_000);
     assert!(matches!(
-      e.decide("k", true, None),
+      e.decide("k", true),
       Decision::Stale { refresh: true, .. }
     ));
   }
@@ -543,19 +544,26 @@ mod tests {
     load(&mut e, "k", "v", 100);
     e.set_random(Some(0.5), Some(0.0));
     assert!(matches!(
-      e.decide("k", true, None),
+      e.decide("k", true),
       Decision::Hit {
         refresh: Some(Refresh::Early),
         ..
       }
     ));
-    assert!(matches!(
-      e.decide("k", true, Some(0.0)),
-      Decision::Hit { refresh: None, .. }
-    ));
     e.set_random(Some(0.5), Some(1.0));
     assert!(matches!(
-      e.decide("k", true, None),
+      e.decide("k", true),
+      Decision::Hit { refresh: None, .. }
+    ));
+    // An entry written with beta 0 never refreshes early, whatever the draw.
+    e.set_random(Some(0.5), Some(0.0));
+    let mut policy = e.config().entry;
+    policy.beta = 0.0;
+    let id = e.begin_flight("k", None, policy);
+    assert!(e.fill("k", id, "v".into(), false, 100));
+    e.end_flight("k", id);
+    assert!(matches!(
+      e.decide("k", true),
       Decision::Hit { refresh: None, .. }
     ));
   }
@@ -566,13 +574,10 @@ mod tests {
     let id = e.begin_flight("gone", None, e.config().entry);
     assert!(e.fill("gone", id, "null".into(), true, 5));
     e.end_flight("gone", id);
-    assert!(matches!(
-      e.decide("gone", true, None),
-      Decision::Negative { .. }
-    ));
+    assert!(matches!(e.decide("gone", true), Decision::Negative { .. }));
     assert!(e.get("gone", true).is_none());
     e.advance_clock(5_000);
-    assert!(matches!(e.decide("gone", true, None), Decision::Lead));
+    assert!(matches!(e.decide("gone", true), Decision::Lead));
     let mut policy = e.config().entry;
     policy.negative_ttl = 0;
     let id = e.begin_flight("gone", None, policy);
@@ -591,7 +596,7 @@ mod tests {
     let id = e.begin_flight("k", Some(Refresh::Stale), e.config().entry);
     assert!(e.delete("k"));
     assert!(!e.fill("k", id, "x".into(), false, 1));
-    assert!(matches!(e.decide("k", true, None), Decision::Lead));
+    assert!(matches!(e.decide("k", true), Decision::Lead));
     assert!(!e.delete("k"));
   }
 
@@ -600,7 +605,7 @@ mod tests {
     let mut e = engine();
     load(&mut e, "k", "v", 10);
     e.advance_clock(2_000);
-    assert!(matches!(e.decide("k", false, None), Decision::Lead));
+    assert!(matches!(e.decide("k", false), Decision::Lead));
     assert!(e.get("k", false).is_none());
     assert_eq!(e.get("k", true).map(String::as_str), Some("v"));
   }

@@ -17,6 +17,8 @@ pub struct Entry<V> {
   /// No background refresh before this (epoch ms): set after a refresh
   /// failed, so a dead database is not hammered.
   pub retry_after: u64,
+  /// XFetch eagerness of the call that wrote the entry.
+  pub beta: f64,
 }
 
 /// What a sweep or an insert removed, for the counters.
@@ -121,6 +123,7 @@ mod tests {
       },
       value: value.to_string(),
       retry_after: 0,
+      beta: 1.0,
     }
   }
 
