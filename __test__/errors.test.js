@@ -86,6 +86,26 @@ test('refreshBackoff is per key: other keys still refresh', T, async (t) => {
   assert.equal(bLoader.calls, 1)
 })
 
+test('a background refresh past hardTimeout: stale value kept, timeouts and backgroundErrors counted, onError told', T, async (t) => {
+  const errors = []
+  const cache = make(t, { ttl: 1000, hardTtl: 60000, hardTimeout: 80, onError: (err, info) => errors.push({ err, info }) })
+  await cache.getOrLoad('k', () => 'good')
+  h.advance(cache, 1500)
+  const hanging = h.hangingLoader()
+  assert.equal(await cache.getOrLoad('k', hanging), 'good')
+  await h.waitFor(() => errors.length === 1, 'onError after the refresh timed out')
+  assert.equal(errors[0].err.code, 'ERR_HERDCACHE_TIMEOUT')
+  assert.equal(errors[0].info.background, true)
+  assert.equal(hanging.ctxs[0].signal.aborted, true, 'the refresh loader signal aborted')
+  const s = cache.stats()
+  assert.equal(s.timeouts, 1)
+  assert.equal(s.backgroundErrors, 1)
+  assert.equal(s.loadErrors, 1)
+  assert.equal(s.inFlight, 0)
+  assert.equal(await cache.getOrLoad('k', hanging), 'good', 'still the last good value')
+  assert.equal(hanging.calls, 1, 'backed off after the failed refresh')
+})
+
 test('a background failure without onError rejects nobody', T, async (t) => {
   const cache = make(t, { ttl: 1000 })
   await cache.getOrLoad('k', () => 'v')
@@ -344,6 +364,8 @@ for (const [opts, label] of [
   [{ signal: {} }, 'signal {}'],
   [{ status: 5 }, 'status 5'],
   [{ sttale: false }, 'unknown sttale'],
+  [5, 'options 5 (not an object)'],
+  ['fast', "options 'fast' (not an object)"],
 ]) {
   test(`getOrLoad call option ${label} rejects with ERR_HERDCACHE_INVALID_OPTION`, T, async (t) => {
     const cache = make(t)
