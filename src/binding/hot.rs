@@ -258,7 +258,32 @@ unsafe fn flight_id(env: Env, value: Value) -> u64 {
   raw::get_number(env, value) as u64
 }
 
-unsafe fn sync_entry(env: Env, run: impl FnOnce() -> RawResult<Value>) -> Value {
+/// Whether a synchronous entry point still works after `close()`: the
+/// leader's reports must, for the loads that were in flight.
+#[derive(Clone, Copy, PartialEq)]
+enum AfterClose {
+  Works,
+  Rejects,
+}
+
+/// The frame of the synchronous entry points that take a key first: reads
+/// the arguments and the key, runs `body`, throws what it fails with.
+unsafe fn keyed<const N: usize>(
+  env: Env,
+  info: sys::napi_callback_info,
+  after_close: AfterClose,
+  body: impl FnOnce(&Inner, &str, [Value; N]) -> RawResult<Value>,
+) -> Value {
+  let (argv, _, inner) = raw::args::<N, Rc<Inner>>(env, info);
+  let inner: &Inner = &*inner;
+  let run = || {
+    if after_close == AfterClose::Rejects && inner.engine.borrow().is_closed() {
+      return Err(closed());
+    }
+    let mut key_buf = Utf8::new();
+    let key = key::read(env, argv[0], &mut key_buf)?;
+    body(inner, key.as_str(), argv)
+  };
   match run() {
     Ok(v) => v,
     Err(failure) => raw::throw(env, failure),
@@ -269,54 +294,38 @@ unsafe fn sync_entry(env: Env, run: impl FnOnce() -> RawResult<Value>) -> Value 
 /// promise. It is attached before the loader runs, so a loader that calls
 /// `getOrLoad` on its own key joins its own flight instead of recursing.
 pub unsafe extern "C" fn attach_flight(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, _, inner) = raw::args::<3, Rc<Inner>>(env, info);
-  let inner = &*inner;
-  sync_entry(env, || {
-    let mut key_buf = Utf8::new();
-    let key = key::read(env, argv[0], &mut key_buf)?;
+  keyed::<3>(env, info, AfterClose::Works, |inner, key, argv| {
     let handle = JsRef::strong(env, argv[2])?;
-    let attached =
-      inner
-        .engine
-        .borrow_mut()
-        .attach_flight(key.as_str(), flight_id(env, argv[1]), handle);
+    let id = flight_id(env, argv[1]);
+    let attached = inner.engine.borrow_mut().attach_flight(key, id, handle);
     Ok(raw::boolean(env, attached.is_ok()))
   })
 }
 
 /// `fill(key, id, value, negative, computeMs)`: a load finished.
 pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, _, inner) = raw::args::<5, Rc<Inner>>(env, info);
-  let inner = &*inner;
-  sync_entry(env, || {
-    let mut key_buf = Utf8::new();
-    let key = key::read(env, argv[0], &mut key_buf)?;
+  keyed::<5>(env, info, AfterClose::Works, |inner, key, argv| {
     let held = Held::from_js(env, argv[2])?;
+    let negative = raw::get_bool(env, argv[3]);
     let compute_ms = raw::get_number(env, argv[4]).max(0.0).round() as u64;
-    let stored = inner.engine.borrow_mut().fill(
-      key.as_str(),
-      flight_id(env, argv[1]),
-      held,
-      raw::get_bool(env, argv[3]),
-      compute_ms,
-    );
+    let id = flight_id(env, argv[1]);
+    let stored = inner
+      .engine
+      .borrow_mut()
+      .fill(key, id, held, negative, compute_ms);
     Ok(raw::boolean(env, stored))
   })
 }
 
 /// `fail(key, id, background, timedOut)`: a load failed.
 pub unsafe extern "C" fn fail(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, _, inner) = raw::args::<4, Rc<Inner>>(env, info);
-  let inner = &*inner;
-  sync_entry(env, || {
-    let mut key_buf = Utf8::new();
-    let key = key::read(env, argv[0], &mut key_buf)?;
-    inner.engine.borrow_mut().fail(
-      key.as_str(),
-      flight_id(env, argv[1]),
-      raw::get_bool(env, argv[2]),
-      raw::get_bool(env, argv[3]),
-    );
+  keyed::<4>(env, info, AfterClose::Works, |inner, key, argv| {
+    let (background, timed_out) = (raw::get_bool(env, argv[2]), raw::get_bool(env, argv[3]));
+    let id = flight_id(env, argv[1]);
+    inner
+      .engine
+      .borrow_mut()
+      .fail(key, id, background, timed_out);
     Ok(raw::undefined(env))
   })
 }
@@ -324,15 +333,11 @@ pub unsafe extern "C" fn fail(env: Env, info: sys::napi_callback_info) -> Value 
 /// `endFlight(key, id)`: called before the flight's promise settles, so its
 /// waiters resume with the key free for a new load.
 pub unsafe extern "C" fn end_flight(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, _, inner) = raw::args::<2, Rc<Inner>>(env, info);
-  let inner = &*inner;
-  sync_entry(env, || {
-    let mut key_buf = Utf8::new();
-    let key = key::read(env, argv[0], &mut key_buf)?;
+  keyed::<2>(env, info, AfterClose::Works, |inner, key, argv| {
     let handle = inner
       .engine
       .borrow_mut()
-      .end_flight(key.as_str(), flight_id(env, argv[1]));
+      .end_flight(key, flight_id(env, argv[1]));
     drop(handle);
     Ok(raw::undefined(env))
   })
@@ -348,28 +353,15 @@ pub unsafe extern "C" fn record_soft_wait(env: Env, info: sys::napi_callback_inf
   raw::undefined(env)
 }
 
-fn ensure_open(inner: &Inner) -> RawResult<()> {
-  if inner.engine.borrow().is_closed() {
-    Err(closed())
-  } else {
-    Ok(())
-  }
-}
-
 /// `get(key, stale?)`: the cached value or undefined, synchronously.
 pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, _, inner) = raw::args::<2, Rc<Inner>>(env, info);
-  let inner = &*inner;
-  sync_entry(env, || {
-    ensure_open(inner)?;
-    let mut key_buf = Utf8::new();
-    let key = key::read(env, argv[0], &mut key_buf)?;
+  keyed::<2>(env, info, AfterClose::Rejects, |inner, key, argv| {
     let undefined = raw::undefined(env);
     let options = read_call_options(env, [argv[1], undefined, undefined, undefined, undefined])?;
     let mut engine = inner.engine.borrow_mut();
-    Ok(match engine.get(key.as_str(), !options.refuse_stale) {
+    Ok(match engine.get(key, !options.refuse_stale) {
       Some(held) => held.to_js(env),
-      None => raw::undefined(env),
+      None => undefined,
     })
   })
 }
@@ -377,31 +369,21 @@ pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
 /// `set(key, value, ttl?, hardTtl?)`: `value` is already the
 /// JSON-normalised copy.
 pub unsafe extern "C" fn set(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, _, inner) = raw::args::<4, Rc<Inner>>(env, info);
-  let inner = &*inner;
-  sync_entry(env, || {
-    ensure_open(inner)?;
-    let mut key_buf = Utf8::new();
-    let key = key::read(env, argv[0], &mut key_buf)?;
+  keyed::<4>(env, info, AfterClose::Rejects, |inner, key, argv| {
     let undefined = raw::undefined(env);
     let options = read_call_options(env, [undefined, argv[2], argv[3], undefined, undefined])?;
     let held = Held::from_js(env, argv[1])?;
     let mut engine = inner.engine.borrow_mut();
     let policy = engine.config().entry.with(&options.overrides)?;
-    engine.set(key.as_str(), held, policy);
-    Ok(raw::undefined(env))
+    engine.set(key, held, policy);
+    Ok(undefined)
   })
 }
 
 /// `delete(key)`: true if a live entry was removed.
 pub unsafe extern "C" fn delete(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, _, inner) = raw::args::<1, Rc<Inner>>(env, info);
-  let inner = &*inner;
-  sync_entry(env, || {
-    ensure_open(inner)?;
-    let mut key_buf = Utf8::new();
-    let key = key::read(env, argv[0], &mut key_buf)?;
-    let removed = inner.engine.borrow_mut().delete(key.as_str());
+  keyed::<1>(env, info, AfterClose::Rejects, |inner, key, _| {
+    let removed = inner.engine.borrow_mut().delete(key);
     Ok(raw::boolean(env, removed))
   })
 }
@@ -409,31 +391,33 @@ pub unsafe extern "C" fn delete(env: Env, info: sys::napi_callback_info) -> Valu
 /// `clear()`.
 pub unsafe extern "C" fn clear(env: Env, info: sys::napi_callback_info) -> Value {
   let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
-  let inner = &*inner;
-  sync_entry(env, || {
-    ensure_open(inner)?;
-    inner.engine.borrow_mut().clear();
-    Ok(raw::undefined(env))
-  })
+  let mut engine = (&*inner).engine.borrow_mut();
+  if engine.is_closed() {
+    return raw::throw(env, closed());
+  }
+  engine.clear();
+  raw::undefined(env)
 }
 
 /// `stats()`: the counters and gauges as a plain object.
 pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value {
   let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
-  let inner = &*inner;
-  sync_entry(env, || {
-    let engine = inner.engine.borrow();
+  let engine = (&*inner).engine.borrow();
+  let build = || {
     let mut object = std::ptr::null_mut();
     napi_try!(env, sys::napi_create_object(env, &mut object));
     let metrics = engine.metrics();
     let gauges = engine.gauges();
-    let rows = metrics.counters().into_iter().chain(gauges.gauges());
-    for (name, _, _, value) in rows {
+    for (name, _, _, value) in metrics.counters().into_iter().chain(gauges.gauges()) {
       let name = std::ffi::CString::new(name).unwrap_or_default();
       raw::set_property(env, object, &name, raw::number(env, value as f64))?;
     }
     Ok(object)
-  })
+  };
+  match build() {
+    Ok(object) => object,
+    Err(failure) => raw::throw(env, failure),
+  }
 }
 
 /// `metrics()`: the Prometheus text format.
