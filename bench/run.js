@@ -745,7 +745,14 @@ function herdcacheBuild () {
     const file = path.join(__dirname, '..', 'herdcache.linux-x64-gnu.node')
     const st = fs.statSync(file)
     const sha = require('node:crypto').createHash('sha256').update(fs.readFileSync(file)).digest('hex').slice(0, 12)
-    return `\`${path.basename(file)}\` built ${st.mtime.toISOString().replace(/\.\d+Z$/, 'Z')}, sha256 ${sha}…`
+    let commit = ''
+    try {
+      const git = (args) => require('node:child_process').execFileSync('git', args, { cwd: path.join(__dirname, '..'), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+      const head = git(['rev-parse', '--short', 'HEAD'])
+      const dirty = git(['status', '--porcelain', '--', 'src', 'lib', 'index.js', 'Cargo.toml', 'Cargo.lock'])
+      commit = `; sources at commit ${head}${dirty ? ' with uncommitted changes in src/, lib/ or index.js' : ''}`
+    } catch {}
+    return `\`${path.basename(file)}\` built ${st.mtime.toISOString().replace(/\.\d+Z$/, 'Z')}, sha256 ${sha}…${commit}`
   } catch {
     return null
   }
