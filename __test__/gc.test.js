@@ -1,0 +1,62 @@
+'use strict'
+// Memory: the addon holds JS values through napi references; none of them may
+// keep a dropped Cache (and its entries) alive. Runs in a child with --expose-gc.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { spawnSync } = require('node:child_process')
+const { ROOT } = require('./helpers')
+
+function runWithGc(body) {
+  const code = `
+'use strict'
+const { Cache } = require(${JSON.stringify(ROOT)})
+const collectGarbage = async () => {
+  for (let i = 0; i < 10; i++) { global.gc(); await new Promise((r) => setImmediate(r)) }
+}
+;(async () => { ${body} })().catch((e) => { console.error(e); process.exit(1) })
+`
+  const result = spawnSync(process.execPath, ['--expose-gc', '-e', code], { encoding: 'utf8', timeout: 20000 })
+  assert.equal(result.status, 0, result.stderr)
+  return JSON.parse(result.stdout)
+}
+
+test('dropped caches are collected with their entries, flights and helpers', { timeout: 30000 }, () => {
+  const out = runWithGc(`
+    let collected = 0
+    const registry = new FinalizationRegistry(() => { collected++ })
+    // In its own function, so no scope of the loop below keeps the last one.
+    async function useAndDrop(i) {
+      const cache = new Cache()
+      for (let k = 0; k < 50; k++) {
+        await cache.getOrLoad(['k', k], async () => ({ k, pad: 'x'.repeat(2000) }))
+      }
+      // One entry is also read through a hit, so its settled promise is held too.
+      await cache.getOrLoad(['k', 0], () => null)
+      registry.register(cache, i)
+    }
+    const before = process.memoryUsage().heapUsed
+    for (let i = 0; i < 100; i++) await useAndDrop(i)
+    await collectGarbage()
+    const grown = process.memoryUsage().heapUsed - before
+    console.log(JSON.stringify({ collected, grown }))
+  `)
+  assert.equal(out.collected, 100, 'every dropped Cache was collected')
+  // 100 caches x 50 entries x 2 KB = 10 MB if the entries leaked.
+  assert.ok(out.grown < 4e6, `heap grew by ${out.grown} bytes`)
+})
+
+test('a closed cache frees its entries even while the Cache object is kept', { timeout: 30000 }, () => {
+  const out = runWithGc(`
+    const cache = new Cache()
+    for (let k = 0; k < 2000; k++) await cache.getOrLoad(['k', k], async () => ({ pad: 'x'.repeat(2000) }))
+    await collectGarbage()
+    const full = process.memoryUsage().heapUsed
+    await cache.close()
+    await collectGarbage()
+    const closed = process.memoryUsage().heapUsed
+    console.log(JSON.stringify({ freed: full - closed, size: cache.stats().size }))
+  `)
+  assert.equal(out.size, 0)
+  // 2000 x 2 KB values: at least most of 4 MB comes back.
+  assert.ok(out.freed > 3e6, `only ${out.freed} bytes freed`)
+})
