@@ -5,7 +5,9 @@
 //! result nor remove its successor.
 
 use crate::core::options::EntryPolicy;
-use std::collections::HashMap;
+// hashbrown's default hasher (foldhash, randomly seeded): fast for short
+// keys, unlike std's SipHash, and not open to chosen-collision keys like FxHash.
+use hashbrown::HashMap;
 
 #[derive(Debug)]
 pub struct Flight<F> {
