@@ -123,7 +123,7 @@ class Cache {
     checkOptions(options)
     const { waitUntil, onError, ...nativeOptions } = options
     this.#native = new NativeCache(nativeOptions)
-    const ctx = { waitUntil, onError, active: new Set(), hardTimeout: 0, softTimeout: 0 }
+    const ctx = { waitUntil, onError, active: new Set(), timer: undefined, hardTimeout: 0, softTimeout: 0 }
     const fns = this.#native.install(ctx, lead, softWait)
     ctx.attachFlight = fns.attachFlight
     ctx.fill = fns.fill

@@ -53,12 +53,17 @@ function lead(ctx, key, userKey, loader, id, background) {
     abortReason = reason
     controller?.abort(reason)
   }
-  const flight = { promise, abort }
+  const started = performance.now()
+  const flight = {
+    promise,
+    abort,
+    deadline: started + ctx.hardTimeout,
+    expire: () => failWith(timeoutError(ctx, userKey), true),
+  }
 
   const finish = () => {
     settled = true
-    clearTimeout(timer)
-    ctx.active.delete(flight)
+    leave(ctx, flight)
     ctx.endFlight(key, id)
   }
   const failWith = (error, timedOut) => {
@@ -91,18 +96,7 @@ function lead(ctx, key, userKey, loader, id, background) {
   }
 
   ctx.attachFlight(key, id, promise)
-  ctx.active.add(flight)
-  const timer = setTimeout(() => {
-    failWith(
-      herdError(
-        Error,
-        'ERR_HERDCACHE_TIMEOUT',
-        `the loader for key ${describeKey(userKey)} did not settle within hardTimeout (${ctx.hardTimeout} ms); its signal was aborted`,
-      ),
-      true,
-    )
-  }, ctx.hardTimeout)
-  const started = performance.now()
+  enter(ctx, flight)
   let result
   try {
     result = loader(loaderContext)
@@ -128,6 +122,49 @@ function lead(ctx, key, userKey, loader, id, background) {
     }
   }
   return promise
+}
+
+// hardTimeout: one timer per cache, not one per load. Every load of a cache
+// has the same timeout, so `ctx.active` (a Set: insertion order) is also
+// deadline order, and the timer only ever waits for its first member. The
+// timer is cleared as soon as no load is in flight: an idle cache holds no
+// handle, and no timer keeps a dropped cache's memory reachable.
+
+function enter(ctx, flight) {
+  ctx.active.add(flight)
+  if (ctx.timer === undefined) arm(ctx, flight.deadline)
+}
+
+function leave(ctx, flight) {
+  ctx.active.delete(flight)
+  if (ctx.active.size === 0 && ctx.timer !== undefined) {
+    clearTimeout(ctx.timer)
+    ctx.timer = undefined
+  }
+}
+
+function arm(ctx, deadline) {
+  ctx.timer = setTimeout(expireDue, Math.max(0, deadline - performance.now()), ctx)
+}
+
+function expireDue(ctx) {
+  ctx.timer = undefined
+  const now = performance.now()
+  for (const flight of ctx.active) {
+    if (flight.deadline > now) {
+      if (ctx.timer === undefined) arm(ctx, flight.deadline)
+      return
+    }
+    flight.expire()
+  }
+}
+
+function timeoutError(ctx, userKey) {
+  return herdError(
+    Error,
+    'ERR_HERDCACHE_TIMEOUT',
+    `the loader for key ${describeKey(userKey)} did not settle within hardTimeout (${ctx.hardTimeout} ms); its signal was aborted`,
+  )
 }
 
 function unserializable(userKey, cause) {
