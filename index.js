@@ -72,6 +72,8 @@ function checkOptions(options) {
 const OUTCOMES = [undefined, 'hit', 'stale', 'negative', 'miss', 'coalesced']
 
 const CALL_OPTIONS = new Set(['stale', 'ttl', 'hardTtl', 'negativeTtl', 'beta', 'signal', 'status'])
+const GET_OPTIONS = new Set(['stale'])
+const SET_OPTIONS = new Set(['ttl', 'hardTtl'])
 
 /**
  * What is wrong with a call's options object, or undefined. Numbers and
@@ -79,12 +81,12 @@ const CALL_OPTIONS = new Set(['stale', 'ttl', 'hardTtl', 'negativeTtl', 'beta', 
  * such as `sttale: false` would silently serve stale data where the caller
  * asked for none.
  */
-function callOptionsProblem(options) {
+function callOptionsProblem(options, known = CALL_OPTIONS) {
   if (typeof options !== 'object' || options === null) {
-    return `the call options must be an object, e.g. { stale: false }; got ${options === null ? 'null' : typeof options}`
+    return `the call options must be an object; got ${options === null ? 'null' : typeof options}`
   }
   for (const name in options) {
-    if (!CALL_OPTIONS.has(name)) return `unknown call option \`${name}\`; known: ${[...CALL_OPTIONS].join(', ')}`
+    if (!known.has(name)) return `unknown call option \`${name}\`; known: ${[...known].join(', ')}`
   }
   const { signal, status } = options
   if (
@@ -100,6 +102,13 @@ function callOptionsProblem(options) {
     return 'call option `status` must be an object; its `outcome` is set'
   }
   return undefined
+}
+
+/** Throws when `options` (absent, or an object of `known` names) is bad. */
+function checkCallOptions(options, known) {
+  if (options === undefined) return
+  const problem = callOptionsProblem(options, known)
+  if (problem !== undefined) throw invalidOption(problem)
 }
 
 /** Runs a synchronous native call as a promise: usage errors reject, never throw. */
@@ -154,11 +163,15 @@ class Cache {
   }
 
   get(key, options) {
-    return settle(() => this.#fns.get(key, options?.stale))
+    return settle(() => {
+      checkCallOptions(options, GET_OPTIONS)
+      return this.#fns.get(key, options?.stale)
+    })
   }
 
   set(key, value, options) {
     return settle(() => {
+      checkCallOptions(options, SET_OPTIONS)
       if (value === null || value === undefined) {
         throw herdError(
           TypeError,

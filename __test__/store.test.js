@@ -212,3 +212,18 @@ test('prefix namespaces keys without changing what callers see', T, async (t) =>
   assert.deepEqual(await cache.get('u:1'), { key: ['u', 1] })
   assert.equal(await cache.delete(['u', 1]), true)
 })
+
+test('get and set reject unknown or malformed options, and store nothing', h.T, async (t) => {
+  const cache = h.track(t, new Cache())
+  for (const [call, what] of [
+    [() => cache.get('k', { stal: false }), 'get typo'],
+    [() => cache.get('k', 5), 'get number'],
+    [() => cache.set('k', 1, { ttll: 5 }), 'set typo'],
+    [() => cache.set('k', 1, { ttl: 'soon' }), 'set wrong type'],
+    [() => cache.set('k', 1, { ttl: -1 }), 'set out of range'],
+  ]) {
+    await assert.rejects(call(), (e) => e.code === 'ERR_HERDCACHE_INVALID_OPTION', what)
+  }
+  assert.equal(await cache.get('k'), undefined)
+  assert.equal(cache.stats().size, 0)
+})
