@@ -15,5 +15,5 @@ function run(command, args) {
   if (result.status !== 0) process.exit(result.status ?? 1)
 }
 
-run('cargo', ['test', '--release', '--lib', '--quiet'])
+run('cargo', ['test', '--release', '--quiet'])
 run(process.execPath, ['--test', '--test-concurrency=2', '__test__/'])

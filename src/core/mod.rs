@@ -2,8 +2,10 @@
 //! I/O. Time (`now`, epoch milliseconds) and uniform draws (`u` in (0, 1]) are
 //! parameters, so every rule is unit-tested with fixed inputs.
 
+pub mod breaker;
 pub mod envelope;
 pub mod error;
 pub mod key;
+pub mod lock;
 pub mod options;
 pub mod policy;

@@ -7,5 +7,6 @@ pub mod cache;
 pub mod flights;
 pub mod memory;
 pub mod metrics;
+pub mod redis;
 
 pub use cache::{Decision, Engine, Refresh};

@@ -1,0 +1,66 @@
+//! A redis-server of the test's own: started on a free port with no
+//! persistence, stopped (killed) when dropped. Never touches another server.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct RedisServer {
+  child: Child,
+  pub port: u16,
+}
+
+impl RedisServer {
+  /// `None` when `redis-server` is not installed, outside CI (in CI a
+  /// missing server fails the test: the Redis tests must run there).
+  pub fn start() -> Option<RedisServer> {
+    let port = TcpListener::bind("127.0.0.1:0")
+      .ok()?
+      .local_addr()
+      .ok()?
+      .port();
+    let child = match Command::new("redis-server")
+      .args([
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+      ])
+      .stdout(Stdio::null())
+      .stderr(Stdio::null())
+      .spawn()
+    {
+      Ok(child) => child,
+      Err(e) if std::env::var_os("CI").is_none() => {
+        eprintln!("skipping: redis-server is not installed ({e})");
+        return None;
+      }
+      Err(e) => panic!("redis-server is needed in CI: {e}"),
+    };
+    let server = RedisServer { child, port };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+      assert!(
+        Instant::now() < deadline,
+        "redis-server did not start on port {port}"
+      );
+      std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(server)
+  }
+
+  pub fn url(&self) -> String {
+    format!("redis://127.0.0.1:{}/", self.port)
+  }
+}
+
+impl Drop for RedisServer {
+  fn drop(&mut self) {
+    let _ = self.child.kill();
+    let _ = self.child.wait();
+  }
+}
