@@ -5,7 +5,7 @@
 // (serialising values, timers, AbortSignals) in lib/. See README.md.
 
 const { NativeCache } = require('./binding')
-const { lead, detach, softWait } = require('./lib/flight')
+const { lead, detach, softWait, track } = require('./lib/flight')
 const { herdError } = require('./lib/errors')
 
 const { parse, stringify } = JSON
@@ -24,10 +24,14 @@ const NUMBER_OPTIONS = [
   'hardTimeout',
   'refreshBackoff',
   'maxEntries',
+  'lockTtl',
+  'redisTimeout',
+  'circuitBreakerDuration',
 ]
 const FUNCTION_OPTIONS = ['waitUntil', 'onError']
-const LATER_OPTIONS = ['redis', 'lockTtl']
-const KNOWN_OPTIONS = new Set([...NUMBER_OPTIONS, ...FUNCTION_OPTIONS, ...LATER_OPTIONS, 'prefix'])
+const STRING_OPTIONS = ['prefix', 'redis']
+const BOOLEAN_OPTIONS = ['l1']
+const KNOWN_OPTIONS = new Set([...NUMBER_OPTIONS, ...FUNCTION_OPTIONS, ...STRING_OPTIONS, ...BOOLEAN_OPTIONS])
 
 function invalidOption(message) {
   return herdError(TypeError, 'ERR_HERDCACHE_INVALID_OPTION', message)
@@ -42,15 +46,6 @@ function checkOptions(options) {
       throw invalidOption(`unknown option \`${name}\`; known options: ${[...KNOWN_OPTIONS].join(', ')}`)
     }
   }
-  for (const name of LATER_OPTIONS) {
-    if (options[name] !== undefined) {
-      throw herdError(
-        Error,
-        'ERR_HERDCACHE_UNSUPPORTED',
-        `option \`${name}\` needs the Redis store, which this version of herdcache does not have yet; leave it out to use the embedded store`,
-      )
-    }
-  }
   for (const name of NUMBER_OPTIONS) {
     const value = options[name]
     if (value !== undefined && typeof value !== 'number') {
@@ -63,8 +58,16 @@ function checkOptions(options) {
       throw invalidOption(`option \`${name}\` must be a function; got ${typeof value}`)
     }
   }
-  if (options.prefix !== undefined && typeof options.prefix !== 'string') {
-    throw invalidOption(`option \`prefix\` must be a string; got ${typeof options.prefix}`)
+  for (const [names, type] of [
+    [STRING_OPTIONS, 'string'],
+    [BOOLEAN_OPTIONS, 'boolean'],
+  ]) {
+    for (const name of names) {
+      const value = options[name]
+      if (value !== undefined && typeof value !== type) {
+        throw invalidOption(`option \`${name}\` must be a ${type}; got ${typeof value}`)
+      }
+    }
   }
 }
 
@@ -132,13 +135,31 @@ class Cache {
     checkOptions(options)
     const { waitUntil, onError, ...nativeOptions } = options
     this.#native = new NativeCache(nativeOptions)
-    const ctx = { waitUntil, onError, active: new Set(), timer: undefined, hardTimeout: 0, softTimeout: 0 }
+    const ctx = {
+      waitUntil,
+      onError,
+      active: new Set(),
+      writes: new Set(),
+      timer: undefined,
+      hardTimeout: 0,
+      softTimeout: 0,
+      redis: false,
+    }
     const fns = this.#native.install(ctx, lead, softWait)
-    ctx.attachFlight = fns.attachFlight
-    ctx.fill = fns.fill
-    ctx.fail = fns.fail
-    ctx.endFlight = fns.endFlight
-    ctx.recordSoftWait = fns.recordSoftWait
+    for (const name of [
+      'attachFlight',
+      'fill',
+      'fail',
+      'endFlight',
+      'recordSoftWait',
+      'acquire',
+      'acceptsStale',
+      'adopt',
+      'startRefresh',
+      'releaseLock',
+    ]) {
+      ctx[name] = fns[name]
+    }
     this.#fns = fns
     this.#ctx = ctx
     this.#load = fns.getOrLoad
@@ -165,7 +186,9 @@ class Cache {
   get(key, options) {
     return settle(() => {
       checkCallOptions(options, GET_OPTIONS)
-      return this.#fns.get(key, options?.stale)
+      const value = this.#fns.get(key, options?.stale)
+      if (value !== undefined || !this.#ctx.redis) return value
+      return this.#fns.peek(key, options?.stale).then((json) => (json === null ? undefined : parse(json)))
     })
   }
 
@@ -193,7 +216,9 @@ class Cache {
       if (json === undefined) {
         throw herdError(TypeError, 'ERR_HERDCACHE_INVALID_VALUE', `set() was given a ${typeof value}; give plain data`)
       }
-      this.#fns.set(key, parse(json), options?.ttl, options?.hardTtl)
+      const write = this.#fns.set(key, parse(json), options?.ttl, options?.hardTtl, json)
+      track(this.#ctx, write)
+      return write?.then(noop)
     })
   }
 
@@ -221,6 +246,9 @@ class Cache {
         flight.abort(reason)
         return flight.promise.then(noop, noop)
       })
+      // Redis writes already under way are let finish (each is bounded by
+      // redisTimeout), so a value computed before close() is not lost.
+      pending.push(...[...this.#ctx.writes].map((write) => write.then(noop, noop)))
       this.#closing = Promise.all(pending).then(() => this.#native.release())
     }
     return this.#closing

@@ -61,6 +61,9 @@ function lead(ctx, key, userKey, loader, id, background) {
     expire: () => failWith(timeoutError(ctx, userKey), true),
   }
 
+  // With Redis: the lock token this flight holds, if any.
+  let token
+  let loaderStarted
   const finish = () => {
     settled = true
     leave(ctx, flight)
@@ -68,7 +71,7 @@ function lead(ctx, key, userKey, loader, id, background) {
   }
   const failWith = (error, timedOut) => {
     if (settled) return
-    ctx.fail(key, id, background, timedOut)
+    ctx.fail(key, id, background, timedOut, token)
     if (timedOut) abort(error)
     finish()
     if (background) report(ctx, error, userKey)
@@ -76,10 +79,10 @@ function lead(ctx, key, userKey, loader, id, background) {
   }
   const succeed = (value) => {
     if (settled) return
-    const computeMs = performance.now() - started
+    const computeMs = performance.now() - loaderStarted
     let result = value
     if (value === null || value === undefined) {
-      ctx.fill(key, id, value, true, computeMs)
+      track(ctx, ctx.fill(key, id, value, true, computeMs, 'null', token))
     } else {
       let json
       try {
@@ -89,30 +92,63 @@ function lead(ctx, key, userKey, loader, id, background) {
       }
       if (json === undefined) return failWith(unserializable(userKey), false)
       result = parse(json)
-      ctx.fill(key, id, result, false, computeMs)
+      track(ctx, ctx.fill(key, id, result, false, computeMs, json, token))
     }
     finish()
     resolveFlight(result)
   }
+  const runLoader = () => {
+    loaderStarted = performance.now()
+    let result
+    try {
+      result = loader(loaderContext)
+    } catch (error) {
+      result = Promise.reject(error)
+    }
+    Promise.resolve(result).then(
+      (value) => {
+        try {
+          succeed(value)
+        } catch (error) {
+          failWith(error, false)
+        }
+      },
+      (error) => failWith(error, false),
+    )
+  }
+  // With Redis, the fleet decides first: another instance's value, or the
+  // lock (then our loader runs), or a wait for the winner's fill notice.
+  const onAcquired = (acquired) => {
+    if (settled) {
+      // Given up meanwhile (hardTimeout, close): let go of a lock we won.
+      if (acquired?.token !== undefined) ctx.releaseLock(key, id, acquired.token)
+      return
+    }
+    if (acquired === undefined || acquired.kind === 'load') {
+      token = acquired?.token
+      return runLoader()
+    }
+    if (acquired.kind === 'stale' && !ctx.acceptsStale(key, id)) {
+      // A caller refusing stale values joined while we read: ask again.
+      return ctx.acquire(key, id).then(onAcquired, () => onAcquired(undefined))
+    }
+    let value
+    try {
+      value = acquired.negative ? null : parse(acquired.json)
+    } catch {
+      return runLoader()
+    }
+    const { freshUntil, hardUntil, computeMs, stamp, negative } = acquired
+    ctx.adopt(key, id, value, freshUntil, hardUntil, computeMs, stamp, negative)
+    finish()
+    resolveFlight(value)
+    if (acquired.kind === 'stale') ctx.startRefresh(userKey, loader)
+  }
 
   ctx.attachFlight(key, id, promise)
   enter(ctx, flight)
-  let result
-  try {
-    result = loader(loaderContext)
-  } catch (error) {
-    result = Promise.reject(error)
-  }
-  Promise.resolve(result).then(
-    (value) => {
-      try {
-        succeed(value)
-      } catch (error) {
-        failWith(error, false)
-      }
-    },
-    (error) => failWith(error, false),
-  )
+  if (ctx.redis) ctx.acquire(key, id).then(onAcquired, () => onAcquired(undefined))
+  else runLoader()
 
   if (background && typeof ctx.waitUntil === 'function') {
     try {
@@ -122,6 +158,16 @@ function lead(ctx, key, userKey, loader, id, background) {
     }
   }
   return promise
+}
+
+/** Redis writes in flight, so close() can wait for them. */
+function track(ctx, write) {
+  if (write === undefined || typeof write === 'boolean') return
+  ctx.writes.add(write)
+  write.then(
+    () => ctx.writes.delete(write),
+    () => ctx.writes.delete(write),
+  )
 }
 
 // hardTimeout: one timer per cache, not one per load. Every load of a cache
@@ -232,4 +278,4 @@ function softWait(ctx, flight, stale) {
   })
 }
 
-module.exports = { lead, detach, softWait }
+module.exports = { lead, detach, softWait, track }

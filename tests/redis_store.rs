@@ -3,7 +3,7 @@
 mod support;
 
 use herdcache::core::envelope::{Envelope, Meta};
-use herdcache::core::lock::Event;
+use herdcache::core::lock::{Change, Event};
 use herdcache::engine::redis::{lock_token, Events, Read, RedisStore, RedisTimeouts};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -213,12 +213,13 @@ async fn fills_and_deletes_reach_subscribers_and_wake_waiters() {
     );
     tokio::time::sleep(Duration::from_millis(10)).await;
   }
+  let origin = s.origin().to_string();
   assert_eq!(
     seen.lock().unwrap()[..3],
     [
-      Event::Filled("k".into()),
-      Event::Deleted("k".into()),
-      Event::Deleted("k".into())
+      Event::new(&origin, Change::Filled("k".into())),
+      Event::new(&origin, Change::Deleted("k".into())),
+      Event::new(&origin, Change::Deleted("k".into())),
     ]
   );
   // A waiter on another key is not woken by them.

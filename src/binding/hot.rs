@@ -6,7 +6,7 @@
 use super::held::Held;
 use super::key::{self, Key};
 use super::raw::{self, napi_try, Env, Failure, JsRef, RawResult, Utf8, Value};
-use super::Inner;
+use super::{fleet, Inner};
 use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{EntryPolicy, RawCallOptions};
 use crate::engine::{Decision, Refresh};
@@ -71,7 +71,7 @@ unsafe fn read_call_options(
   })
 }
 
-fn closed() -> Failure {
+pub(super) fn closed() -> Failure {
   Failure::Coded(Error::new(
     Code::Closed,
     Kind::Plain,
@@ -126,6 +126,7 @@ unsafe fn get_or_load_impl(
   if inner.engine.borrow().is_closed() {
     return Err(closed());
   }
+  inner.apply_invalidations();
   let mut key_buf = Utf8::new();
   let key = key::read(env, key_js, &mut key_buf)?;
   if raw::type_of(env, loader) != sys::ValueType::napi_function {
@@ -254,21 +255,21 @@ unsafe fn soft_wait(env: Env, inner: &Rc<Inner>, flight: Value, stale: Value) ->
 }
 
 /// The flight id the JS leader hands back.
-unsafe fn flight_id(env: Env, value: Value) -> u64 {
+pub(super) unsafe fn flight_id(env: Env, value: Value) -> u64 {
   raw::get_number(env, value) as u64
 }
 
 /// Whether a synchronous entry point still works after `close()`: the
 /// leader's reports must, for the loads that were in flight.
 #[derive(Clone, Copy, PartialEq)]
-enum AfterClose {
+pub(super) enum AfterClose {
   Works,
   Rejects,
 }
 
 /// The frame of the synchronous entry points that take a key first: reads
 /// the arguments and the key, runs `body`, throws what it fails with.
-unsafe fn keyed<const N: usize>(
+pub(super) unsafe fn keyed<const N: usize>(
   env: Env,
   info: sys::napi_callback_info,
   after_close: AfterClose,
@@ -280,6 +281,7 @@ unsafe fn keyed<const N: usize>(
     if after_close == AfterClose::Rejects && inner.engine.borrow().is_closed() {
       return Err(closed());
     }
+    inner.apply_invalidations();
     let mut key_buf = Utf8::new();
     let key = key::read(env, argv[0], &mut key_buf)?;
     body(inner, key.as_str(), argv)
@@ -302,9 +304,12 @@ pub unsafe extern "C" fn attach_flight(env: Env, info: sys::napi_callback_info) 
   })
 }
 
-/// `fill(key, id, value, negative, computeMs)`: a load finished.
+/// `fill(key, id, value, negative, computeMs, json?, token?)`: our loader
+/// finished. With Redis, the value is also written there (conditional on the
+/// flight's stamp, announced, our lock released): returns that write's
+/// promise; without, whether the value was stored.
 pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value {
-  keyed::<5>(env, info, AfterClose::Works, |inner, key, argv| {
+  keyed::<7>(env, info, AfterClose::Works, |inner, key, argv| {
     let held = Held::from_js(env, argv[2])?;
     let negative = raw::get_bool(env, argv[3]);
     let compute_ms = raw::get_number(env, argv[4]).max(0.0).round() as u64;
@@ -313,19 +318,25 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
       .engine
       .borrow_mut()
       .fill(key, id, held, negative, compute_ms);
-    Ok(raw::boolean(env, stored))
+    match inner.fleet() {
+      Some(fleet) => fleet::settle(env, fleet, key, id, stored, argv[5], argv[6]),
+      None => Ok(raw::boolean(env, stored.is_some())),
+    }
   })
 }
 
-/// `fail(key, id, background, timedOut)`: a load failed.
+/// `fail(key, id, background, timedOut, token?)`: a load failed.
 pub unsafe extern "C" fn fail(env: Env, info: sys::napi_callback_info) -> Value {
-  keyed::<4>(env, info, AfterClose::Works, |inner, key, argv| {
+  keyed::<5>(env, info, AfterClose::Works, |inner, key, argv| {
     let (background, timed_out) = (raw::get_bool(env, argv[2]), raw::get_bool(env, argv[3]));
     let id = flight_id(env, argv[1]);
     inner
       .engine
       .borrow_mut()
       .fail(key, id, background, timed_out);
+    if let Some(fleet) = inner.fleet() {
+      fleet::abandon(env, fleet, key, id, argv[4])?;
+    }
     Ok(raw::undefined(env))
   })
 }
@@ -353,7 +364,8 @@ pub unsafe extern "C" fn record_soft_wait(env: Env, info: sys::napi_callback_inf
   raw::undefined(env)
 }
 
-/// `get(key, stale?)`: the cached value or undefined, synchronously.
+/// `get(key, stale?)`: the value in memory, or undefined; with Redis, a
+/// miss is answered by `peek`.
 pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
   keyed::<2>(env, info, AfterClose::Rejects, |inner, key, argv| {
     let undefined = raw::undefined(env);
@@ -366,48 +378,59 @@ pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
   })
 }
 
-/// `set(key, value, ttl?, hardTtl?)`: `value` is already the
-/// JSON-normalised copy.
+/// `set(key, value, ttl?, hardTtl?, json?)`: `value` is already the
+/// JSON-normalised copy, `json` its text (for Redis). Returns the Redis
+/// write's promise, or undefined.
 pub unsafe extern "C" fn set(env: Env, info: sys::napi_callback_info) -> Value {
-  keyed::<4>(env, info, AfterClose::Rejects, |inner, key, argv| {
+  keyed::<5>(env, info, AfterClose::Rejects, |inner, key, argv| {
     let undefined = raw::undefined(env);
     let options = read_call_options(env, [undefined, argv[2], argv[3], undefined, undefined])?;
     let held = Held::from_js(env, argv[1])?;
-    let mut engine = inner.engine.borrow_mut();
-    let policy = engine.config().entry.with(&options.overrides)?;
-    engine.set(key, held, policy);
-    Ok(undefined)
+    let meta = {
+      let mut engine = inner.engine.borrow_mut();
+      let policy = engine.config().entry.with(&options.overrides)?;
+      engine.set(key, held, policy)
+    };
+    match inner.fleet() {
+      Some(fleet) => fleet::write(env, fleet, key, meta, argv[4]),
+      None => Ok(undefined),
+    }
   })
 }
 
-/// `delete(key)`: true if a live entry was removed.
+/// `delete(key)`: true if a live entry was removed (with Redis: a promise,
+/// true if Redis or memory had one).
 pub unsafe extern "C" fn delete(env: Env, info: sys::napi_callback_info) -> Value {
   keyed::<1>(env, info, AfterClose::Rejects, |inner, key, _| {
     let removed = inner.engine.borrow_mut().delete(key);
-    Ok(raw::boolean(env, removed))
+    match inner.fleet() {
+      Some(fleet) => fleet::delete(env, fleet, key, removed),
+      None => Ok(raw::boolean(env, removed)),
+    }
   })
 }
 
-/// `clear()`.
+/// `clear()` (with Redis: a promise).
 pub unsafe extern "C" fn clear(env: Env, info: sys::napi_callback_info) -> Value {
   let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
-  let mut engine = (&*inner).engine.borrow_mut();
-  if engine.is_closed() {
+  let inner: &Inner = &*inner;
+  if inner.engine.borrow().is_closed() {
     return raw::throw(env, closed());
   }
-  engine.clear();
-  raw::undefined(env)
+  inner.engine.borrow_mut().clear();
+  match inner.fleet() {
+    Some(fleet) => fleet::clear(env, fleet).unwrap_or_else(|f| raw::throw(env, f)),
+    None => raw::undefined(env),
+  }
 }
 
 /// `stats()`: the counters and gauges as a plain object.
 pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value {
   let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
-  let engine = (&*inner).engine.borrow();
+  let (metrics, gauges) = (&*inner).snapshot();
   let build = || {
     let mut object = std::ptr::null_mut();
     napi_try!(env, sys::napi_create_object(env, &mut object));
-    let metrics = engine.metrics();
-    let gauges = engine.gauges();
     for (name, _, _, value) in metrics.counters().into_iter().chain(gauges.gauges()) {
       let name = std::ffi::CString::new(name).unwrap_or_default();
       raw::set_property(env, object, &name, raw::number(env, value as f64))?;
@@ -423,7 +446,37 @@ pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value
 /// `metrics()`: the Prometheus text format.
 pub unsafe extern "C" fn metrics(env: Env, info: sys::napi_callback_info) -> Value {
   let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
-  let engine = (&*inner).engine.borrow();
-  let text = crate::engine::metrics::prometheus(&engine.metrics(), &engine.gauges());
+  let (metrics, gauges) = (&*inner).snapshot();
+  let text = crate::engine::metrics::prometheus(&metrics, &gauges);
   raw::string(env, &text)
+}
+
+/// `startRefresh(key, loader)`: a flight was answered with a stale value
+/// from Redis; start the background refresh that value calls for (unless a
+/// flight is already there, or the key backs off after a failure).
+pub unsafe extern "C" fn start_refresh(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<2, Rc<Inner>>(env, info);
+  let inner: &Rc<Inner> = &*inner;
+  let run = || -> RawResult<Value> {
+    let mut key_buf = Utf8::new();
+    let key = key::read(env, argv[0], &mut key_buf)?;
+    let (due, policy) = {
+      let engine = inner.engine.borrow();
+      (
+        !engine.is_closed() && engine.refresh_due(key.as_str()),
+        engine.config().entry,
+      )
+    };
+    if due {
+      let call = Call {
+        key: &key,
+        key_js: argv[0],
+        loader: argv[1],
+        policy,
+      };
+      start_flight(env, inner, &call, Some(Refresh::Stale))?;
+    }
+    Ok(raw::boolean(env, due))
+  };
+  run().unwrap_or_else(|failure| raw::throw(env, failure))
 }

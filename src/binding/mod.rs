@@ -2,13 +2,18 @@
 //! paths: construction, installation, close, test hooks) hands the JS
 //! wrapper a set of raw functions (`hot`) for everything that runs per call.
 
+mod fleet;
 mod held;
 mod hot;
 mod key;
 mod options;
 mod raw;
 
+use crate::core::error::{Code, Error as CoreError, Kind};
 use crate::core::options::CacheConfig;
+use crate::engine::fleet::{Fleet, FleetConfig};
+use crate::engine::metrics::{Gauges, Metrics};
+use crate::engine::redis::{RedisStore, RedisTimeouts};
 use crate::engine::Engine;
 use held::Held;
 use napi::bindgen_prelude::*;
@@ -16,6 +21,8 @@ use napi_derive::napi;
 use raw::{Failure, JsRef, RawResult};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
 
 pub use options::CacheOptions;
 
@@ -36,9 +43,46 @@ pub(crate) struct Inner {
   /// last `getOrLoad`. Null until installed.
   outcome_slot: Cell<*mut u8>,
   outcome_buffer: RefCell<Option<JsRef>>,
+  /// The Redis side, when the cache has `redis`.
+  fleet: RefCell<Option<Arc<Fleet>>>,
 }
 
 impl Inner {
+  fn fleet(&self) -> Option<Arc<Fleet>> {
+    self.fleet.borrow().clone()
+  }
+
+  /// Takes in what other instances changed (one atomic load when nothing).
+  fn apply_invalidations(&self) {
+    let fleet = self.fleet.borrow();
+    if let Some(fleet) = fleet.as_ref() {
+      let changes = fleet.invalidations().take();
+      if !changes.is_empty() {
+        self.engine.borrow_mut().invalidate(changes);
+      }
+    }
+  }
+
+  /// The engine's counters with the Redis side's added.
+  fn snapshot(&self) -> (Metrics, Gauges) {
+    let engine = self.engine.borrow();
+    let (mut metrics, mut gauges) = (engine.metrics(), engine.gauges());
+    if let Some(fleet) = self.fleet.borrow().as_ref() {
+      let c = &fleet.counters;
+      let read = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
+      metrics.loads += read(&c.loads);
+      metrics.lock_acquired = read(&c.lock_acquired);
+      metrics.lock_contended = read(&c.lock_contended);
+      metrics.lock_waits = read(&c.lock_waits);
+      metrics.fill_notices = read(&c.fill_notices);
+      metrics.redis_hits = read(&c.redis_hits);
+      metrics.redis_errors = read(&c.redis_errors);
+      metrics.corrupt_values = read(&c.corrupt_values);
+      gauges.circuit_open = u64::from(fleet.circuit_open());
+    }
+    (metrics, gauges)
+  }
+
   fn set_outcome(&self, outcome: u8) {
     let slot = self.outcome_slot.get();
     if !slot.is_null() {
@@ -89,12 +133,51 @@ impl NativeCache {
     let raw_options = options.unwrap_or_default().to_raw();
     let config = CacheConfig::from_raw(&raw_options)
       .map_err(|e| unsafe { to_napi_error(env.raw(), Failure::Coded(e)) })?;
+    let fleet = match &config.redis {
+      None => None,
+      Some(redis) => {
+        let timeout = Duration::from_millis(redis.timeout);
+        let timeouts = RedisTimeouts {
+          connect: timeout,
+          command: timeout,
+          retries: 1,
+        };
+        let store = RedisStore::open(&redis.url, &config.prefix, timeouts).map_err(|e| {
+          let (code, message) = if redis.url.starts_with("rediss://") {
+            (
+              Code::Unsupported,
+              format!("option `redis`: {e}; rediss:// (TLS) is not built into this version"),
+            )
+          } else {
+            (
+              Code::InvalidOption,
+              format!("option `redis` is not a usable Redis URL: {e}"),
+            )
+          };
+          unsafe {
+            to_napi_error(
+              env.raw(),
+              Failure::Coded(CoreError::new(code, Kind::Type, message)),
+            )
+          }
+        })?;
+        let fleet_config = FleetConfig {
+          lock_ttl: redis.lock_ttl,
+          hard_timeout: config.hard_timeout,
+          breaker_cooldown: redis.breaker_cooldown,
+        };
+        Some(napi::bindgen_prelude::within_runtime_if_available(|| {
+          Fleet::start(store, fleet_config)
+        }))
+      }
+    };
     Ok(NativeCache {
       inner: Rc::new(Inner {
         engine: RefCell::new(Engine::new(config)),
         helpers: RefCell::new(None),
         outcome_slot: Cell::new(std::ptr::null_mut()),
         outcome_buffer: RefCell::new(None),
+        fleet: RefCell::new(fleet),
       }),
     })
   }
@@ -134,6 +217,9 @@ impl NativeCache {
   pub fn release(&self) {
     self.inner.engine.borrow_mut().release();
     self.inner.helpers.borrow_mut().take();
+    if let Some(fleet) = self.inner.fleet.borrow_mut().take() {
+      fleet.stop();
+    }
   }
 
   /// Test hook: moves this cache's clock forward by `ms`.
@@ -194,10 +280,11 @@ impl NativeCache {
       c"softTimeout",
       raw::number(env, config.soft_timeout as f64),
     )?;
+    raw::set_property(env, ctx, c"redis", raw::boolean(env, config.redis.is_some()))?;
     let mut object = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));
     type Entry = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;
-    let entries: [(&std::ffi::CStr, &str, Entry); 12] = [
+    let entries: [(&std::ffi::CStr, &str, Entry); 18] = [
       (c"getOrLoad", "getOrLoad", hot::get_or_load),
       (c"attachFlight", "attachFlight", hot::attach_flight),
       (c"fill", "fill", hot::fill),
@@ -210,6 +297,12 @@ impl NativeCache {
       (c"clear", "clear", hot::clear),
       (c"stats", "stats", hot::stats),
       (c"metrics", "metrics", hot::metrics),
+      (c"startRefresh", "startRefresh", hot::start_refresh),
+      (c"acquire", "acquire", fleet::acquire),
+      (c"acceptsStale", "acceptsStale", fleet::accepts_stale),
+      (c"adopt", "adopt", fleet::adopt),
+      (c"peek", "peek", fleet::peek),
+      (c"releaseLock", "releaseLock", fleet::release_lock),
     ];
     raw::set_property(env, object, c"outcomeBuffer", buffer)?;
     for (prop, name, callback) in entries {

@@ -38,8 +38,27 @@ pub struct CacheOptions {
   /// Bound of the embedded store; the least recently used entry is evicted
   /// past it. Default 10 000.
   pub max_entries: Option<f64>,
-  /// A namespace put before every key. Default ''.
+  /// A namespace put before every key (in Redis: the value of key `k` is
+  /// stored under `{<prefix>k}`). Default ''.
   pub prefix: Option<String>,
+  /// A `redis://` or `rediss://` URL (user, password and db in the URL).
+  /// With it, all instances sharing the Redis recompute a key once per
+  /// expiry between them. Without it, the embedded in-process store.
+  pub redis: Option<String>,
+  /// Lease of the fleet lock, ms (Redis only). The winner extends it every
+  /// lockTtl/3 while its loader runs (up to `hardTimeout`), so a crashed
+  /// winner frees the key within lockTtl. Default 5 000.
+  pub lock_ttl: Option<f64>,
+  /// Keep an in-process L1 in front of Redis (bounded by `maxEntries`,
+  /// default 1 000 with Redis), invalidated on every instance when a key is
+  /// set, deleted or refreshed elsewhere. Default true.
+  pub l1: Option<bool>,
+  /// Bound of each Redis command and connection attempt, ms. Default 1 000.
+  pub redis_timeout: Option<f64>,
+  /// After a Redis failure, Redis is skipped for this long, ms (calls are
+  /// served from memory or by the loader), then one call probes it again.
+  /// Default 5 000.
+  pub circuit_breaker_duration: Option<f64>,
 }
 
 impl CacheOptions {
@@ -55,6 +74,11 @@ impl CacheOptions {
       refresh_backoff: self.refresh_backoff,
       max_entries: self.max_entries,
       prefix: self.prefix.clone(),
+      redis: self.redis.clone(),
+      lock_ttl: self.lock_ttl,
+      l1: self.l1,
+      redis_timeout: self.redis_timeout,
+      circuit_breaker_duration: self.circuit_breaker_duration,
     }
   }
 }

@@ -28,9 +28,9 @@ pub fn events_channel(prefix: &str) -> String {
   format!("herdcache:events:{prefix}")
 }
 
-/// A message on the events channel.
+/// What happened to a key, on the events channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
+pub enum Change {
   /// A value was written for the key (a load finished, or `set`).
   Filled(String),
   /// The key was deleted.
@@ -39,22 +39,56 @@ pub enum Event {
   Cleared,
 }
 
+/// A message on the events channel: a change, and the instance that made it
+/// (so an instance can skip its own notices).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+  pub origin: String,
+  pub change: Change,
+}
+
 impl Event {
+  pub fn new(origin: &str, change: Change) -> Event {
+    Event {
+      origin: origin.to_string(),
+      change,
+    }
+  }
+
+  /// `f <origin> <key>`, `d <origin> <key>`, `c <origin>`; origins have no spaces.
   pub fn encode(&self) -> String {
-    match self {
-      Event::Filled(key) => format!("f {key}"),
-      Event::Deleted(key) => format!("d {key}"),
-      Event::Cleared => "c".to_string(),
+    let origin = &self.origin;
+    match &self.change {
+      Change::Filled(key) => format!("f {origin} {key}"),
+      Change::Deleted(key) => format!("d {origin} {key}"),
+      Change::Cleared => format!("c {origin}"),
     }
   }
 
   /// `None` for a message this version does not know (ignored, not fatal).
   pub fn decode(message: &str) -> Option<Event> {
-    match message.split_once(' ') {
-      Some(("f", key)) if !key.is_empty() => Some(Event::Filled(key.to_string())),
-      Some(("d", key)) if !key.is_empty() => Some(Event::Deleted(key.to_string())),
-      None if message == "c" => Some(Event::Cleared),
-      _ => None,
+    let (kind, rest) = message.split_once(' ')?;
+    let (origin, key) = match rest.split_once(' ') {
+      Some((origin, key)) => (origin, Some(key)),
+      None => (rest, None),
+    };
+    if origin.is_empty() {
+      return None;
+    }
+    let change = match (kind, key) {
+      ("f", Some(key)) if !key.is_empty() => Change::Filled(key.to_string()),
+      ("d", Some(key)) if !key.is_empty() => Change::Deleted(key.to_string()),
+      ("c", None) => Change::Cleared,
+      _ => return None,
+    };
+    Some(Event::new(origin, change))
+  }
+
+  /// The key the change is about (`None`: all of them).
+  pub fn key(&self) -> Option<&str> {
+    match &self.change {
+      Change::Filled(key) | Change::Deleted(key) => Some(key),
+      Change::Cleared => None,
     }
   }
 }
@@ -172,16 +206,21 @@ mod tests {
 
   #[test]
   fn events_round_trip_and_unknown_ones_are_ignored() {
-    for event in [
-      Event::Filled("a b:c".into()),
-      Event::Deleted("k".into()),
-      Event::Cleared,
+    for change in [
+      Change::Filled("a b:c".into()),
+      Change::Deleted("k".into()),
+      Change::Cleared,
     ] {
+      let event = Event::new("p1", change);
       assert_eq!(Event::decode(&event.encode()), Some(event));
     }
-    for junk in ["", "x", "f", "f ", "z key", "c extra"] {
+    for junk in [
+      "", "x", "f", "f ", "f p1", "f p1 ", "z p1 key", "c", "c  ", "d  key",
+    ] {
       assert_eq!(Event::decode(junk), None, "{junk:?}");
     }
+    assert_eq!(Event::decode("f p1 k").unwrap().key(), Some("k"));
+    assert_eq!(Event::decode("c p1").unwrap().key(), None);
   }
 
   #[test]

@@ -13,6 +13,11 @@ pub const DEFAULT_SOFT_TIMEOUT: u64 = 0;
 pub const DEFAULT_HARD_TIMEOUT: u64 = 30_000;
 pub const DEFAULT_REFRESH_BACKOFF: u64 = 10_000;
 pub const DEFAULT_MAX_ENTRIES: u64 = 10_000;
+/// The in-process L1 in front of Redis holds the hot keys only.
+pub const DEFAULT_L1_MAX_ENTRIES: u64 = 1_000;
+pub const DEFAULT_LOCK_TTL: u64 = 5_000;
+pub const DEFAULT_REDIS_TIMEOUT: u64 = 1_000;
+pub const DEFAULT_CIRCUIT_BREAKER_DURATION: u64 = 5_000;
 
 /// TTLs up to ~34 years: far past any use, and epoch + TTL cannot overflow.
 pub const MAX_TTL: f64 = (1u64 << 40) as f64;
@@ -32,6 +37,25 @@ pub struct RawCacheOptions {
   pub refresh_backoff: Option<f64>,
   pub max_entries: Option<f64>,
   pub prefix: Option<String>,
+  pub redis: Option<String>,
+  pub lock_ttl: Option<f64>,
+  pub l1: Option<bool>,
+  pub redis_timeout: Option<f64>,
+  pub circuit_breaker_duration: Option<f64>,
+}
+
+/// The Redis part of the configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedisConfig {
+  pub url: String,
+  /// The fleet lock's lease, ms; extended while the winner's loader runs.
+  pub lock_ttl: u64,
+  /// Whether an in-process L1 answers hot keys without Redis.
+  pub l1: bool,
+  /// Bound of each Redis command and connection attempt, ms.
+  pub timeout: u64,
+  /// How long Redis is skipped after a failure, ms.
+  pub breaker_cooldown: u64,
 }
 
 /// The TTL part of the configuration: what a call may override.
@@ -52,6 +76,7 @@ pub struct CacheConfig {
   pub refresh_backoff: u64,
   pub max_entries: usize,
   pub prefix: String,
+  pub redis: Option<RedisConfig>,
 }
 
 /// Per-call overrides of [`EntryPolicy`].
@@ -133,7 +158,47 @@ impl CacheConfig {
         ))
       }
     };
+    let redis = match &raw.redis {
+      None => None,
+      Some(url) => Some(RedisConfig {
+        url: check_redis_url(url)?,
+        lock_ttl: millis("lockTtl", raw.lock_ttl, 3.0, MAX_TIMEOUT, DEFAULT_LOCK_TTL)?,
+        l1: raw.l1.unwrap_or(true),
+        timeout: millis(
+          "redisTimeout",
+          raw.redis_timeout,
+          1.0,
+          MAX_TIMEOUT,
+          DEFAULT_REDIS_TIMEOUT,
+        )?,
+        breaker_cooldown: millis(
+          "circuitBreakerDuration",
+          raw.circuit_breaker_duration,
+          0.0,
+          MAX_TIMEOUT,
+          DEFAULT_CIRCUIT_BREAKER_DURATION,
+        )?,
+      }),
+    };
+    for (name, given) in [
+      ("lockTtl", raw.lock_ttl.is_some()),
+      ("l1", raw.l1.is_some()),
+      ("redisTimeout", raw.redis_timeout.is_some()),
+      (
+        "circuitBreakerDuration",
+        raw.circuit_breaker_duration.is_some(),
+      ),
+    ] {
+      if given && redis.is_none() {
+        return Err(Error::new(
+          Code::InvalidOption,
+          Kind::Type,
+          format!("option `{name}` applies to the Redis store; give `redis` too, or leave it out"),
+        ));
+      }
+    }
     let max_entries = match raw.max_entries {
+      None if redis.is_some() => DEFAULT_L1_MAX_ENTRIES,
       None => DEFAULT_MAX_ENTRIES,
       Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => n as u64,
       Some(n) => return Err(range("maxEntries", "an integer >= 1", n)),
@@ -175,7 +240,24 @@ impl CacheConfig {
       )?,
       max_entries: max_entries as usize,
       prefix: raw.prefix.clone().unwrap_or_default(),
+      redis,
     })
+  }
+}
+
+/// A `redis://` or `rediss://` URL (user, password, db and query parts are
+/// the client's to parse).
+fn check_redis_url(url: &str) -> Result<String, Error> {
+  let rest = url
+    .strip_prefix("redis://")
+    .or_else(|| url.strip_prefix("rediss://"));
+  match rest {
+    Some(rest) if !rest.is_empty() => Ok(url.to_string()),
+    _ => Err(Error::new(
+      Code::InvalidOption,
+      Kind::Type,
+      "option `redis` must be a redis:// or rediss:// URL, e.g. redis://127.0.0.1:6379",
+    )),
   }
 }
 
@@ -329,6 +411,40 @@ mod tests {
     assert_eq!(
       (c.entry.negative_ttl, c.soft_timeout, c.entry.beta, c.jitter),
       (0, 0, 0.0, 0.0)
+    );
+  }
+
+  #[test]
+  fn redis_options() {
+    let raw = RawCacheOptions {
+      redis: Some("redis://127.0.0.1:6379/2".into()),
+      ..Default::default()
+    };
+    let c = CacheConfig::from_raw(&raw).unwrap();
+    let r = c.redis.unwrap();
+    assert_eq!(
+      (r.lock_ttl, r.l1, r.timeout, r.breaker_cooldown),
+      (5_000, true, 1_000, 5_000)
+    );
+    assert_eq!(c.max_entries, 1_000);
+    for url in ["http://x", "redis://", "127.0.0.1:6379", ""] {
+      let raw = RawCacheOptions {
+        redis: Some(url.into()),
+        ..Default::default()
+      };
+      assert_eq!(
+        CacheConfig::from_raw(&raw).unwrap_err().code,
+        Code::InvalidOption,
+        "{url}"
+      );
+    }
+    let raw = RawCacheOptions {
+      lock_ttl: Some(1_000.0),
+      ..Default::default()
+    };
+    assert_eq!(
+      CacheConfig::from_raw(&raw).unwrap_err().code,
+      Code::InvalidOption
     );
   }
 

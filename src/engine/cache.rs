@@ -170,6 +170,12 @@ impl<V, F> Engine<V, F> {
   /// as a miss. XFetch uses the `beta` the entry was written with.
   pub fn decide(&mut self, key: &str, allow_stale: bool) -> Decision<'_, V, F> {
     let now = self.now();
+    if !allow_stale {
+      if let Some(flight) = self.flights.get_mut(key) {
+        flight.strict = true;
+      }
+    }
+    let l1 = self.config.redis.is_some();
     let soft_wait = self.config.soft_timeout > 0;
     let xfetch_u = self.fixed_xfetch_u;
     let draws = &mut self.draws;
@@ -193,12 +199,14 @@ impl<V, F> Engine<V, F> {
     match policy::classify(&entry.meta, now) {
       Freshness::Fresh if entry.meta.negative => {
         self.metrics.negative_hits += 1;
+        self.metrics.l1_hits += u64::from(l1);
         Decision::Negative {
           value: &entry.value,
         }
       }
       Freshness::Fresh => {
         self.metrics.hits += 1;
+        self.metrics.l1_hits += u64::from(l1);
         let early = may_refresh
           && entry.beta > 0.0
           && entry.meta.compute_ms > 0
@@ -215,6 +223,7 @@ impl<V, F> Engine<V, F> {
         }
       }
       Freshness::Stale if allow_stale => {
+        self.metrics.l1_hits += u64::from(l1);
         if !soft_wait {
           self.metrics.stale_served += 1;
         }
@@ -251,10 +260,12 @@ impl<V, F> Engine<V, F> {
   }
 
   /// Registers a load for `key` before its loader is called; returns its id.
+  /// Without Redis the loader runs right away, so the load is counted here;
+  /// with Redis only when the fleet decides this instance loads.
   pub fn begin_flight(&mut self, key: &str, refresh: Option<Refresh>, policy: EntryPolicy) -> u64 {
     let now = self.now();
-    self.metrics.loads += 1;
     self.running += 1;
+    self.metrics.loads += u64::from(self.config.redis.is_none());
     match refresh {
       Some(Refresh::Early) => {
         self.metrics.background_refreshes += 1;
@@ -263,8 +274,82 @@ impl<V, F> Engine<V, F> {
       Some(Refresh::Stale) => self.metrics.background_refreshes += 1,
       None => {}
     }
+    let replaces = match refresh {
+      Some(Refresh::Early) => self.store.peek(key).map(|e| e.meta.stamp),
+      _ => None,
+    };
     let (id, _superseded) = self.flights.begin(key, refresh.is_some(), policy, now);
+    if let Some(flight) = self.flights.get_mut(key) {
+      flight.replaces = replaces;
+    }
     id
+  }
+
+  /// Whether a background refresh of `key` may start now: an entry is
+  /// there, no flight is, and the key is not backing off.
+  pub fn refresh_due(&self, key: &str) -> bool {
+    let now = self.now();
+    self.flights.get(key).is_none()
+      && self
+        .store
+        .peek(key)
+        .is_some_and(|e| now < e.meta.hard_until && now >= e.retry_after)
+  }
+
+  /// What a shared store may answer flight `id` with: `(accept_stale,
+  /// newer_than)`; `None` when the flight is no longer current.
+  pub fn flight_terms(&self, key: &str, id: u64) -> Option<(bool, Option<u64>)> {
+    self
+      .flights
+      .current(key, id)
+      .map(|f| (!f.background && !f.strict, f.replaces))
+  }
+
+  /// Stores a value another instance wrote (read from the shared store) for
+  /// flight `id`, with that value's own deadlines: the L1 never looks
+  /// fresher than the shared entry.
+  pub fn adopt(&mut self, key: &str, id: u64, value: V, meta: Meta) -> bool {
+    self.running = self.running.saturating_sub(1);
+    let Some(flight) = self.flights.current(key, id) else {
+      return false;
+    };
+    let beta = flight.policy.beta;
+    let now = self.now();
+    if now >= meta.hard_until {
+      return false;
+    }
+    let entry = Entry {
+      meta,
+      value,
+      retry_after: 0,
+      beta,
+    };
+    let reclaimed = self.store.insert(key.to_string(), entry, now);
+    self.count(reclaimed);
+    true
+  }
+
+  /// Applies changes other instances made: their keys leave the L1, and a
+  /// deleted (or cleared) key's flight is superseded, as a local `delete`
+  /// would.
+  pub fn invalidate(&mut self, invalidations: Vec<crate::engine::fleet::Invalidation>) {
+    use crate::core::lock::Change;
+    use crate::engine::fleet::Invalidation;
+    for invalidation in invalidations {
+      match invalidation {
+        Invalidation::Changed(Change::Filled(key)) => {
+          self.store.remove(&key);
+        }
+        Invalidation::Changed(Change::Deleted(key)) => {
+          self.store.remove(&key);
+          drop(self.flights.supersede(&key));
+        }
+        Invalidation::Changed(Change::Cleared) => self.clear(),
+        Invalidation::Resubscribed => {
+          self.store.clear();
+        }
+      }
+    }
   }
 
   /// Gives the flight its shared promise; `Err` hands it back when the flight
@@ -274,22 +359,28 @@ impl<V, F> Engine<V, F> {
   }
 
   /// Stores a finished load's value (`negative`: the loader found nothing).
-  /// Returns whether it was stored: a superseded flight's result is not.
-  pub fn fill(&mut self, key: &str, id: u64, value: V, negative: bool, compute_ms: u64) -> bool {
+  /// Returns what was stored, to be written to a shared store too: a
+  /// superseded flight's result is not stored.
+  pub fn fill(
+    &mut self,
+    key: &str,
+    id: u64,
+    value: V,
+    negative: bool,
+    compute_ms: u64,
+  ) -> Option<Meta> {
     self.running = self.running.saturating_sub(1);
-    let Some(flight) = self.flights.current(key, id) else {
-      return false;
-    };
+    let flight = self.flights.current(key, id)?;
     let (policy, stamp) = (flight.policy, flight.started_at);
     let now = self.now();
     if negative && policy.negative_ttl == 0 {
       // Not found, and not-found is not cached: what was there is gone.
       self.store.remove(key);
-      return false;
+      return None;
     }
     if let Some(stored) = self.store.peek(key) {
       if stored.meta.stamp > stamp {
-        return false;
+        return None;
       }
     }
     let u = self.draws.next(self.fixed_jitter_u);
@@ -314,7 +405,7 @@ impl<V, F> Engine<V, F> {
     };
     let reclaimed = self.store.insert(key.to_string(), entry, now);
     self.count(reclaimed);
-    true
+    Some(meta)
   }
 
   /// Records a failed load. The entry stays (stale-if-error) and is not
@@ -339,7 +430,7 @@ impl<V, F> Engine<V, F> {
 
   /// Writes a value directly. A flight in flight for the key is superseded:
   /// its result, loaded from older data, will not be stored.
-  pub fn set(&mut self, key: &str, value: V, policy: EntryPolicy) {
+  pub fn set(&mut self, key: &str, value: V, policy: EntryPolicy) -> Meta {
     let now = self.now();
     drop(self.flights.supersede(key));
     let (fresh_until, hard_until) = policy::deadlines(
@@ -349,20 +440,22 @@ impl<V, F> Engine<V, F> {
       self.config.jitter,
       self.draws.next(self.fixed_jitter_u),
     );
+    let meta = Meta {
+      fresh_until,
+      hard_until,
+      compute_ms: 0,
+      stamp: now,
+      negative: false,
+    };
     let entry = Entry {
-      meta: Meta {
-        fresh_until,
-        hard_until,
-        compute_ms: 0,
-        stamp: now,
-        negative: false,
-      },
+      meta,
       value,
       retry_after: 0,
       beta: policy.beta,
     };
     let reclaimed = self.store.insert(key.to_string(), entry, now);
     self.count(reclaimed);
+    meta
   }
 
   /// Removes `key` and supersedes its flight; true if a live entry was there.
@@ -407,6 +500,7 @@ impl<V, F> Engine<V, F> {
     Gauges {
       size: self.store.len() as u64,
       in_flight: self.running,
+      circuit_open: 0,
     }
   }
 
@@ -441,7 +535,9 @@ mod tests {
     let policy = e.config().entry;
     let id = e.begin_flight(key, None, policy);
     e.attach_flight(key, id, "promise").unwrap();
-    assert!(e.fill(key, id, value.to_string(), false, compute_ms));
+    assert!(e
+      .fill(key, id, value.to_string(), false, compute_ms)
+      .is_some());
     assert_eq!(e.end_flight(key, id), Some("promise"));
   }
 
@@ -457,11 +553,9 @@ mod tests {
         Decision::Join { flight: &"p" }
       ));
     }
-    assert_eq!(
-      (e.metrics().misses, e.metrics().coalesced, e.metrics().loads),
-      (1, 99, 1)
-    );
+    assert_eq!((e.metrics().misses, e.metrics().coalesced), (1, 99));
     e.fail("k", id, false, false);
+    assert_eq!((e.metrics().loads, e.metrics().load_errors), (1, 1));
     e.end_flight("k", id);
     // A failed flight is not reused: the next caller leads again.
     assert!(matches!(e.decide("k", true), Decision::Lead));
@@ -502,7 +596,7 @@ mod tests {
       e.decide("k", false),
       Decision::Join { flight: &"refresh" }
     ));
-    assert!(e.fill("k", id, "v2".into(), false, 70));
+    assert!(e.fill("k", id, "v2".into(), false, 70).is_some());
     e.end_flight("k", id);
     match e.decide("k", true) {
       Decision::Hit { value, .. } => assert_eq!(value, "v2"),
@@ -560,7 +654,7 @@ mod tests {
     let mut policy = e.config().entry;
     policy.beta = 0.0;
     let id = e.begin_flight("k", None, policy);
-    assert!(e.fill("k", id, "v".into(), false, 100));
+    assert!(e.fill("k", id, "v".into(), false, 100).is_some());
     e.end_flight("k", id);
     assert!(matches!(
       e.decide("k", true),
@@ -572,7 +666,7 @@ mod tests {
   fn negative_results_are_cached_for_negative_ttl_only() {
     let mut e = engine();
     let id = e.begin_flight("gone", None, e.config().entry);
-    assert!(e.fill("gone", id, "null".into(), true, 5));
+    assert!(e.fill("gone", id, "null".into(), true, 5).is_some());
     e.end_flight("gone", id);
     assert!(matches!(e.decide("gone", true), Decision::Negative { .. }));
     assert!(e.get("gone", true).is_none());
@@ -581,7 +675,7 @@ mod tests {
     let mut policy = e.config().entry;
     policy.negative_ttl = 0;
     let id = e.begin_flight("gone", None, policy);
-    assert!(!e.fill("gone", id, "null".into(), true, 5));
+    assert!(e.fill("gone", id, "null".into(), true, 5).is_none());
   }
 
   #[test]
@@ -590,12 +684,12 @@ mod tests {
     let id = e.begin_flight("k", None, e.config().entry);
     e.attach_flight("k", id, "old").unwrap();
     e.set("k", "direct".into(), e.config().entry);
-    assert!(!e.fill("k", id, "from-old-data".into(), false, 1));
+    assert!(e.fill("k", id, "from-old-data".into(), false, 1).is_none());
     assert_eq!(e.end_flight("k", id), None);
     assert_eq!(e.get("k", true).map(String::as_str), Some("direct"));
     let id = e.begin_flight("k", Some(Refresh::Stale), e.config().entry);
     assert!(e.delete("k"));
-    assert!(!e.fill("k", id, "x".into(), false, 1));
+    assert!(e.fill("k", id, "x".into(), false, 1).is_none());
     assert!(matches!(e.decide("k", true), Decision::Lead));
     assert!(!e.delete("k"));
   }

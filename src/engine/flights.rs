@@ -18,6 +18,12 @@ pub struct Flight<F> {
   pub policy: EntryPolicy,
   /// Epoch ms when the load started: the written entry's stamp.
   pub started_at: u64,
+  /// A caller that refuses stale values joined: a stale value found in a
+  /// shared store must not answer this flight.
+  pub strict: bool,
+  /// For an early (XFetch) refresh, the stamp of the value it replaces: a
+  /// shared store's value answers the flight only if it is newer.
+  pub replaces: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -65,8 +71,14 @@ impl<F> FlightTable<F> {
       background,
       policy,
       started_at: now,
+      strict: false,
+      replaces: None,
     };
     (id, self.flights.insert(key.to_string(), flight))
+  }
+
+  pub fn get_mut(&mut self, key: &str) -> Option<&mut Flight<F>> {
+    self.flights.get_mut(key)
   }
 
   /// Gives flight `id` its handle; `Err(handle)` when it is no longer current.

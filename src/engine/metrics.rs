@@ -31,6 +31,14 @@ counters! {
   timeouts => "timeouts", "herdcache_timeouts_total", "Loads given up at hardTimeout.";
   evictions => "evictions", "herdcache_evictions_total", "Entries evicted by maxEntries.";
   expirations => "expirations", "herdcache_expirations_total", "Entries reclaimed past their hard TTL.";
+  l1_hits => "l1Hits", "herdcache_l1_hits_total", "Calls answered from the in-process L1 without Redis.";
+  redis_hits => "redisHits", "herdcache_redis_hits_total", "Loads answered by a value another instance wrote to Redis.";
+  lock_acquired => "lockAcquired", "herdcache_lock_acquired_total", "Fleet locks won: recomputes this instance ran for the fleet.";
+  lock_contended => "lockContended", "herdcache_lock_contended_total", "Loads that found the fleet lock taken.";
+  lock_waits => "lockWaits", "herdcache_lock_waits_total", "Waits for another instance's fill notice.";
+  fill_notices => "fillNotices", "herdcache_fill_notices_total", "Fill notices that ended a wait.";
+  redis_errors => "redisErrors", "herdcache_redis_errors_total", "Redis commands that failed or timed out (served without Redis).";
+  corrupt_values => "corruptValues", "herdcache_corrupt_values_total", "Values in Redis that were not herdcache entries (treated as misses).";
 }
 
 /// Gauges reported beside the counters.
@@ -38,10 +46,11 @@ counters! {
 pub struct Gauges {
   pub size: u64,
   pub in_flight: u64,
+  pub circuit_open: u64,
 }
 
 impl Gauges {
-  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 2] {
+  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 3] {
     [
       ("size", "herdcache_entries", "Entries held now.", self.size),
       (
@@ -49,6 +58,12 @@ impl Gauges {
         "herdcache_in_flight",
         "Loads running now.",
         self.in_flight,
+      ),
+      (
+        "circuitOpen",
+        "herdcache_circuit_open",
+        "1 while Redis is skipped after a failure.",
+        self.circuit_open,
       ),
     ]
   }
@@ -84,11 +99,15 @@ mod tests {
     let g = Gauges {
       size: 7,
       in_flight: 1,
+      circuit_open: 0,
     };
     let text = prometheus(&m, &g);
     assert!(text.contains("# TYPE herdcache_hits_total counter\nherdcache_hits_total 3\n"));
     assert!(text.contains("herdcache_stale_served_total 2\n"));
     assert!(text.contains("# TYPE herdcache_entries gauge\nherdcache_entries 7\n"));
-    assert_eq!(text.matches("# TYPE").count(), m.counters().len() + 2);
+    assert_eq!(
+      text.matches("# TYPE").count(),
+      m.counters().len() + g.gauges().len()
+    );
   }
 }

@@ -4,6 +4,7 @@
 //! parameters), and both can be pinned for tests.
 
 pub mod cache;
+pub mod fleet;
 pub mod flights;
 pub mod memory;
 pub mod metrics;

@@ -5,7 +5,7 @@
 //! is the caller's.
 
 use crate::core::envelope::{DecodeError, Envelope};
-use crate::core::lock::{self, Event, RedisKeys};
+use crate::core::lock::{self, Change, Event, RedisKeys};
 use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisResult, Script};
@@ -50,6 +50,8 @@ pub struct RedisStore {
   manager: OnceCell<ConnectionManager>,
   prefix: String,
   channel: String,
+  /// Names this store on the events channel, so it can skip its own notices.
+  origin: String,
   release: Script,
   extend: Script,
   write: Script,
@@ -70,6 +72,7 @@ impl RedisStore {
       manager: OnceCell::new(),
       prefix: prefix.to_string(),
       channel: lock::events_channel(prefix),
+      origin: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
       release: Script::new(lock::RELEASE_SCRIPT),
       extend: Script::new(lock::EXTEND_SCRIPT),
       write: Script::new(lock::WRITE_SCRIPT),
@@ -82,6 +85,14 @@ impl RedisStore {
 
   pub fn channel(&self) -> &str {
     &self.channel
+  }
+
+  pub fn origin(&self) -> &str {
+    &self.origin
+  }
+
+  fn event(&self, change: Change) -> String {
+    Event::new(&self.origin, change).encode()
   }
 
   async fn connection(&self) -> RedisResult<ConnectionManager> {
@@ -181,7 +192,7 @@ impl RedisStore {
       .arg(envelope.meta.stamp)
       .arg(token.unwrap_or(""))
       .arg(&self.channel)
-      .arg(Event::Filled(key.to_string()).encode())
+      .arg(self.event(Change::Filled(key.to_string())))
       .invoke_async(&mut c)
       .await?;
     Ok(written == 1)
@@ -196,7 +207,7 @@ impl RedisStore {
       .arg(&keys.value)
       .cmd("PUBLISH")
       .arg(&self.channel)
-      .arg(Event::Deleted(key.to_string()).encode())
+      .arg(self.event(Change::Deleted(key.to_string())))
       .query_async(&mut c)
       .await?;
     Ok(deleted > 0)
@@ -229,7 +240,7 @@ impl RedisStore {
     }
     let _: i64 = redis::cmd("PUBLISH")
       .arg(&self.channel)
-      .arg(Event::Cleared.encode())
+      .arg(self.event(Change::Cleared))
       .query_async(&mut c)
       .await?;
     Ok(removed)
@@ -277,9 +288,9 @@ impl Events {
   pub fn dispatch(&self, event: &Event) {
     let woken: Vec<oneshot::Sender<()>> = {
       let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
-      match event {
-        Event::Filled(key) | Event::Deleted(key) => waiters.remove(key).unwrap_or_default(),
-        Event::Cleared => waiters.drain().flat_map(|(_, w)| w).collect(),
+      match event.key() {
+        Some(key) => waiters.remove(key).unwrap_or_default(),
+        None => waiters.drain().flat_map(|(_, w)| w).collect(),
       }
     };
     for waiter in woken {

@@ -1,0 +1,470 @@
+//! The fleet protocol over the Redis store (DESIGN.md §3): for one flight,
+//! read; use a fresh value another instance wrote; else take the lock, or
+//! wait for the winner's fill notice; extend the lease while our loader runs;
+//! write conditionally and release. Every Redis failure fails open (the
+//! caller loads locally) and feeds the circuit breaker, which makes calls
+//! skip Redis for a cool-down instead of each waiting for a timeout.
+//!
+//! Runs on tokio; the in-process side (L1, flight table) stays with the
+//! caller, which gets invalidations from other instances through
+//! [`Fleet::take_invalidations`].
+
+use super::redis::{lock_token, Events, Read, RedisStore};
+use crate::core::breaker::Breaker;
+use crate::core::envelope::Envelope;
+use crate::core::lock::{loser_step, Change, Lease, LoserStep, RedisKeys};
+use redis::RedisResult;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+
+/// Counters kept on the tokio side, read with the engine's.
+#[derive(Debug, Default)]
+pub struct FleetCounters {
+  /// Loads this instance was told to run (its loader ran).
+  pub loads: AtomicU64,
+  pub lock_acquired: AtomicU64,
+  pub lock_contended: AtomicU64,
+  pub lock_waits: AtomicU64,
+  pub fill_notices: AtomicU64,
+  pub redis_hits: AtomicU64,
+  pub redis_errors: AtomicU64,
+  pub corrupt_values: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64) {
+  counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// What a flight does after [`Fleet::acquire`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquired {
+  /// Another instance's fresh value: use it, run no loader.
+  Value(Envelope),
+  /// A stale value, for a caller that accepts one (a refresh should start).
+  Stale(Envelope),
+  /// Run the loader. `token` is the lock held (`None`: Redis unavailable or
+  /// the wait ran out, load without it).
+  Load { token: Option<String> },
+}
+
+pub struct FleetConfig {
+  pub lock_ttl: u64,
+  pub hard_timeout: u64,
+  pub breaker_cooldown: u64,
+}
+
+pub struct Fleet {
+  store: RedisStore,
+  events: Arc<Events>,
+  breaker: Mutex<Breaker>,
+  lease: Lease,
+  hard_timeout: u64,
+  pub counters: FleetCounters,
+  extenders: Mutex<HashMap<u64, JoinHandle<()>>>,
+  invalidations: Arc<Invalidations>,
+  subscriber: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// What the thread that owns the L1 must forget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalidation {
+  /// Another instance changed (or deleted, or cleared) keys.
+  Changed(Change),
+  /// The events subscription was down: anything in memory may be outdated,
+  /// but loads in flight are not (they read Redis afresh).
+  Resubscribed,
+}
+
+/// Invalidations queued for the thread that owns the L1.
+#[derive(Default)]
+pub struct Invalidations {
+  pending: AtomicBool,
+  changes: Mutex<Vec<Invalidation>>,
+}
+
+/// Past this many queued changes, the L1 is cleared instead.
+const MAX_QUEUED_CHANGES: usize = 10_000;
+
+impl Invalidations {
+  fn push(&self, change: Invalidation) {
+    let mut changes = self.changes.lock().unwrap_or_else(|p| p.into_inner());
+    if changes.len() >= MAX_QUEUED_CHANGES {
+      changes.clear();
+      changes.push(Invalidation::Changed(Change::Cleared));
+    } else {
+      changes.push(change);
+    }
+    self.pending.store(true, Ordering::Release);
+  }
+
+  /// The queued changes; one atomic load when there are none.
+  pub fn take(&self) -> Vec<Invalidation> {
+    if !self.pending.swap(false, Ordering::Acquire) {
+      return Vec::new();
+    }
+    std::mem::take(&mut *self.changes.lock().unwrap_or_else(|p| p.into_inner()))
+  }
+}
+
+fn wall_ms() -> u64 {
+  std::time::SystemTime::now()
+    .duration_since(std::time::UNIX_EPOCH)
+    .map(|d| d.as_millis() as u64)
+    .unwrap_or(0)
+}
+
+impl Fleet {
+  /// Must run inside the tokio runtime (the subscriber is spawned).
+  pub fn start(store: RedisStore, config: FleetConfig) -> Arc<Fleet> {
+    let invalidations = Arc::new(Invalidations::default());
+    let origin = store.origin().to_string();
+    let events = {
+      let invalidations = Arc::clone(&invalidations);
+      Events::new(move |event| {
+        if event.origin != origin {
+          invalidations.push(Invalidation::Changed(event.change.clone()));
+        }
+      })
+    };
+    let fleet = Arc::new(Fleet {
+      events,
+      breaker: Mutex::new(Breaker::new(1, config.breaker_cooldown)),
+      lease: Lease::new(config.lock_ttl),
+      hard_timeout: config.hard_timeout,
+      counters: FleetCounters::default(),
+      extenders: Mutex::new(HashMap::new()),
+      invalidations: Arc::clone(&invalidations),
+      subscriber: Mutex::new(None),
+      store,
+    });
+    // While the subscription is down, changes elsewhere go unseen: each
+    // (re)connection clears the L1, so nothing missed is served from it.
+    let ever_connected = AtomicBool::new(false);
+    let handle = fleet.events.subscribe(
+      fleet.store.client(),
+      fleet.store.channel().to_string(),
+      move |connected| {
+        if connected && ever_connected.swap(true, Ordering::Relaxed) {
+          invalidations.push(Invalidation::Resubscribed);
+        }
+      },
+    );
+    *fleet.subscriber.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+    fleet
+  }
+
+  pub fn invalidations(&self) -> &Invalidations {
+    &self.invalidations
+  }
+
+  pub fn circuit_open(&self) -> bool {
+    self
+      .breaker
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .is_open()
+  }
+
+  fn allowed(&self) -> bool {
+    self
+      .breaker
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .allow(wall_ms())
+  }
+
+  /// Feeds the breaker and the error counter.
+  fn track<T>(&self, result: RedisResult<T>) -> Option<T> {
+    let mut breaker = self.breaker.lock().unwrap_or_else(|p| p.into_inner());
+    match result {
+      Ok(value) => {
+        breaker.success();
+        Some(value)
+      }
+      Err(_) => {
+        bump(&self.counters.redis_errors);
+        breaker.failure(wall_ms());
+        None
+      }
+    }
+  }
+
+  async fn read(&self, keys: &RedisKeys) -> Option<Read> {
+    let read = self.track(self.store.read(keys).await)?;
+    if let Read::Corrupt(_) = read {
+      bump(&self.counters.corrupt_values);
+    }
+    Some(read)
+  }
+
+  /// The usable envelope under the key, if any: fresh as of `now` (epoch
+  /// ms), and newer than `newer_than` when given.
+  async fn fresh(
+    &self,
+    keys: &RedisKeys,
+    now: u64,
+    newer_than: Option<u64>,
+  ) -> Option<Option<Envelope>> {
+    Some(match self.read(keys).await? {
+      Read::Found(e) if usable(&e, now, newer_than) => Some(e),
+      _ => None,
+    })
+  }
+
+  /// Decides who loads `key` (flight `id`). `now`: the caller's clock at the
+  /// start; `accept_stale`: a stale Redis value may answer (a foreground
+  /// flight of callers that allow stale values); `newer_than`: an early
+  /// refresh only takes a value newer than the one it replaces.
+  pub async fn acquire(
+    self: &Arc<Self>,
+    key: &str,
+    id: u64,
+    now: u64,
+    accept_stale: bool,
+    newer_than: Option<u64>,
+  ) -> Acquired {
+    let acquired = self
+      .decide_loader(key, id, now, accept_stale, newer_than)
+      .await;
+    if let Acquired::Load { .. } = acquired {
+      bump(&self.counters.loads);
+    }
+    acquired
+  }
+
+  async fn decide_loader(
+    self: &Arc<Self>,
+    key: &str,
+    id: u64,
+    now: u64,
+    accept_stale: bool,
+    newer_than: Option<u64>,
+  ) -> Acquired {
+    let local = Acquired::Load { token: None };
+    if !self.allowed() {
+      return local;
+    }
+    let keys = self.store.keys(key);
+    let started = Instant::now();
+    let clock = |started: Instant| now + started.elapsed().as_millis() as u64;
+    match self.read(&keys).await {
+      None => return local,
+      Some(Read::Found(e)) if usable(&e, now, newer_than) => {
+        bump(&self.counters.redis_hits);
+        return Acquired::Value(e);
+      }
+      Some(Read::Found(e)) if accept_stale && !e.meta.negative && now < e.meta.hard_until => {
+        bump(&self.counters.redis_hits);
+        return Acquired::Stale(e);
+      }
+      Some(_) => {}
+    }
+    let token = lock_token();
+    let mut contended = false;
+    loop {
+      match self.track(self.store.try_lock(&keys, &token, self.lease.ttl).await) {
+        None => return local,
+        Some(true) => {
+          bump(&self.counters.lock_acquired);
+          // Someone may have written between our read and our lock.
+          match self.fresh(&keys, clock(started), newer_than).await {
+            Some(Some(e)) => {
+              let _ = self.store.release(&keys, &token).await;
+              bump(&self.counters.redis_hits);
+              return Acquired::Value(e);
+            }
+            None => {
+              let _ = self.store.release(&keys, &token).await;
+              return local;
+            }
+            Some(None) => {}
+          }
+          self.keep_lease(id, keys, token.clone());
+          return Acquired::Load { token: Some(token) };
+        }
+        Some(false) => {
+          if !contended {
+            contended = true;
+            bump(&self.counters.lock_contended);
+          }
+          // Subscribe before re-checking: a fill in between still wakes us.
+          let notice = self.events.wait(key);
+          match self.fresh(&keys, clock(started), newer_than).await {
+            Some(Some(e)) => {
+              bump(&self.counters.redis_hits);
+              return Acquired::Value(e);
+            }
+            None => return local,
+            Some(None) => {}
+          }
+          let Some(lease) = self.track(self.store.lock_lease(&keys).await) else {
+            return local;
+          };
+          let waited = started.elapsed().as_millis() as u64;
+          match loser_step(lease, waited, self.hard_timeout) {
+            LoserStep::LoadLocally if waited >= self.hard_timeout => return local,
+            // The lock is gone (the winner finished or died): try again.
+            LoserStep::LoadLocally => continue,
+            LoserStep::Wait(ms) => {
+              bump(&self.counters.lock_waits);
+              if let Ok(Ok(())) = tokio::time::timeout(Duration::from_millis(ms), notice).await {
+                bump(&self.counters.fill_notices);
+              }
+              match self.fresh(&keys, clock(started), newer_than).await {
+                Some(Some(e)) => {
+                  bump(&self.counters.redis_hits);
+                  return Acquired::Value(e);
+                }
+                None => return local,
+                Some(None) => {}
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  /// Extends the lease every third of its TTL while the flight's loader
+  /// runs, until `settle` (or hardTimeout plus one lease, whichever first).
+  fn keep_lease(self: &Arc<Self>, id: u64, keys: RedisKeys, token: String) {
+    let fleet = Arc::clone(self);
+    let every = Duration::from_millis(self.lease.extend_every);
+    let give_up = Instant::now() + Duration::from_millis(self.hard_timeout + self.lease.ttl);
+    let handle = tokio::spawn(async move {
+      while Instant::now() < give_up {
+        tokio::time::sleep(every).await;
+        match fleet.store.extend(&keys, &token, fleet.lease.ttl).await {
+          Ok(true) => {}
+          // Lost the lock (lease ran out and someone took it) or Redis fails:
+          // stop; the write stays conditional on the stamp either way.
+          _ => break,
+        }
+      }
+    });
+    if let Some(old) = self
+      .extenders
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .insert(id, handle)
+    {
+      old.abort();
+    }
+  }
+
+  fn stop_lease(&self, id: u64) {
+    if let Some(handle) = self
+      .extenders
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .remove(&id)
+    {
+      handle.abort();
+    }
+  }
+
+  /// Writes a flight's result (conditional on its stamp), announces it, and
+  /// releases the lock it holds. False when skipped or failed (counted).
+  pub async fn settle(
+    &self,
+    key: &str,
+    id: u64,
+    envelope: Envelope,
+    token: Option<String>,
+  ) -> bool {
+    self.stop_lease(id);
+    if !self.allowed() {
+      return false;
+    }
+    let keys = self.store.keys(key);
+    let px = envelope.meta.hard_until.saturating_sub(wall_ms()).max(1);
+    let result = self
+      .store
+      .write(key, &keys, &envelope, px, token.as_deref())
+      .await;
+    self.track(result).unwrap_or(false)
+  }
+
+  /// A flight whose loader failed: release its lock so another instance
+  /// may try (nothing is written: errors are never cached).
+  pub async fn abandon(&self, key: &str, id: u64, token: Option<String>) {
+    self.stop_lease(id);
+    if let Some(token) = token {
+      let keys = self.store.keys(key);
+      let result = self.store.release(&keys, &token).await;
+      self.track(result);
+    }
+  }
+
+  /// `set`: an envelope written outside any flight.
+  pub async fn write(&self, key: &str, envelope: Envelope) -> bool {
+    if !self.allowed() {
+      return false;
+    }
+    let keys = self.store.keys(key);
+    let px = envelope.meta.hard_until.saturating_sub(wall_ms()).max(1);
+    let result = self.store.write(key, &keys, &envelope, px, None).await;
+    self.track(result).unwrap_or(false)
+  }
+
+  /// `get` past the L1: the live envelope, if Redis answers.
+  pub async fn peek(&self, key: &str, now: u64) -> Option<Envelope> {
+    if !self.allowed() {
+      return None;
+    }
+    match self.read(&self.store.keys(key)).await? {
+      Read::Found(e) if now < e.meta.hard_until => Some(e),
+      _ => None,
+    }
+  }
+
+  pub async fn delete(&self, key: &str) -> Option<bool> {
+    if !self.allowed() {
+      return None;
+    }
+    let keys = self.store.keys(key);
+    let result = self.store.delete(key, &keys).await;
+    self.track(result)
+  }
+
+  pub async fn clear(&self) -> Option<u64> {
+    if !self.allowed() {
+      return None;
+    }
+    let result = self.store.clear().await;
+    self.track(result)
+  }
+
+  /// Stops the subscriber and every lease keeper.
+  pub fn stop(&self) {
+    if let Some(handle) = self
+      .subscriber
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .take()
+    {
+      handle.abort();
+    }
+    for (_, handle) in self
+      .extenders
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .drain()
+    {
+      handle.abort();
+    }
+  }
+}
+
+impl Drop for Fleet {
+  fn drop(&mut self) {
+    self.stop();
+  }
+}
+
+fn usable(e: &Envelope, now: u64, newer_than: Option<u64>) -> bool {
+  now < e.meta.fresh_until && newer_than.is_none_or(|stamp| e.meta.stamp > stamp)
+}
