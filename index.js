@@ -5,7 +5,7 @@
 // (serialising values, timers, AbortSignals) in lib/. See README.md.
 
 const { NativeCache } = require('./binding')
-const { lead, detach, softWait, track } = require('./lib/flight')
+const { lead, detach, softWait, track, answeredBy } = require('./lib/flight')
 const { herdError } = require('./lib/errors')
 
 const { parse, stringify } = JSON
@@ -157,6 +157,7 @@ class Cache {
       'adopt',
       'startRefresh',
       'releaseLock',
+      'forget',
     ]) {
       ctx[name] = fns[name]
     }
@@ -176,11 +177,21 @@ class Cache {
     // positionally.
     const promise = this.#load(key, loader, options.stale, options.ttl, options.hardTtl, options.negativeTtl, options.beta)
     const { status, signal } = options
+    let answer = promise
     if (status !== undefined) {
       const outcome = OUTCOMES[this.#outcome[0]]
       if (outcome !== undefined) status.outcome = outcome
+      if (this.#ctx.redis && (outcome === 'miss' || outcome === 'coalesced')) {
+        // A flight answered by another instance's value: the caller got a
+        // hit (or stale, or negative), not a load.
+        answer = promise.then((value) => {
+          const by = answeredBy.get(promise)
+          if (by !== undefined) status.outcome = by
+          return value
+        })
+      }
     }
-    return signal === undefined ? promise : detach(promise, signal)
+    return signal === undefined ? answer : detach(answer, signal)
   }
 
   get(key, options) {

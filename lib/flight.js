@@ -82,7 +82,7 @@ function lead(ctx, key, userKey, loader, id, background) {
     const computeMs = performance.now() - loaderStarted
     let result = value
     if (value === null || value === undefined) {
-      track(ctx, ctx.fill(key, id, value, true, computeMs, 'null', token))
+      track(ctx, ctx.fill(key, id, value, true, computeMs, 'null', token), key)
     } else {
       let json
       try {
@@ -92,7 +92,7 @@ function lead(ctx, key, userKey, loader, id, background) {
       }
       if (json === undefined) return failWith(unserializable(userKey), false)
       result = parse(json)
-      track(ctx, ctx.fill(key, id, result, false, computeMs, json, token))
+      track(ctx, ctx.fill(key, id, result, false, computeMs, json, token), key)
     }
     finish()
     resolveFlight(result)
@@ -140,6 +140,7 @@ function lead(ctx, key, userKey, loader, id, background) {
     }
     const { freshUntil, hardUntil, computeMs, stamp, negative } = acquired
     ctx.adopt(key, id, value, freshUntil, hardUntil, computeMs, stamp, negative)
+    answeredBy.set(promise, negative ? 'negative' : acquired.kind === 'stale' ? 'stale' : 'hit')
     finish()
     resolveFlight(value)
     if (acquired.kind === 'stale') ctx.startRefresh(userKey, loader)
@@ -160,12 +161,24 @@ function lead(ctx, key, userKey, loader, id, background) {
   return promise
 }
 
-/** Redis writes in flight, so close() can wait for them. */
-function track(ctx, write) {
+/**
+ * How a flight was answered when it was another instance's value from
+ * Redis ('hit', 'stale', 'negative'): its callers' `status.outcome`.
+ */
+const answeredBy = new WeakMap()
+
+/**
+ * Redis writes in flight, so close() can wait for them. A write that lost
+ * to a newer value (0) makes this instance forget its own copy.
+ */
+function track(ctx, write, key) {
   if (write === undefined || typeof write === 'boolean') return
   ctx.writes.add(write)
   write.then(
-    () => ctx.writes.delete(write),
+    (outcome) => {
+      ctx.writes.delete(write)
+      if (outcome === 0 && key !== undefined) ctx.forget(key)
+    },
     () => ctx.writes.delete(write),
   )
 }
@@ -278,4 +291,4 @@ function softWait(ctx, flight, stale) {
   })
 }
 
-module.exports = { lead, detach, softWait, track }
+module.exports = { lead, detach, softWait, track, answeredBy }

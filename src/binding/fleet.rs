@@ -121,7 +121,9 @@ pub unsafe extern "C" fn adopt(env: Env, info: sys::napi_callback_info) -> Value
 }
 
 /// After our loader's value was stored in memory (`stored`), writes it to
-/// Redis and releases the lock; a superseded flight only releases.
+/// Redis and releases the lock; a superseded flight only releases. The
+/// promise gives 1 (written), 0 (Redis kept a newer value: forget ours) or
+/// -1 (not written).
 pub unsafe fn settle(
   env: Env,
   fleet: Arc<Fleet>,
@@ -133,16 +135,28 @@ pub unsafe fn settle(
 ) -> RawResult<Value> {
   let token = optional_string(env, token)?;
   let key = key.to_string();
-  let future: Fut<bool> = match (stored, optional_string(env, json)?) {
-    (Some(meta), Some(json)) => {
-      Box::pin(async move { Ok(fleet.settle(&key, id, Envelope { meta, json }, token).await) })
-    }
+  let future: Fut<i32> = match (stored, optional_string(env, json)?) {
+    (Some(meta), Some(json)) => Box::pin(async move {
+      Ok(match fleet.settle(&key, id, Envelope { meta, json }, token).await {
+        Some(true) => 1,
+        Some(false) => 0,
+        None => -1,
+      })
+    }),
     _ => Box::pin(async move {
       fleet.abandon(&key, id, token).await;
-      Ok(false)
+      Ok(-1)
     }),
   };
-  promise(env, future, |env, written| raw::boolean(env, written))
+  promise(env, future, |env, outcome| raw::number(env, f64::from(outcome)))
+}
+
+/// `forget(key)`: Redis kept a newer value than the one we just stored.
+pub unsafe extern "C" fn forget(env: Env, info: sys::napi_callback_info) -> Value {
+  keyed::<1>(env, info, AfterClose::Works, |inner, key, _| {
+    inner.engine.borrow_mut().forget(key);
+    Ok(raw::undefined(env))
+  })
 }
 
 /// `releaseLock(key, id, token)`: a flight given up while it was winning

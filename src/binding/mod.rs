@@ -284,7 +284,7 @@ impl NativeCache {
     let mut object = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));
     type Entry = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;
-    let entries: [(&std::ffi::CStr, &str, Entry); 18] = [
+    let entries: [(&std::ffi::CStr, &str, Entry); 19] = [
       (c"getOrLoad", "getOrLoad", hot::get_or_load),
       (c"attachFlight", "attachFlight", hot::attach_flight),
       (c"fill", "fill", hot::fill),
@@ -303,6 +303,7 @@ impl NativeCache {
       (c"adopt", "adopt", fleet::adopt),
       (c"peek", "peek", fleet::peek),
       (c"releaseLock", "releaseLock", fleet::release_lock),
+      (c"forget", "forget", fleet::forget),
     ];
     raw::set_property(env, object, c"outcomeBuffer", buffer)?;
     for (prop, name, callback) in entries {

@@ -115,15 +115,16 @@ return 0
 /// Writes an envelope unless the stored one comes from a load that started
 /// later (its stamp is greater), announces the fill, and releases our lock —
 /// one round trip, and the lock is only released once the value is readable.
-/// A stored value that is not an envelope (foreign, corrupt) is overwritten.
+/// A stored value that is not an envelope (foreign, corrupt, another Redis
+/// type) is overwritten.
 /// KEYS[1] value, KEYS[2] lock; ARGV[1] envelope, ARGV[2] hard TTL ms,
 /// ARGV[3] stamp, ARGV[4] token ('' when not holding the lock),
 /// ARGV[5] channel, ARGV[6] fill message.
 /// Returns 1 if written, 0 if a newer value was kept.
 pub const WRITE_SCRIPT: &str = r#"
 local written = 0
-local stored = redis.call('GET', KEYS[1])
-local stamp = stored and string.match(stored, '^hc1 %d+ %d+ %d+ (%d+) [vn]\n')
+local stored = redis.pcall('GET', KEYS[1])
+local stamp = type(stored) == 'string' and string.match(stored, '^hc1 %d+ %d+ %d+ (%d+) [vn]\n')
 if not stamp or tonumber(stamp) <= tonumber(ARGV[3]) then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   redis.call('PUBLISH', ARGV[5], ARGV[6])

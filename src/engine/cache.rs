@@ -179,7 +179,14 @@ impl<V, F> Engine<V, F> {
     let soft_wait = self.config.soft_timeout > 0;
     let xfetch_u = self.fixed_xfetch_u;
     let draws = &mut self.draws;
-    let flight = self.flights.get(key).and_then(|f| f.handle.as_ref());
+    let record = self.flights.get(key);
+    let flight = record.and_then(|f| f.handle.as_ref());
+    let join = |flight| {
+      if let Some(record) = record {
+        record.joined.set(record.joined.get() + 1);
+      }
+      Decision::Join { flight }
+    };
     let (entry, reclaimed) = self.store.touch(key, now);
     self.metrics.evictions += reclaimed.evicted;
     self.metrics.expirations += reclaimed.expired;
@@ -187,7 +194,7 @@ impl<V, F> Engine<V, F> {
       return match flight {
         Some(flight) => {
           self.metrics.coalesced += 1;
-          Decision::Join { flight }
+          join(flight)
         }
         None => {
           self.metrics.misses += 1;
@@ -239,7 +246,7 @@ impl<V, F> Engine<V, F> {
       _ => match flight {
         Some(flight) => {
           self.metrics.coalesced += 1;
-          Decision::Join { flight }
+          join(flight)
         }
         None => {
           self.metrics.misses += 1;
@@ -257,6 +264,17 @@ impl<V, F> Engine<V, F> {
     } else {
       self.metrics.hits += 1;
     }
+  }
+
+  /// Whether values are kept in memory: always, except with Redis and
+  /// `l1: false` (every call then reads Redis; flights still coalesce).
+  fn keeps_values(&self) -> bool {
+    self.config.redis.as_ref().is_none_or(|r| r.l1)
+  }
+
+  /// Drops `key` from memory: a newer value than ours is in the shared store.
+  pub fn forget(&mut self, key: &str) {
+    self.store.remove(key);
   }
 
   /// Registers a load for `key` before its loader is called; returns its id.
@@ -290,10 +308,11 @@ impl<V, F> Engine<V, F> {
   pub fn refresh_due(&self, key: &str) -> bool {
     let now = self.now();
     self.flights.get(key).is_none()
-      && self
-        .store
-        .peek(key)
-        .is_some_and(|e| now < e.meta.hard_until && now >= e.retry_after)
+      && (!self.keeps_values()
+        || self
+          .store
+          .peek(key)
+          .is_some_and(|e| now < e.meta.hard_until && now >= e.retry_after))
   }
 
   /// What a shared store may answer flight `id` with: `(accept_stale,
@@ -308,14 +327,30 @@ impl<V, F> Engine<V, F> {
   /// Stores a value another instance wrote (read from the shared store) for
   /// flight `id`, with that value's own deadlines: the L1 never looks
   /// fresher than the shared entry.
+  ///
+  /// The flight's callers were counted as `misses` and `coalesced` when they
+  /// came; answered from the shared store, they are recounted as what they
+  /// got: `hits`, `staleServed` or `negativeHits`.
   pub fn adopt(&mut self, key: &str, id: u64, value: V, meta: Meta) -> bool {
     self.running = self.running.saturating_sub(1);
     let Some(flight) = self.flights.current(key, id) else {
       return false;
     };
     let beta = flight.policy.beta;
+    let (leader, joined) = (u64::from(!flight.background), flight.joined.get());
     let now = self.now();
-    if now >= meta.hard_until {
+    let m = &mut self.metrics;
+    m.misses = m.misses.saturating_sub(leader);
+    m.coalesced = m.coalesced.saturating_sub(joined);
+    let served = if meta.negative {
+      &mut m.negative_hits
+    } else if now < meta.fresh_until {
+      &mut m.hits
+    } else {
+      &mut m.stale_served
+    };
+    *served += leader + joined;
+    if now >= meta.hard_until || !self.keeps_values() {
       return false;
     }
     let entry = Entry {
@@ -384,6 +419,7 @@ impl<V, F> Engine<V, F> {
       }
     }
     let u = self.draws.next(self.fixed_jitter_u);
+    let keep = self.keeps_values();
     let (fresh_until, hard_until) = if negative {
       let fresh = now.saturating_add(policy::jittered(policy.negative_ttl, self.config.jitter, u));
       (fresh, fresh)
@@ -403,8 +439,10 @@ impl<V, F> Engine<V, F> {
       retry_after: 0,
       beta: policy.beta,
     };
-    let reclaimed = self.store.insert(key.to_string(), entry, now);
-    self.count(reclaimed);
+    if keep {
+      let reclaimed = self.store.insert(key.to_string(), entry, now);
+      self.count(reclaimed);
+    }
     Some(meta)
   }
 
@@ -453,8 +491,10 @@ impl<V, F> Engine<V, F> {
       retry_after: 0,
       beta: policy.beta,
     };
-    let reclaimed = self.store.insert(key.to_string(), entry, now);
-    self.count(reclaimed);
+    if self.keeps_values() {
+      let reclaimed = self.store.insert(key.to_string(), entry, now);
+      self.count(reclaimed);
+    }
     meta
   }
 

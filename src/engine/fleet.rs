@@ -367,25 +367,17 @@ impl Fleet {
   }
 
   /// Writes a flight's result (conditional on its stamp), announces it, and
-  /// releases the lock it holds. False when skipped or failed (counted).
-  pub async fn settle(
-    &self,
-    key: &str,
-    id: u64,
-    envelope: Envelope,
-    token: Option<String>,
-  ) -> bool {
+  /// releases the lock it holds: `Some(true)` written, `Some(false)` a newer
+  /// value was kept, `None` skipped or failed (counted).
+  pub async fn settle(&self, key: &str, id: u64, envelope: Envelope, token: Option<String>) -> Option<bool> {
     self.stop_lease(id);
     if !self.allowed() {
-      return false;
+      return None;
     }
     let keys = self.store.keys(key);
     let px = envelope.meta.hard_until.saturating_sub(wall_ms()).max(1);
-    let result = self
-      .store
-      .write(key, &keys, &envelope, px, token.as_deref())
-      .await;
-    self.track(result).unwrap_or(false)
+    let result = self.store.write(key, &keys, &envelope, px, token.as_deref()).await;
+    self.track(result)
   }
 
   /// A flight whose loader failed: release its lock so another instance

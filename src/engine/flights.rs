@@ -24,6 +24,8 @@ pub struct Flight<F> {
   /// For an early (XFetch) refresh, the stamp of the value it replaces: a
   /// shared store's value answers the flight only if it is newer.
   pub replaces: Option<u64>,
+  /// Callers that joined the flight (counted `coalesced`).
+  pub joined: std::cell::Cell<u64>,
 }
 
 #[derive(Debug)]
@@ -73,6 +75,7 @@ impl<F> FlightTable<F> {
       started_at: now,
       strict: false,
       replaces: None,
+      joined: std::cell::Cell::new(0),
     };
     (id, self.flights.insert(key.to_string(), flight))
   }

@@ -111,10 +111,13 @@ impl RedisStore {
 
   pub async fn read(&self, keys: &RedisKeys) -> RedisResult<Read> {
     let mut c = self.connection().await?;
-    let text: Option<String> = redis::cmd("GET")
-      .arg(&keys.value)
-      .query_async(&mut c)
-      .await?;
+    let text: Option<String> = match redis::cmd("GET").arg(&keys.value).query_async(&mut c).await {
+      Ok(text) => text,
+      // Another program's list or hash under our key: a foreign value, not
+      // a Redis failure.
+      Err(e) if e.code() == Some("WRONGTYPE") => return Ok(Read::Corrupt(DecodeError::NotAnEnvelope)),
+      Err(e) => return Err(e),
+    };
     Ok(match text {
       None => Read::Missing,
       Some(text) => match Envelope::decode(&text) {
