@@ -329,8 +329,15 @@ test('new Cache(non-object) throws ERR_HERDCACHE_INVALID_OPTION', T, () => {
   }
 })
 
-test('redis (a later version) throws ERR_HERDCACHE_UNSUPPORTED', T, () => {
-  h.throwsWith(() => new Cache({ redis: 'redis://127.0.0.1:6379' }), 'ERR_HERDCACHE_UNSUPPORTED')
+test('Redis options: a bad URL, or a Redis-only option without redis, throw ERR_HERDCACHE_INVALID_OPTION', T, () => {
+  for (const redis of ['http://127.0.0.1:6379', 'redis://', '127.0.0.1:6379', 'redis://[::1']) {
+    h.throwsWith(() => new Cache({ redis }), 'ERR_HERDCACHE_INVALID_OPTION')
+  }
+  h.throwsWith(() => new Cache({ redis: 6379 }), 'ERR_HERDCACHE_INVALID_OPTION', TypeError)
+  for (const option of [{ lockTtl: 1000 }, { l1: false }, { redisTimeout: 100 }, { circuitBreakerDuration: 0 }]) {
+    h.throwsWith(() => new Cache(option), 'ERR_HERDCACHE_INVALID_OPTION')
+  }
+  h.throwsWith(() => new Cache({ redis: 'redis://127.0.0.1:6379', lockTtl: -1 }), 'ERR_HERDCACHE_INVALID_OPTION', RangeError)
 })
 
 test('valid edge options are accepted', T, async (t) => {

@@ -81,8 +81,9 @@ function lead(ctx, key, userKey, loader, id, background) {
     if (settled) return
     const computeMs = performance.now() - loaderStarted
     let result = value
+    let write
     if (value === null || value === undefined) {
-      track(ctx, ctx.fill(key, id, value, true, computeMs, 'null', token), key)
+      write = ctx.fill(key, id, value, true, computeMs, 'null', token)
     } else {
       let json
       try {
@@ -92,10 +93,22 @@ function lead(ctx, key, userKey, loader, id, background) {
       }
       if (json === undefined) return failWith(unserializable(userKey), false)
       result = parse(json)
-      track(ctx, ctx.fill(key, id, result, false, computeMs, json, token), key)
+      write = ctx.fill(key, id, result, false, computeMs, json, token)
     }
-    finish()
-    resolveFlight(result)
+    if (typeof write !== 'object') {
+      finish()
+      return resolveFlight(result)
+    }
+    // With Redis, the callers are answered once the value is written there
+    // (bounded by redisTimeout): when getOrLoad returns, every instance can
+    // read it. Memory already answers new callers meanwhile.
+    settled = true
+    track(ctx, write, key)
+    const answer = () => {
+      finish()
+      resolveFlight(result)
+    }
+    write.then(answer, answer)
   }
   const runLoader = () => {
     loaderStarted = performance.now()

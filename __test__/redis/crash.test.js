@@ -4,7 +4,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('../redis-server')
-const { sleep, waitFor, loaderLog, spawnChild, parseEnvelope, names } = require('./fixtures/fleet')
+const { sleep, waitFor, loaderLog, spawnChild, names, storedEnvelope } = require('./fixtures/fleet')
 
 const T = { timeout: 14000 }
 const LOCK_TTL = 300
@@ -56,9 +56,8 @@ test('the lock holder is SIGKILLed mid-load: a waiting process takes over after 
   assert.equal(runs[1].pid, b.pid)
 
   // Nothing is stuck: the value is stored, the lock is gone (or held by a newer winner: nobody else loads now).
-  const env = parseEnvelope(await redis.cmd('GET', key.value))
-  assert.ok(env, 'B wrote an envelope')
-  assert.equal(env.value.v, 'fromB')
+  const env = await storedEnvelope(redis, key.value, (e) => e.value.v === 'fromB')
+  assert.equal(env.negative, false)
   await waitFor(async () => (await redis.cmd('GET', key.lock)) === null, 'the lock key to be released', 1000)
   const [cr] = (await c.call('burst', { key: 'k', n: 5, loader: { value: 'fromC' } })).perInstance
   assert.deepEqual(cr.errors, [])
@@ -91,6 +90,6 @@ test('a holder killed with nobody waiting: its lock expires by itself within loc
   assert.deepEqual(Object.keys(r.values).map((j) => JSON.parse(j).v), ['fromC'])
   assert.ok(r.maxMs < 1500, `the next caller waited ${r.maxMs} ms`)
   assert.equal(log.runs('k').length, 2)
-  assert.equal(parseEnvelope(await redis.cmd('GET', key.value))?.value.v, 'fromC')
+  await storedEnvelope(redis, key.value, (e) => e.value.v === 'fromC')
   await c.close()
 })

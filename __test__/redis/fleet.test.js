@@ -4,7 +4,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('../redis-server')
-const { sleep, waitFor, loaderLog, spawnChild, total, parseEnvelope, names } = require('./fixtures/fleet')
+const { sleep, waitFor, loaderLog, spawnChild, total, names, storedEnvelope, lockReleased } = require('./fixtures/fleet')
 
 const T = { timeout: 14000 }
 
@@ -66,13 +66,12 @@ test('R11: 4 processes × 100 concurrent getOrLoad on one missing key → the lo
 
   // Redis holds the envelope; the lock is released.
   const key = names(prefix, 'hot')
-  const env = parseEnvelope(await redis.cmd('GET', key.value))
-  assert.ok(env, 'the value key holds an hc1 envelope')
+  const env = await storedEnvelope(redis, key.value)
   assert.deepEqual(env.value, value)
   assert.equal(env.negative, false)
   assert.ok(env.freshUntil > Date.now() + 30000 && env.hardUntil >= env.freshUntil)
   assert.ok(env.computeMs >= 250, `computeMs ${env.computeMs} for a 300 ms load`)
-  assert.equal(await redis.cmd('GET', key.lock), null, 'the lock is released after the fill')
+  await lockReleased(redis, key.lock)
 
   // Delete, wait until every process sees it gone, then stampede again: once more.
   assert.equal(await kids[2].call('delete', { key: 'hot' }), true)
@@ -103,8 +102,7 @@ test('seed quiz: 30 instances (3 processes × 10 caches), one hot key expires �
   assert.deepEqual(warm.errors, [])
   assert.equal(warm.calls, 30)
   assert.equal(log.runs('hot').length, 1, 'the cold start is one load for 30 instances')
-  const env = parseEnvelope(await redis.cmd('GET', names(prefix, 'hot').value))
-  assert.ok(env, 'an envelope is stored')
+  const env = await storedEnvelope(redis, names(prefix, 'hot').value)
 
   // Let it expire everywhere (Redis and every L1), then all 30 instances ask at once.
   const wait = env.hardUntil - Date.now() + 150

@@ -4,7 +4,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('../redis-server')
-const { sleep, waitFor, loaderLog, spawnChild, total, parseEnvelope, names } = require('./fixtures/fleet')
+const { sleep, waitFor, loaderLog, spawnChild, total, parseEnvelope, names, storedEnvelope, lockReleased } = require('./fixtures/fleet')
 
 const T = { timeout: 14000 }
 
@@ -23,8 +23,7 @@ test('stale across 4 processes: all callers get the stale value at once, one ref
   const [second] = (await kids[1].call('burst', { key: 'hot', n: 1, loader: { value: 'WRONG' } })).perInstance
   assert.deepEqual(Object.keys(second.values).map((j) => JSON.parse(j).v), ['v1'], 'process 1 reads v1 from Redis')
   assert.equal(log.runs('hot').length, 1)
-  const env = parseEnvelope(await redis.cmd('GET', key.value))
-  assert.ok(env, 'an envelope is stored')
+  const env = await storedEnvelope(redis, key.value)
   assert.equal(env.value.v, 'v1')
   assert.ok(env.hardUntil - env.freshUntil >= 9000, 'the hard TTL is the long one')
   const pttl = await redis.cmd('PTTL', key.value)
@@ -51,7 +50,7 @@ test('stale across 4 processes: all callers get the stale value at once, one ref
   assert.equal(total(stats, 'loads'), 2)
   assert.equal(total(stats, 'staleServed'), 200)
   assert.equal(total(stats, 'inFlight'), 0)
-  assert.equal(await redis.cmd('GET', key.lock), null, 'the refresh released the lock')
+  await lockReleased(redis, key.lock)
 
   // Everyone now sees v2, fresh, without loading.
   for (const [i, k] of kids.entries()) {
@@ -72,8 +71,7 @@ test('stale with stale: false across processes: those callers wait for the one r
   const options = { redis: redis.url, prefix, ttl: 300, hardTtl: 10000, jitter: 0, beta: 0 }
   const kids = await Promise.all([0, 1, 2].map(() => spawnChild(t, { options, log: log.file })))
   await kids[0].call('burst', { key: 'k', n: 1, loader: { value: 'v1' } })
-  const env = parseEnvelope(await redis.cmd('GET', names(prefix, 'k').value))
-  assert.ok(env)
+  const env = await storedEnvelope(redis, names(prefix, 'k').value)
   await sleep(Math.max(0, env.freshUntil - Date.now() + 60))
 
   const [strict, lenient, strict2] = await Promise.all([

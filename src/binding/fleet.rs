@@ -137,18 +137,22 @@ pub unsafe fn settle(
   let key = key.to_string();
   let future: Fut<i32> = match (stored, optional_string(env, json)?) {
     (Some(meta), Some(json)) => Box::pin(async move {
-      Ok(match fleet.settle(&key, id, Envelope { meta, json }, token).await {
-        Some(true) => 1,
-        Some(false) => 0,
-        None => -1,
-      })
+      Ok(
+        match fleet.settle(&key, id, Envelope { meta, json }, token).await {
+          Some(true) => 1,
+          Some(false) => 0,
+          None => -1,
+        },
+      )
     }),
     _ => Box::pin(async move {
       fleet.abandon(&key, id, token).await;
       Ok(-1)
     }),
   };
-  promise(env, future, |env, outcome| raw::number(env, f64::from(outcome)))
+  promise(env, future, |env, outcome| {
+    raw::number(env, f64::from(outcome))
+  })
 }
 
 /// `forget(key)`: Redis kept a newer value than the one we just stored.

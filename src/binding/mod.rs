@@ -280,7 +280,12 @@ impl NativeCache {
       c"softTimeout",
       raw::number(env, config.soft_timeout as f64),
     )?;
-    raw::set_property(env, ctx, c"redis", raw::boolean(env, config.redis.is_some()))?;
+    raw::set_property(
+      env,
+      ctx,
+      c"redis",
+      raw::boolean(env, config.redis.is_some()),
+    )?;
     let mut object = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));
     type Entry = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;

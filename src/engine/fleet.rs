@@ -369,14 +369,23 @@ impl Fleet {
   /// Writes a flight's result (conditional on its stamp), announces it, and
   /// releases the lock it holds: `Some(true)` written, `Some(false)` a newer
   /// value was kept, `None` skipped or failed (counted).
-  pub async fn settle(&self, key: &str, id: u64, envelope: Envelope, token: Option<String>) -> Option<bool> {
+  pub async fn settle(
+    &self,
+    key: &str,
+    id: u64,
+    envelope: Envelope,
+    token: Option<String>,
+  ) -> Option<bool> {
     self.stop_lease(id);
     if !self.allowed() {
       return None;
     }
     let keys = self.store.keys(key);
     let px = envelope.meta.hard_until.saturating_sub(wall_ms()).max(1);
-    let result = self.store.write(key, &keys, &envelope, px, token.as_deref()).await;
+    let result = self
+      .store
+      .write(key, &keys, &envelope, px, token.as_deref())
+      .await;
     self.track(result)
   }
 

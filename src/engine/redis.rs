@@ -111,17 +111,22 @@ impl RedisStore {
 
   pub async fn read(&self, keys: &RedisKeys) -> RedisResult<Read> {
     let mut c = self.connection().await?;
-    let text: Option<String> = match redis::cmd("GET").arg(&keys.value).query_async(&mut c).await {
-      Ok(text) => text,
+    let bytes: Option<Vec<u8>> = match redis::cmd("GET").arg(&keys.value).query_async(&mut c).await
+    {
+      Ok(bytes) => bytes,
       // Another program's list or hash under our key: a foreign value, not
       // a Redis failure.
-      Err(e) if e.code() == Some("WRONGTYPE") => return Ok(Read::Corrupt(DecodeError::NotAnEnvelope)),
+      Err(e) if e.code() == Some("WRONGTYPE") => {
+        return Ok(Read::Corrupt(DecodeError::NotAnEnvelope))
+      }
       Err(e) => return Err(e),
     };
-    Ok(match text {
+    Ok(match bytes.map(String::from_utf8) {
       None => Read::Missing,
-      Some(text) => match Envelope::decode(&text) {
-        Ok(envelope) => Read::Found(envelope),
+      Some(Err(_)) => Read::Corrupt(DecodeError::NotAnEnvelope),
+      Some(Ok(text)) => match Envelope::decode(&text) {
+        Ok(envelope) if is_json(&envelope.json) => Read::Found(envelope),
+        Ok(_) => Read::Corrupt(DecodeError::BadHeader("value")),
         Err(e) => Read::Corrupt(e),
       },
     })
@@ -248,6 +253,13 @@ impl RedisStore {
       .await?;
     Ok(removed)
   }
+}
+
+/// Whether `text` is one JSON value: an envelope whose value line is not
+/// would fail every reader's `JSON.parse`, so it is treated as corrupt here.
+fn is_json(text: &str) -> bool {
+  let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde::de::IgnoredAny>();
+  matches!(values.next(), Some(Ok(_))) && values.next().is_none()
 }
 
 /// Escapes Redis glob characters, so a prefix matches only itself.
