@@ -23,7 +23,8 @@
 //   --quick            one stampede round of 3 s, hit samples of 100 ms (a smoke run);
 //                      writes bench/out/fleet-quick.{md,svg,png,json}
 //   --only=a,b         libraries (herdcache, bento-l2, bento-l1-l2-bus, cache-manager,
-//                      async-cache-dedupe, cache-aside, ioredis-raw)
+//                      async-cache-dedupe, cache-aside, ioredis-raw; and herdcache-beta0,
+//                      herdcache with XFetch off, run only when named here)
 //   --rounds=N         stampede rounds (default 3; quick 1)
 //   --seconds=S        measured seconds per stampede run (default 10; quick 3)
 //   --no-stampede      skip part 1;  --no-hits  skip part 2
@@ -136,6 +137,13 @@ const LIBS = [
     setup: (ttl) => `\`new Cache({ redis, ttl: ${ttl} })\` (Redis mode: L1 on, hardTtl 10 × ttl, lockTtl, jitter and XFetch at their defaults), \`getOrLoad(key, loader)\``
   },
   {
+    name: 'herdcache-beta0',
+    label: 'herdcache (beta: 0)',
+    optional: true, // a diagnostic: run it with --only=…,herdcache-beta0
+    version: () => require('../package.json').version,
+    setup: (ttl) => `the same with \`beta: 0\` (XFetch early refresh off): a diagnostic, run only when named in \`--only\``
+  },
+  {
     name: 'bento-l2',
     label: 'bentocache (Redis L2)',
     version: () => pkgVersion('bentocache'),
@@ -181,9 +189,10 @@ async function createLib (name, { port, ttl, load }) {
   const host = '127.0.0.1'
   const url = `redis://${host}:${port}`
   switch (name) {
-    case 'herdcache': {
+    case 'herdcache':
+    case 'herdcache-beta0': {
       const { Cache } = require('..')
-      const cache = new Cache({ redis: url, ttl })
+      const cache = new Cache(name === 'herdcache' ? { redis: url, ttl } : { redis: url, ttl, beta: 0 })
       const loader = () => load()
       return {
         ready: () => cache.get('__ready__'),
@@ -1039,7 +1048,7 @@ async function main () {
       info.build = herdcacheBuild()
       console.log(`herdcache Redis mode works (${info.build})${herd.missingCounters.length ? `; stats() lacks ${herd.missingCounters.join(', ')}` : ''}`)
     }
-    const wanted = LIBS.filter((l) => (!ONLY || ONLY.has(l.name)) && (l.name !== 'herdcache' || herd.ok))
+    const wanted = LIBS.filter((l) => (ONLY ? ONLY.has(l.name) : !l.optional) && (!l.name.startsWith('herdcache') || herd.ok))
     const odd = []
     if (herd.ok && herd.missingCounters.length) odd.push(`herdcache \`stats()\` has no ${herd.missingCounters.map((k) => `\`${k}\``).join(', ')}.`)
 
@@ -1157,7 +1166,7 @@ async function main () {
     // ---- targets and summary
     const targets = []
     const sentences = []
-    const peersOf = (rows, names) => names.filter((n) => n !== 'herdcache' && rows[n] && !rows[n].error)
+    const peersOf = (rows, names) => names.filter((n) => !n.startsWith('herdcache') && rows[n] && !rows[n].error)
     if (stampede) {
       const { rows, names } = stampede
       const h = rows.herdcache
@@ -1186,9 +1195,9 @@ async function main () {
       const h1 = get(sc1, 'herdcache')
       const h2 = get(sc2, 'herdcache')
       const raw1 = get(sc1, 'ioredis-raw')
-      const peerRows2 = sc2 ? sc2.rows.filter((r) => !r.error && r.lib !== 'herdcache' && r.lib !== 'ioredis-raw') : []
+      const peerRows2 = sc2 ? sc2.rows.filter((r) => !r.error && !r.lib.startsWith('herdcache') && r.lib !== 'ioredis-raw') : []
       const best2 = peerRows2.reduce((b, r) => (!b || r.opsPerSec > b.opsPerSec ? r : b), null)
-      const peerRows1 = sc1 ? sc1.rows.filter((r) => !r.error && r.lib !== 'herdcache' && r.lib !== 'ioredis-raw') : []
+      const peerRows1 = sc1 ? sc1.rows.filter((r) => !r.error && !r.lib.startsWith('herdcache') && r.lib !== 'ioredis-raw') : []
       const best1 = peerRows1.reduce((b, r) => (!b || r.opsPerSec > b.opsPerSec ? r : b), null)
       if (h2 && best2) targets.push({ target: `hits, ${HOT_CONCURRENCY} in flight: ≥ the best peer`, measured: `${fmtOps(h2.opsPerSec)} ops/s vs ${libByName.get(best2.lib).label} ${fmtOps(best2.opsPerSec)} (${fmtRatio(best2.ratio)})`, met: best2.ratio >= 1 ? 'yes' : '**no**' })
       else targets.push({ target: `hits, ${HOT_CONCURRENCY} in flight: ≥ the best peer`, measured: 'herdcache not measured', met: '—' })

@@ -291,3 +291,29 @@ fn bad_urls_are_refused_at_once() {
   )
   .is_ok());
 }
+
+#[tokio::test]
+async fn rediss_urls_speak_tls() {
+  let dir = std::env::temp_dir().join(format!("herdcache-tls-{}", std::process::id()));
+  std::fs::create_dir_all(&dir).unwrap();
+  let Some(server) = RedisServer::start_tls(&dir) else {
+    return;
+  };
+  let url = format!("rediss://127.0.0.1:{}/#insecure", server.port);
+  let s = RedisStore::open(&url, "tls:", RedisTimeouts::default()).unwrap();
+  let keys = s.keys("k");
+  assert!(s
+    .write("k", &keys, &envelope(7, "\"secret\""), 60_000, None)
+    .await
+    .unwrap());
+  assert_eq!(
+    s.read(&keys).await.unwrap(),
+    Read::Found(envelope(7, "\"secret\""))
+  );
+  // The same port refuses plain text.
+  let plain_url = format!("redis://127.0.0.1:{}/", server.port);
+  let plain = RedisStore::open(&plain_url, "tls:", RedisTimeouts::default()).unwrap();
+  assert!(plain.read(&keys).await.is_err());
+  drop(server);
+  let _ = std::fs::remove_dir_all(&dir);
+}

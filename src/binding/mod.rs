@@ -143,23 +143,9 @@ impl NativeCache {
           retries: 1,
         };
         let store = RedisStore::open(&redis.url, &config.prefix, timeouts).map_err(|e| {
-          let (code, message) = if redis.url.starts_with("rediss://") {
-            (
-              Code::Unsupported,
-              format!("option `redis`: {e}; rediss:// (TLS) is not built into this version"),
-            )
-          } else {
-            (
-              Code::InvalidOption,
-              format!("option `redis` is not a usable Redis URL: {e}"),
-            )
-          };
-          unsafe {
-            to_napi_error(
-              env.raw(),
-              Failure::Coded(CoreError::new(code, Kind::Type, message)),
-            )
-          }
+          let message = format!("option `redis` is not a usable Redis URL: {e}");
+          let error = CoreError::new(Code::InvalidOption, Kind::Type, message);
+          unsafe { to_napi_error(env.raw(), Failure::Coded(error)) }
         })?;
         let fleet_config = FleetConfig {
           lock_ttl: redis.lock_ttl,

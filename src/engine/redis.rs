@@ -63,9 +63,15 @@ pub fn lock_token() -> String {
 }
 
 impl RedisStore {
-  /// Checks the URL (`redis://`, `rediss://`, with user, password and db);
-  /// connects on first use.
+  /// Checks the URL (`redis://`, `rediss://` with the system's roots, with
+  /// user, password and db; `rediss://…/#insecure` skips certificate checks,
+  /// for tests); connects on first use.
   pub fn open(url: &str, prefix: &str, timeouts: RedisTimeouts) -> RedisResult<RedisStore> {
+    if url.starts_with("rediss://") {
+      // rustls needs one process-wide crypto provider; a second install (by
+      // another cache, or by the host application) is refused, harmlessly.
+      let _ = rustls::crypto::ring::default_provider().install_default();
+    }
     Ok(RedisStore {
       client: Client::open(url)?,
       timeouts,

@@ -19,17 +19,68 @@ impl RedisServer {
       .local_addr()
       .ok()?
       .port();
-    let child = match Command::new("redis-server")
+    Self::spawn(port, &["--port", &port.to_string()])
+  }
+
+  /// A server that speaks TLS only, with a self-signed certificate made
+  /// here (connect with `rediss://…/#insecure`).
+  pub fn start_tls(dir: &std::path::Path) -> Option<RedisServer> {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = Command::new("openssl")
       .args([
-        "--port",
-        &port.to_string(),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
       ])
+      .arg("-keyout")
+      .arg(&key)
+      .arg("-out")
+      .arg(&cert)
+      .stdout(Stdio::null())
+      .stderr(Stdio::null())
+      .status();
+    if !made.is_ok_and(|s| s.success()) {
+      assert!(std::env::var_os("CI").is_none(), "openssl is needed in CI");
+      eprintln!("skipping: openssl could not make a certificate");
+      return None;
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+      .ok()?
+      .local_addr()
+      .ok()?
+      .port();
+    let (cert, key) = (
+      cert.to_string_lossy().to_string(),
+      key.to_string_lossy().to_string(),
+    );
+    let tls_port = port.to_string();
+    let args = [
+      "--port",
+      "0",
+      "--tls-port",
+      &tls_port,
+      "--tls-cert-file",
+      &cert,
+      "--tls-key-file",
+      &key,
+      "--tls-ca-cert-file",
+      &cert,
+      "--tls-auth-clients",
+      "no",
+    ];
+    Self::spawn(port, &args)
+  }
+
+  fn spawn(port: u16, args: &[&str]) -> Option<RedisServer> {
+    let child = match Command::new("redis-server")
+      .args(args)
+      .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
       .stdout(Stdio::null())
       .stderr(Stdio::null())
       .spawn()
