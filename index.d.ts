@@ -94,6 +94,24 @@ export interface CacheStats {
   size: number
   /** Loads running now. */
   inFlight: number
+  /** With Redis: calls answered from the in-process L1 without Redis. */
+  l1Hits: number
+  /** With Redis: loads answered by a value another instance wrote. */
+  redisHits: number
+  /** With Redis: fleet locks won (recomputes this instance ran for the fleet): `cache_lock_acquired`. */
+  lockAcquired: number
+  /** With Redis: loads that found the fleet lock taken. */
+  lockContended: number
+  /** With Redis: waits for another instance's fill notice. */
+  lockWaits: number
+  /** With Redis: fill notices that ended a wait. */
+  fillNotices: number
+  /** With Redis: Redis commands that failed or timed out (the call was served without Redis). */
+  redisErrors: number
+  /** With Redis: values in Redis that were not herdcache entries (treated as misses). */
+  corruptValues: number
+  /** With Redis: 1 while the circuit breaker skips Redis after a failure. */
+  circuitOpen: number
 }
 
 /** An error herdcache made; `code` is stable. */
@@ -106,14 +124,13 @@ export interface HerdcacheError extends Error {
     | 'ERR_HERDCACHE_UNSERIALIZABLE'
     | 'ERR_HERDCACHE_TIMEOUT'
     | 'ERR_HERDCACHE_CLOSED'
-    | 'ERR_HERDCACHE_UNSUPPORTED'
 }
 
 /** Test hooks; not part of the stable API. */
 export declare const kTesting: unique symbol
 
 export declare class Cache {
-  /** @throws {HerdcacheError} `ERR_HERDCACHE_INVALID_OPTION`, `ERR_HERDCACHE_UNSUPPORTED` */
+  /** @throws {HerdcacheError} `ERR_HERDCACHE_INVALID_OPTION` */
   constructor(options?: CacheOptions)
 
   /**

@@ -14,7 +14,6 @@ pub enum Code {
   Unserializable,
   Timeout,
   Closed,
-  Unsupported,
 }
 
 impl Code {
@@ -27,7 +26,6 @@ impl Code {
       Code::Unserializable => "ERR_HERDCACHE_UNSERIALIZABLE",
       Code::Timeout => "ERR_HERDCACHE_TIMEOUT",
       Code::Closed => "ERR_HERDCACHE_CLOSED",
-      Code::Unsupported => "ERR_HERDCACHE_UNSUPPORTED",
     }
   }
 }
