@@ -144,6 +144,7 @@ class Cache {
       hardTimeout: 0,
       softTimeout: 0,
       redis: false,
+      readBatch: undefined,
     }
     const fns = this.#native.install(ctx, lead, softWait)
     for (const name of [
@@ -153,6 +154,7 @@ class Cache {
       'endFlight',
       'recordSoftWait',
       'acquire',
+      'readMany',
       'acceptsStale',
       'adopt',
       'startRefresh',

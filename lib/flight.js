@@ -143,7 +143,7 @@ function lead(ctx, key, userKey, loader, id, background) {
     }
     if (acquired.kind === 'stale' && !ctx.acceptsStale(key, id)) {
       // A caller refusing stale values joined while we read: ask again.
-      return ctx.acquire(key, id).then(onAcquired, () => onAcquired(undefined))
+      return ctx.acquire(key, id, true).then(onAcquired, () => onAcquired(undefined))
     }
     let value
     try {
@@ -161,7 +161,7 @@ function lead(ctx, key, userKey, loader, id, background) {
 
   ctx.attachFlight(key, id, promise)
   enter(ctx, flight)
-  if (ctx.redis) ctx.acquire(key, id).then(onAcquired, () => onAcquired(undefined))
+  if (ctx.redis) readFirst(ctx, key, id).then(onAcquired, () => onAcquired(undefined))
   else runLoader()
 
   if (background && typeof ctx.waitUntil === 'function') {
@@ -172,6 +172,40 @@ function lead(ctx, key, userKey, loader, id, background) {
     }
   }
   return promise
+}
+
+/**
+ * The first step of a Redis flight. Flights that start in the same tick are
+ * read together, in one pipelined round trip and one completion; those the
+ * read does not answer go on to the lock, one by one.
+ */
+function readFirst(ctx, key, id) {
+  let batch = ctx.readBatch
+  if (batch === undefined) {
+    batch = ctx.readBatch = { keys: [], ids: [], answers: [] }
+    queueMicrotask(() => flushReads(ctx, batch))
+  }
+  batch.keys.push(key)
+  batch.ids.push(id)
+  return new Promise((resolve) => batch.answers.push(resolve))
+}
+
+function flushReads(ctx, batch) {
+  ctx.readBatch = undefined
+  const { keys, ids, answers } = batch
+  const proceed = (i) =>
+    ctx.acquire(keys[i], ids[i], false).then(answers[i], () => answers[i](undefined))
+  let read
+  try {
+    read = ctx.readMany(keys, ids)
+  } catch {
+    // Closed meanwhile: each flight loads without Redis.
+    return answers.forEach((answer) => answer(undefined))
+  }
+  read.then(
+    (results) => results.forEach((result, i) => (result === null ? proceed(i) : answers[i](result))),
+    () => answers.forEach((answer) => answer(undefined)),
+  )
 }
 
 /**

@@ -7,7 +7,7 @@ use super::held::Held;
 use super::hot::{flight_id, keyed, AfterClose};
 use super::raw::{self, napi_try, Env, RawResult, Value};
 use crate::core::envelope::{Envelope, Meta};
-use crate::engine::fleet::{Acquired, Fleet};
+use crate::engine::fleet::{Acquired, Fleet, Terms};
 use napi::bindgen_prelude::execute_tokio_future;
 use napi::sys;
 use std::sync::Arc;
@@ -68,23 +68,69 @@ unsafe fn acquired_to_js(env: Env, acquired: Acquired) -> RawResult<Value> {
   Ok(object)
 }
 
-/// `acquire(key, id)`: who loads this flight (see `Fleet::acquire`).
+/// The terms a shared value must meet to answer flight `id` of `key`.
+fn terms(inner: &super::Inner, key: &str, id: u64) -> Terms {
+  let engine = inner.engine.borrow();
+  let (accept_stale, newer_than) = engine.flight_terms(key, id).unwrap_or((false, None));
+  Terms {
+    now: engine.now(),
+    accept_stale,
+    newer_than,
+  }
+}
+
+/// `acquire(key, id, readFirst)`: who loads this flight (see
+/// `Fleet::acquire`).
 pub unsafe extern "C" fn acquire(env: Env, info: sys::napi_callback_info) -> Value {
-  keyed::<2>(env, info, AfterClose::Works, |inner, key, argv| {
+  keyed::<3>(env, info, AfterClose::Works, |inner, key, argv| {
     let fleet = inner.fleet().ok_or_else(super::hot::closed)?;
     let id = flight_id(env, argv[1]);
-    let (terms, now) = {
-      let engine = inner.engine.borrow();
-      (engine.flight_terms(key, id), engine.now())
-    };
-    let (accept_stale, newer_than) = terms.unwrap_or((false, None));
+    let read_first = raw::get_bool(env, argv[2]);
+    let terms = terms(inner, key, id);
     let key = key.to_string();
     let future: Fut<Acquired> =
-      Box::pin(async move { Ok(fleet.acquire(&key, id, now, accept_stale, newer_than).await) });
+      Box::pin(async move { Ok(fleet.acquire(&key, id, terms, read_first).await) });
     promise(env, future, |env, acquired| {
       acquired_to_js(env, acquired).unwrap_or_else(|_| raw::undefined(env))
     })
   })
+}
+
+/// `readMany(keys, ids)`: the first read of many flights in one pipeline;
+/// a promise of an array with, per flight, its answer or `null` (go on with
+/// `acquire(key, id, false)`).
+pub unsafe extern "C" fn read_many(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<2, std::rc::Rc<super::Inner>>(env, info);
+  let inner: &super::Inner = &*inner;
+  let run = || -> RawResult<Value> {
+    let fleet = inner.fleet().ok_or_else(super::hot::closed)?;
+    let mut len = 0u32;
+    napi_try!(env, sys::napi_get_array_length(env, argv[0], &mut len));
+    let mut requests = Vec::with_capacity(len as usize);
+    for i in 0..len {
+      let (mut key, mut id) = (std::ptr::null_mut(), std::ptr::null_mut());
+      napi_try!(env, sys::napi_get_element(env, argv[0], i, &mut key));
+      napi_try!(env, sys::napi_get_element(env, argv[1], i, &mut id));
+      let key = raw::get_string(env, key)?;
+      let terms = terms(inner, &key, flight_id(env, id));
+      requests.push((key, terms));
+    }
+    let future: Fut<Vec<Option<Acquired>>> =
+      Box::pin(async move { Ok(fleet.read_many(&requests).await) });
+    promise(env, future, |env, answers| {
+      let mut array = std::ptr::null_mut();
+      sys::napi_create_array_with_length(env, answers.len(), &mut array);
+      for (i, answer) in answers.into_iter().enumerate() {
+        let value = match answer {
+          Some(acquired) => acquired_to_js(env, acquired).unwrap_or_else(|_| raw::null(env)),
+          None => raw::null(env),
+        };
+        sys::napi_set_element(env, array, i as u32, value);
+      }
+      array
+    })
+  };
+  run().unwrap_or_else(|failure| raw::throw(env, failure))
 }
 
 /// `acceptsStale(key, id)`: whether a stale value may still answer the

@@ -275,7 +275,7 @@ impl NativeCache {
     let mut object = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));
     type Entry = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;
-    let entries: [(&std::ffi::CStr, &str, Entry); 19] = [
+    let entries: [(&std::ffi::CStr, &str, Entry); 20] = [
       (c"getOrLoad", "getOrLoad", hot::get_or_load),
       (c"attachFlight", "attachFlight", hot::attach_flight),
       (c"fill", "fill", hot::fill),
@@ -290,6 +290,7 @@ impl NativeCache {
       (c"metrics", "metrics", hot::metrics),
       (c"startRefresh", "startRefresh", hot::start_refresh),
       (c"acquire", "acquire", fleet::acquire),
+      (c"readMany", "readMany", fleet::read_many),
       (c"acceptsStale", "acceptsStale", fleet::accepts_stale),
       (c"adopt", "adopt", fleet::adopt),
       (c"peek", "peek", fleet::peek),

@@ -50,6 +50,17 @@ pub enum Acquired {
   Load { token: Option<String> },
 }
 
+/// What may answer one flight: values fresh as of `now` (epoch ms, the
+/// caller's clock) and, for an early refresh, newer than the stamp it
+/// replaces; stale values only if `accept_stale` (a foreground flight of
+/// callers that allow them).
+#[derive(Debug, Clone, Copy)]
+pub struct Terms {
+  pub now: u64,
+  pub accept_stale: bool,
+  pub newer_than: Option<u64>,
+}
+
 pub struct FleetConfig {
   pub lock_ttl: u64,
   pub hard_timeout: u64,
@@ -214,35 +225,79 @@ impl Fleet {
     })
   }
 
-  /// Decides who loads `key` (flight `id`). `now`: the caller's clock at the
-  /// start; `accept_stale`: a stale Redis value may answer (a foreground
-  /// flight of callers that allow stale values); `newer_than`: an early
-  /// refresh only takes a value newer than the one it replaces.
-  pub async fn acquire(
-    self: &Arc<Self>,
-    key: &str,
-    id: u64,
-    now: u64,
-    accept_stale: bool,
-    newer_than: Option<u64>,
-  ) -> Acquired {
-    let acquired = self
-      .decide_loader(key, id, now, accept_stale, newer_than)
-      .await;
+  /// What a read of the key answers a flight with, if anything: a usable
+  /// value, or (for callers that accept one) a stale one.
+  fn answer(&self, read: &Read, terms: &Terms) -> Option<Acquired> {
+    match read {
+      Read::Found(e) if usable(e, terms.now, terms.newer_than) => {
+        bump(&self.counters.redis_hits);
+        Some(Acquired::Value(e.clone()))
+      }
+      Read::Found(e) if terms.accept_stale && !e.meta.negative && terms.now < e.meta.hard_until => {
+        bump(&self.counters.redis_hits);
+        Some(Acquired::Stale(e.clone()))
+      }
+      _ => None,
+    }
+  }
+
+  fn counted(&self, acquired: Acquired) -> Acquired {
     if let Acquired::Load { .. } = acquired {
       bump(&self.counters.loads);
     }
     acquired
   }
 
+  /// The first step of many flights at once: one pipelined read. Each gets
+  /// its answer, or `None`: go on with [`Fleet::acquire`] (no second read).
+  pub async fn read_many(&self, requests: &[(String, Terms)]) -> Vec<Option<Acquired>> {
+    let local = || Some(self.counted(Acquired::Load { token: None }));
+    if !self.allowed() {
+      return requests.iter().map(|_| local()).collect();
+    }
+    let keys: Vec<RedisKeys> = requests
+      .iter()
+      .map(|(key, _)| self.store.keys(key))
+      .collect();
+    let Some(reads) = self.track(self.store.read_many(&keys).await) else {
+      return requests.iter().map(|_| local()).collect();
+    };
+    reads
+      .iter()
+      .zip(requests)
+      .map(|(read, (_, terms))| {
+        if let Read::Corrupt(_) = read {
+          bump(&self.counters.corrupt_values);
+        }
+        self.answer(read, terms)
+      })
+      .collect()
+  }
+
+  /// Decides who loads `key` (flight `id`): another instance's value, or
+  /// the lock (this instance loads), or a wait for the winner's fill
+  /// notice. `read_first: false` when [`Fleet::read_many`] just read it.
+  pub async fn acquire(
+    self: &Arc<Self>,
+    key: &str,
+    id: u64,
+    terms: Terms,
+    read_first: bool,
+  ) -> Acquired {
+    let acquired = self.decide_loader(key, id, terms, read_first).await;
+    self.counted(acquired)
+  }
+
   async fn decide_loader(
     self: &Arc<Self>,
     key: &str,
     id: u64,
-    now: u64,
-    accept_stale: bool,
-    newer_than: Option<u64>,
+    terms: Terms,
+    read_first: bool,
   ) -> Acquired {
+    let Terms {
+      now, newer_than, ..
+    } = terms;
     let local = Acquired::Load { token: None };
     if !self.allowed() {
       return local;
@@ -250,17 +305,15 @@ impl Fleet {
     let keys = self.store.keys(key);
     let started = Instant::now();
     let clock = |started: Instant| now + started.elapsed().as_millis() as u64;
-    match self.read(&keys).await {
-      None => return local,
-      Some(Read::Found(e)) if usable(&e, now, newer_than) => {
-        bump(&self.counters.redis_hits);
-        return Acquired::Value(e);
+    if read_first {
+      match self.read(&keys).await {
+        None => return local,
+        Some(read) => {
+          if let Some(answer) = self.answer(&read, &terms) {
+            return answer;
+          }
+        }
       }
-      Some(Read::Found(e)) if accept_stale && !e.meta.negative && now < e.meta.hard_until => {
-        bump(&self.counters.redis_hits);
-        return Acquired::Stale(e);
-      }
-      Some(_) => {}
     }
     let token = lock_token();
     let mut contended = false;

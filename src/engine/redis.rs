@@ -117,25 +117,21 @@ impl RedisStore {
 
   pub async fn read(&self, keys: &RedisKeys) -> RedisResult<Read> {
     let mut c = self.connection().await?;
-    let bytes: Option<Vec<u8>> = match redis::cmd("GET").arg(&keys.value).query_async(&mut c).await
-    {
-      Ok(bytes) => bytes,
-      // Another program's list or hash under our key: a foreign value, not
-      // a Redis failure.
-      Err(e) if e.code() == Some("WRONGTYPE") => {
-        return Ok(Read::Corrupt(DecodeError::NotAnEnvelope))
-      }
-      Err(e) => return Err(e),
-    };
-    Ok(match bytes.map(String::from_utf8) {
-      None => Read::Missing,
-      Some(Err(_)) => Read::Corrupt(DecodeError::NotAnEnvelope),
-      Some(Ok(text)) => match Envelope::decode(&text) {
-        Ok(envelope) if is_json(&envelope.json) => Read::Found(envelope),
-        Ok(_) => Read::Corrupt(DecodeError::BadHeader("value")),
-        Err(e) => Read::Corrupt(e),
-      },
-    })
+    let bytes = redis::cmd("GET").arg(&keys.value).query_async(&mut c).await;
+    read_reply(bytes)
+  }
+
+  /// Reads many keys in one pipeline: one round trip for a whole batch of
+  /// loads that found nothing in memory.
+  pub async fn read_many(&self, keys: &[RedisKeys]) -> RedisResult<Vec<Read>> {
+    let mut c = self.connection().await?;
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for k in keys {
+      pipe.cmd("GET").arg(&k.value);
+    }
+    let replies: Vec<RedisResult<Option<Vec<u8>>>> = pipe.query_async(&mut c).await?;
+    replies.into_iter().map(read_reply).collect()
   }
 
   /// `SET lock token NX PX ttl`: true if this caller now holds the lock.
@@ -259,6 +255,28 @@ impl RedisStore {
       .await?;
     Ok(removed)
   }
+}
+
+/// A GET's reply as a [`Read`]. Another program's list or hash under our
+/// key (WRONGTYPE), bytes that are not UTF-8, a header or a value that does
+/// not parse: a foreign value, not a Redis failure.
+fn read_reply(reply: RedisResult<Option<Vec<u8>>>) -> RedisResult<Read> {
+  let bytes = match reply {
+    Ok(bytes) => bytes,
+    Err(e) if e.code() == Some("WRONGTYPE") => {
+      return Ok(Read::Corrupt(DecodeError::NotAnEnvelope))
+    }
+    Err(e) => return Err(e),
+  };
+  Ok(match bytes.map(String::from_utf8) {
+    None => Read::Missing,
+    Some(Err(_)) => Read::Corrupt(DecodeError::NotAnEnvelope),
+    Some(Ok(text)) => match Envelope::decode(&text) {
+      Ok(envelope) if is_json(&envelope.json) => Read::Found(envelope),
+      Ok(_) => Read::Corrupt(DecodeError::BadHeader("value")),
+      Err(e) => Read::Corrupt(e),
+    },
+  })
 }
 
 /// Whether `text` is one JSON value: an envelope whose value line is not
