@@ -211,8 +211,9 @@ impl Fleet {
     Some(read)
   }
 
-  /// The usable envelope under the key, if any: fresh as of `now` (epoch
-  /// ms), and newer than `newer_than` when given.
+  /// The usable envelope under the key, if any (counted as a Redis hit):
+  /// fresh as of `now` (epoch ms), and newer than `newer_than` when given.
+  /// `None`: Redis failed.
   async fn fresh(
     &self,
     keys: &RedisKeys,
@@ -220,7 +221,10 @@ impl Fleet {
     newer_than: Option<u64>,
   ) -> Option<Option<Envelope>> {
     Some(match self.read(keys).await? {
-      Read::Found(e) if usable(&e, now, newer_than) => Some(e),
+      Read::Found(e) if usable(&e, now, newer_than) => {
+        bump(&self.counters.redis_hits);
+        Some(e)
+      }
       _ => None,
     })
   }
@@ -326,7 +330,6 @@ impl Fleet {
           match self.fresh(&keys, clock(started), newer_than).await {
             Some(Some(e)) => {
               let _ = self.store.release(&keys, &token).await;
-              bump(&self.counters.redis_hits);
               return Acquired::Value(e);
             }
             None => {
@@ -347,7 +350,6 @@ impl Fleet {
           let notice = self.events.wait(key);
           match self.fresh(&keys, clock(started), newer_than).await {
             Some(Some(e)) => {
-              bump(&self.counters.redis_hits);
               return Acquired::Value(e);
             }
             None => return local,
@@ -368,7 +370,6 @@ impl Fleet {
               }
               match self.fresh(&keys, clock(started), newer_than).await {
                 Some(Some(e)) => {
-                  bump(&self.counters.redis_hits);
                   return Acquired::Value(e);
                 }
                 None => return local,
