@@ -139,9 +139,9 @@ const LIBS = [
   {
     name: 'herdcache-beta0',
     label: 'herdcache (beta: 0)',
-    optional: true, // a diagnostic: run it with --only=…,herdcache-beta0
+    diagnostic: true, // stampede only; not a peer, not counted in the targets
     version: () => require('../package.json').version,
-    setup: (ttl) => `the same with \`beta: 0\` (XFetch early refresh off): a diagnostic, run only when named in \`--only\``
+    setup: () => 'the same with `beta: 0` (XFetch early refresh off): a diagnostic row in the stampede, to tell the lock from XFetch'
   },
   {
     name: 'bento-l2',
@@ -953,7 +953,7 @@ function markdown (ctx) {
     for (const n of names) {
       const r = stampede.rows[n]
       if (r.error) { L.push(`| ${libByName.get(n).label} | failed: ${esc(r.error.split('\n')[0]).replace(/\|/g, '\\|')} | | | | | | | | | | | |`); continue }
-      L.push(`| ${libByName.get(n).label} | ${fmtN(r.loaderRuns, 0)} | ${fmtN(r.perTtl, 2)} | ${r.perExpiryMean.toFixed(1)} / ${fmtN(r.perExpiryMax, 0)} | ${fmtOps(r.servedPerSec)} | ${n === 'herdcache' ? '—' : fmtRatio(r.ratio)} | ${fmtMs(r.p50us)} | ${fmtMs(r.p99us)} | ${fmtMs(r.p999us)} | ${fmtMs(r.maxUs)} | ${fmtN(r.slowCalls, 0)} | ${(r.staleShare * 100).toFixed(r.staleShare > 0 && r.staleShare < 0.01 ? 2 : 0)} % | ${fmtN(r.errors, 0)} |`)
+      L.push(`| ${libByName.get(n).label} | ${fmtN(r.loaderRuns, 0)} | ${fmtN(r.perTtl, 2)} | ${r.perExpiryMean.toFixed(1)} / ${fmtN(r.perExpiryMax, 0)} | ${fmtOps(r.servedPerSec)} | ${n.startsWith('herdcache') ? '—' : fmtRatio(r.ratio)} | ${fmtMs(r.p50us)} | ${fmtMs(r.p99us)} | ${fmtMs(r.p999us)} | ${fmtMs(r.maxUs)} | ${fmtN(r.slowCalls, 0)} | ${(r.staleShare * 100).toFixed(r.staleShare > 0 && r.staleShare < 0.01 ? 2 : 0)} % | ${fmtN(r.errors, 0)} |`)
     }
     L.push('')
     L.push(`*loader runs*: in the ${SECONDS} s measured, all processes; *per TTL period*: loader runs × ttl ÷ ${SECONDS} s; *per expiry*: loader runs that overlapped in time (one group per expiry or refresh; back-to-back refreshes are separate groups), mean and max over the groups; *served / s*: calls answered with the value, all processes; p50/p99/p99.9: the calls started in the window (latency histogram, ±2 %); *calls that waited ≥ ${SLOW_MS} ms*: how many calls started in the window waited for a load (the callers are a closed loop, so a stall holds back the next calls: the percentiles under-weight it, this count does not); *stale answers*: share of answers whose value was loaded more than ${STALE_AGE} ms before (ttl + the 10 % jitter herdcache may add).`)
@@ -967,13 +967,14 @@ function markdown (ctx) {
       if (r.error) continue
       L.push(`| ${libByName.get(n).label} | ${fmtN(r.expiries, 1)} | ${r.cpuNodeS.toFixed(1)} | ${r.cpuRedisS.toFixed(1)} | ${fmtOps(r.redisCmdsPerSec)} | ${fmtN(r.maxAgeMs, 0)} ms |`)
     }
-    const hr = stampede.rows.herdcache
-    if (hr && !hr.error && hr.herdStats) {
+    for (const n of names.filter((x) => x.startsWith('herdcache'))) {
+      const hr = stampede.rows[n]
+      if (!hr || hr.error || !hr.herdStats) continue
       L.push('')
       const s = hr.herdStats
       const keys = ['loads', 'lockAcquired', 'redisHits', 'l1Hits', 'hits', 'staleServed', 'misses', 'coalesced', 'backgroundRefreshes', 'earlyRefreshes', 'loadErrors', 'timeouts', 'backgroundErrors']
-      L.push(`herdcache \`stats()\`, summed over the ${PROCS} processes (last round, whole run including warm-up): ` + keys.filter((k) => k in s).map((k) => `${k} ${s[k]}`).join(', ') + '.')
-      if (stampede.herdCheck) L.push(stampede.herdCheck)
+      L.push(`${libByName.get(n).label} \`stats()\`, summed over the ${PROCS} processes (last round, whole run including warm-up): ` + keys.filter((k) => k in s).map((k) => `${k} ${s[k]}`).join(', ') + '.')
+      if (stampede.herdChecks[n]) L.push(stampede.herdChecks[n])
     }
     if (stampede.svg) {
       L.push('')
@@ -1048,7 +1049,7 @@ async function main () {
       info.build = herdcacheBuild()
       console.log(`herdcache Redis mode works (${info.build})${herd.missingCounters.length ? `; stats() lacks ${herd.missingCounters.join(', ')}` : ''}`)
     }
-    const wanted = LIBS.filter((l) => (ONLY ? ONLY.has(l.name) : !l.optional) && (!l.name.startsWith('herdcache') || herd.ok))
+    const wanted = LIBS.filter((l) => (!ONLY || ONLY.has(l.name)) && (!l.name.startsWith('herdcache') || herd.ok))
     const odd = []
     if (herd.ok && herd.missingCounters.length) odd.push(`herdcache \`stats()\` has no ${herd.missingCounters.map((k) => `\`${k}\``).join(', ')}.`)
 
@@ -1096,17 +1097,27 @@ async function main () {
         }
         rows[n].ratio = ratios.length ? median(ratios) : undefined
       }
-      // herdcache's counters against what the bench saw (last round)
-      const lastH = hIdx >= 0 ? perRound[hIdx].filter((r) => r && !r.error).pop() : null
-      let herdCheck = null
-      if (lastH && lastH.herdStats) {
-        const s = lastH.herdStats
+      // herdcache's counters against what the bench saw (every round)
+      const herdChecks = {}
+      for (const [i, n] of names.entries()) {
+        if (!n.startsWith('herdcache')) continue
         const problems = []
-        if (s.loads !== lastH.loaderRunsAll) problems.push(`\`stats().loads\` summed to ${s.loads} but the loader ran ${lastH.loaderRunsAll} times`)
-        if (typeof s.lockAcquired === 'number' && s.lockAcquired < s.loads) problems.push(`\`lockAcquired\` ${s.lockAcquired} < \`loads\` ${s.loads} (loads without the Redis lock)`)
-        if (s.loadErrors || s.timeouts || s.backgroundErrors) problems.push(`errors: loadErrors ${s.loadErrors}, timeouts ${s.timeouts}, backgroundErrors ${s.backgroundErrors}`)
-        herdCheck = problems.length ? `**herdcache's counters disagree with the bench:** ${problems.join('; ')}.` : `herdcache's counters agree with the bench (\`loads\` = the loader runs counted by the bench, ${s.loads}; no load errors or timeouts).`
-        if (problems.length) odd.push(herdCheck)
+        let checked = 0
+        perRound[i].forEach((a, r) => {
+          if (!a || a.error || !a.herdStats) return
+          checked++
+          const s = a.herdStats
+          const tag = ROUNDS > 1 ? `round ${r + 1}: ` : ''
+          if (s.loads !== a.loaderRunsAll) problems.push(`${tag}\`stats().loads\` summed to ${s.loads} but the loader ran ${a.loaderRunsAll} times`)
+          if (typeof s.lockAcquired === 'number' && s.lockAcquired < s.loads) problems.push(`${tag}\`lockAcquired\` ${s.lockAcquired} < \`loads\` ${s.loads} (loads without the Redis lock)`)
+          if (s.loadErrors || s.timeouts || s.backgroundErrors) problems.push(`${tag}errors: loadErrors ${s.loadErrors}, timeouts ${s.timeouts}, backgroundErrors ${s.backgroundErrors}`)
+        })
+        if (!checked) continue
+        const label = libByName.get(n).label
+        herdChecks[n] = problems.length
+          ? `**${label}: the counters disagree with the bench:** ${problems.join('; ')}.`
+          : `${label}: the counters agree with the bench in every round (\`loads\` = the loader runs the bench counted; \`lockAcquired\` ≥ \`loads\`; no load errors or timeouts).`
+        if (problems.length) odd.push(herdChecks[n])
       }
       // the plot: the last round
       const plotRound = ROUNDS - 1
@@ -1121,7 +1132,7 @@ async function main () {
       fs.writeFileSync(svgFile, renderSvg(panels, { warmMs: WARM_MS, totalMs: WARM_MS + MEASURE_MS, title: `Hot-key expiry across ${PROCS} processes: loader runs and p99 over time` }))
       const png = toPng(svgFile)
       console.log(`plot: ${path.relative(process.cwd(), svgFile)}${png ? `, ${path.relative(process.cwd(), png.png)} (${png.tool})` : ' (no SVG→PNG converter found)'}`)
-      stampede = { names, rows, svg: svgFile, png, plotRound, herdCheck }
+      stampede = { names, rows, svg: svgFile, png, plotRound, herdChecks }
       for (const n of names) {
         const r = rows[n]
         if (r.error) { odd.push(`${libByName.get(n).label} failed: ${r.error.split('\n')[0]}`); continue }
@@ -1135,7 +1146,7 @@ async function main () {
     // ---- 2. hits
     let hits = null
     if (!flag('no-hits')) {
-      const names = wanted.map((l) => l.name)
+      const names = wanted.filter((l) => !l.diagnostic).map((l) => l.name)
       console.log(`\n2. hit throughput, one process: ${names.join(', ')}`)
       await srv.client.flushall()
       const { result, error } = await runWorker(['--worker=hits', `--port=${srv.port}`, `--libs=${names.join(',')}`, ...(QUICK ? ['--quick'] : [])], () => {})
@@ -1181,7 +1192,12 @@ async function main () {
       }
       if (h && !h.error) {
         sentences.push(`When the hot key expires under ${PROCS} × ${CALLERS} callers, herdcache ran its loader ${fmtN(h.perTtl, 2)} times per TTL period across the ${PROCS} processes (${h.perExpiryMean.toFixed(1)} per expiry, at most ${h.perExpiryMax} at once)${peers.length ? `, against ${peers.map((n) => `${fmtN(rows[n].perTtl, 1)} for ${libByName.get(n).label}`).join(', ')}` : ''}.`)
-        sentences.push(`It served ${fmtOps(h.servedPerSec)} requests/s with p99 ${fmtMs(h.p99us)}${bestPeer ? `; the best peer, ${libByName.get(bestPeer).label}, ${fmtOps(rows[bestPeer].servedPerSec)}/s with p99 ${fmtMs(rows[bestPeer].p99us)} (herdcache ÷ it ${fmtRatio(rows[bestPeer].ratio)})` : ''}; ${(h.staleShare * 100).toFixed(0)} % of herdcache's answers were older than the ttl (stale-while-revalidate, at most ${fmtN(h.maxAgeMs, 0)} ms old).`)
+        sentences.push(`It served ${fmtOps(h.servedPerSec)} requests/s with p99 ${fmtMs(h.p99us)}${bestPeer ? `; the best peer, ${libByName.get(bestPeer).label}, ${fmtOps(rows[bestPeer].servedPerSec)}/s with p99 ${fmtMs(rows[bestPeer].p99us)} (herdcache ÷ it ${fmtRatio(rows[bestPeer].ratio)})` : ''}; ${(h.staleShare * 100).toFixed(h.staleShare > 0 && h.staleShare < 0.01 ? 2 : 0)} % of herdcache's answers were stale (loaded more than ${STALE_AGE} ms before; the oldest ${fmtN(h.maxAgeMs, 0)} ms).`)
+        const hs = h.herdStats
+        if (hs && h.perTtl > 1.5 && hs.earlyRefreshes > 0.5 * hs.loads) {
+          const b0 = rows['herdcache-beta0']
+          sentences.push(`Those extra runs are XFetch early refreshes (${hs.earlyRefreshes} early refreshes for ${hs.loads} loads in the last round), one at a time under the lock: at ${fmtOps(h.servedPerSec / PROCS)} calls/s per process some call's draw fires within moments of every write, so the key is reloaded back to back, about once per loader time${b0 && !b0.error ? `; with \`beta: 0\` the same fleet ran ${fmtN(b0.perTtl, 2)} loads per TTL period (${b0.perExpiryMean.toFixed(1)} per expiry, at most ${b0.perExpiryMax} at once)` : ''}.`)
+        }
       } else if (peers.length) {
         const slow = peers.filter((n) => rows[n].p99us >= LOAD_MS * 1000 * 0.9)
         sentences.push(`herdcache was not measured (${herd.why}). Of the peers, ${libByName.get(fewest).label} ran the loader least (${fmtN(rows[fewest].perTtl, 2)} per TTL period, ${rows[fewest].perExpiryMean.toFixed(1)} per expiry across ${PROCS} processes); ${peers.filter((n) => rows[n].perExpiryMean >= PROCS * 0.75 && rows[n].perExpiryMean <= PROCS * 1.5).map((n) => libByName.get(n).label).join(', ') || 'none'} ran it about once per expiry per process, and the cache-aside ${fmtN(rows['cache-aside'] ? rows['cache-aside'].perExpiryMean : 0, 0)} times per expiry.`)

@@ -178,7 +178,6 @@ impl<V, F> Engine<V, F> {
     let l1 = self.config.redis.is_some();
     let soft_wait = self.config.soft_timeout > 0;
     let xfetch_u = self.fixed_xfetch_u;
-    let draws = &mut self.draws;
     let record = self.flights.get(key);
     let flight = record.and_then(|f| f.handle.as_ref());
     let join = |flight| {
@@ -222,7 +221,7 @@ impl<V, F> Engine<V, F> {
             entry.meta.fresh_until,
             entry.meta.compute_ms,
             entry.beta,
-            draws.next(xfetch_u),
+            xfetch_u.unwrap_or(entry.xfetch_u),
           );
         Decision::Hit {
           value: &entry.value,
@@ -358,6 +357,7 @@ impl<V, F> Engine<V, F> {
       value,
       retry_after: 0,
       beta,
+      xfetch_u: self.draws.next(None),
     };
     let reclaimed = self.store.insert(key.to_string(), entry, now);
     self.count(reclaimed);
@@ -438,6 +438,7 @@ impl<V, F> Engine<V, F> {
       value,
       retry_after: 0,
       beta: policy.beta,
+      xfetch_u: self.draws.next(None),
     };
     if keep {
       let reclaimed = self.store.insert(key.to_string(), entry, now);
@@ -490,6 +491,7 @@ impl<V, F> Engine<V, F> {
       value,
       retry_after: 0,
       beta: policy.beta,
+      xfetch_u: self.draws.next(None),
     };
     if self.keeps_values() {
       let reclaimed = self.store.insert(key.to_string(), entry, now);
@@ -742,6 +744,34 @@ mod tests {
     assert!(matches!(e.decide("k", false), Decision::Lead));
     assert!(e.get("k", false).is_none());
     assert_eq!(e.get("k", true).map(String::as_str), Some("v"));
+  }
+
+  #[test]
+  fn xfetch_draws_once_per_entry_not_once_per_read() {
+    let raw = RawCacheOptions {
+      ttl: Some(1_000.0),
+      jitter: Some(0.0),
+      ..Default::default()
+    };
+    let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
+    let id = e.begin_flight("hot", None, e.config().entry);
+    e.fill("hot", id, "v".into(), false, 100).unwrap();
+    e.end_flight("hot", id);
+    // A read 1 s before expiry of a 100 ms key refreshes early with
+    // probability exp(-10) per draw: drawn per read, a million reads would
+    // refresh it almost surely; drawn once for the entry, almost never.
+    let early = (0..1_000_000)
+      .filter(|_| {
+        matches!(
+          e.decide("hot", true),
+          Decision::Hit {
+            refresh: Some(Refresh::Early),
+            ..
+          }
+        )
+      })
+      .count();
+    assert_eq!(early, 0);
   }
 
   #[test]

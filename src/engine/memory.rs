@@ -19,6 +19,12 @@ pub struct Entry<V> {
   pub retry_after: u64,
   /// XFetch eagerness of the call that wrote the entry.
   pub beta: f64,
+  /// This entry's XFetch draw. One per entry, not one per read: per read,
+  /// a hot key read millions of times a second would draw a near-zero `u`
+  /// within microseconds and refresh as soon as it was written; one draw
+  /// gives each instance one refresh time, exponentially spread before
+  /// expiry, whatever the read rate.
+  pub xfetch_u: f64,
 }
 
 /// What a sweep or an insert removed, for the counters.
@@ -124,6 +130,7 @@ mod tests {
       value: value.to_string(),
       retry_after: 0,
       beta: 1.0,
+      xfetch_u: 1.0,
     }
   }
 
