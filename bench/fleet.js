@@ -56,6 +56,8 @@ if (!WORKER) {
     }
   }
 }
+// where herdcache is loaded from: the snapshot the orchestrator made (see snapshotHerdcache)
+let HERD_MODULE = process.env.HERDCACHE_FLEET_MODULE || path.join(__dirname, '..')
 const QUICK = flag('quick')
 const ROUNDS = Number(opt('rounds') || (QUICK ? 1 : 3))
 const SECONDS = Number(opt('seconds') || (QUICK ? 3 : 10))
@@ -133,14 +135,14 @@ const LIBS = [
   {
     name: 'herdcache',
     label: 'herdcache',
-    version: () => require('../package.json').version,
+    version: () => require(path.join(HERD_MODULE, 'package.json')).version,
     setup: (ttl) => `\`new Cache({ redis, ttl: ${ttl} })\` (Redis mode: L1 on, hardTtl 10 × ttl, lockTtl, jitter and XFetch at their defaults), \`getOrLoad(key, loader)\``
   },
   {
     name: 'herdcache-beta0',
     label: 'herdcache (beta: 0)',
     diagnostic: true, // stampede only; not a peer, not counted in the targets
-    version: () => require('../package.json').version,
+    version: () => require(path.join(HERD_MODULE, 'package.json')).version,
     setup: () => 'the same with `beta: 0` (XFetch early refresh off): a diagnostic row in the stampede, to tell the lock from XFetch'
   },
   {
@@ -191,7 +193,7 @@ async function createLib (name, { port, ttl, load }) {
   switch (name) {
     case 'herdcache':
     case 'herdcache-beta0': {
-      const { Cache } = require('..')
+      const { Cache } = require(HERD_MODULE)
       const cache = new Cache(name === 'herdcache' ? { redis: url, ttl } : { redis: url, ttl, beta: 0 })
       const loader = () => load()
       return {
@@ -608,7 +610,7 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
 async function probeHerdcache (port) {
   let Cache
   try {
-    ({ Cache } = require('..'))
+    ({ Cache } = require(HERD_MODULE))
   } catch (err) {
     return { ok: false, why: `require('..') failed: ${String(err.message).split('\n')[0]}` }
   }
@@ -750,7 +752,10 @@ function analyzeStampede (run) {
     if (!p.stats) continue
     for (const [k, v] of Object.entries(p.stats)) if (typeof v === 'number') stats[k] = (stats[k] || 0) + v
   }
+  const gaps = []
+  for (let k = 1; k < measuredRuns.length; k++) gaps.push(measuredRuns[k].start - measuredRuns[k - 1].start)
   return {
+    medianGapMs: gaps.length ? median(gaps) : null,
     loaderRuns: measuredRuns.length,
     loaderRunsAll: runs.length,
     perTtl: measuredRuns.length / (MEASURE_MS / TTL),
@@ -790,6 +795,7 @@ const fmtMs = (us) => {
   return ms >= 100 ? `${ms.toFixed(0)} ms` : ms >= 10 ? `${ms.toFixed(1)} ms` : ms >= 1 ? `${ms.toFixed(2)} ms` : us >= 10 ? `${us.toFixed(0)} µs` : `${us.toFixed(1)} µs`
 }
 const fmtRatio = (x) => x === undefined || x === null || !Number.isFinite(x) ? '—' : `${x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3)}×`
+const fmtPct = (f) => { const x = f * 100; return x === 0 ? '0 %' : x < 0.01 ? `${x.toPrecision(1)} %` : x < 1 ? `${x.toFixed(2)} %` : `${x.toFixed(0)} %` }
 const fmtN = (x, d = 1) => Number.isInteger(x) ? String(x) : x.toFixed(d)
 
 function machine () {
@@ -802,11 +808,33 @@ function machine () {
   }
 }
 
+// The addon is rebuilt under the bench while herdcache is being worked on: the
+// run measures a copy of the package's runtime files taken at its start
+// (index.js, binding.js, lib/, the .node, package.json), so every process and
+// every round loads the same build.
+function snapshotHerdcache () {
+  const root = path.join(__dirname, '..')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herdcache-fleet-build-'))
+  for (const f of fs.readdirSync(root)) {
+    if (f === 'package.json' || f === 'index.js' || f === 'binding.js' || f.endsWith('.node')) fs.copyFileSync(path.join(root, f), path.join(dir, f))
+  }
+  fs.cpSync(path.join(root, 'lib'), path.join(dir, 'lib'), { recursive: true })
+  return dir
+}
+
+const addonSha = (dir) => {
+  try {
+    return require('node:crypto').createHash('sha256').update(fs.readFileSync(path.join(dir, 'herdcache.linux-x64-gnu.node'))).digest('hex').slice(0, 12)
+  } catch {
+    return null
+  }
+}
+
 function herdcacheBuild () {
   try {
     const file = path.join(__dirname, '..', 'herdcache.linux-x64-gnu.node')
     const st = fs.statSync(file)
-    const sha = require('node:crypto').createHash('sha256').update(fs.readFileSync(file)).digest('hex').slice(0, 12)
+    const sha = addonSha(HERD_MODULE)
     let commit = ''
     try {
       const git = (args) => execFileSync('git', args, { cwd: path.join(__dirname, '..'), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
@@ -924,6 +952,26 @@ function toPng (svgFile) {
 
 // ---------------------------------------------------------------- markdown
 
+function methodNote (stampede, hits) {
+  const parts = [`How to read it: the callers are closed loops with one event-loop turn (\`setImmediate\`) between calls, on ${os.cpus().length} cores shared by ${PROCS} processes and redis-server, so every library runs the machine flat out; a library that answers from memory (herdcache, bentocache's L1) is then bounded by the harness's own cost per call, and the served-per-second ratios say by how much the cache is not the bottleneck rather than its exact speed.`]
+  const h = stampede && stampede.rows.herdcache
+  if (h && !h.error) {
+    parts.push(h.slowCalls === 0
+      ? `herdcache's maxima of a few milliseconds are the scheduler (${PROCS} busy processes on ${os.cpus().length} cores), not loads: none of its calls waited ${SLOW_MS} ms.`
+      : `${h.slowCalls} herdcache calls waited ${SLOW_MS} ms or more (median over the rounds).`)
+  }
+  const sc1 = hits && hits.scenarios.find((x) => x.id === 1)
+  if (sc1) {
+    const redisOnly = sc1.rows.filter((r) => !r.error && ['bento-l2', 'cache-manager', 'async-cache-dedupe', 'cache-aside', 'ioredis-raw'].includes(r.lib))
+    if (redisOnly.length) {
+      const lo = Math.min(...redisOnly.map((r) => r.opsPerSec))
+      const hi = Math.max(...redisOnly.map((r) => r.opsPerSec))
+      parts.push(`At 1 in flight a hit that reads Redis pays one loopback round trip, hence ${fmtOps(lo)}–${fmtOps(hi)} ops/s for those peers here.`)
+    }
+  }
+  return parts.join(' ')
+}
+
 function markdown (ctx) {
   const { info, stampede, hits, herd, libs } = ctx
   const L = []
@@ -934,7 +982,7 @@ function markdown (ctx) {
   L.push(`- node ${process.version} (V8 ${process.versions.v8}); ${info.redisVersion}, started by the bench on 127.0.0.1:${info.port} (\`--save '' --appendonly no\`), stopped at the end`)
   L.push(`- command: \`${info.command}\` (took ${info.seconds} s)`)
   L.push(`- value: a ~${VALUE_BYTES}-byte JSON object (the one of bench/run.js, plus \`loadedAt\`)`)
-  if (herd.ok) L.push(`- herdcache build: ${info.build || '?'}`)
+  if (herd.ok) L.push(`- herdcache build: ${info.build || '?'}${info.buildSha ? ' (copied at the start of the run: every process loads that copy)' : ''}${info.rebuilt ? `; ${info.rebuilt}` : ''}`)
   else L.push(`- **herdcache was not measured**: ${herd.why}`)
   L.push('')
   L.push('Libraries (each with its own stampede protection as it comes):')
@@ -953,7 +1001,7 @@ function markdown (ctx) {
     for (const n of names) {
       const r = stampede.rows[n]
       if (r.error) { L.push(`| ${libByName.get(n).label} | failed: ${esc(r.error.split('\n')[0]).replace(/\|/g, '\\|')} | | | | | | | | | | | |`); continue }
-      L.push(`| ${libByName.get(n).label} | ${fmtN(r.loaderRuns, 0)} | ${fmtN(r.perTtl, 2)} | ${r.perExpiryMean.toFixed(1)} / ${fmtN(r.perExpiryMax, 0)} | ${fmtOps(r.servedPerSec)} | ${n.startsWith('herdcache') ? '—' : fmtRatio(r.ratio)} | ${fmtMs(r.p50us)} | ${fmtMs(r.p99us)} | ${fmtMs(r.p999us)} | ${fmtMs(r.maxUs)} | ${fmtN(r.slowCalls, 0)} | ${(r.staleShare * 100).toFixed(r.staleShare > 0 && r.staleShare < 0.01 ? 2 : 0)} % | ${fmtN(r.errors, 0)} |`)
+      L.push(`| ${libByName.get(n).label} | ${fmtN(r.loaderRuns, 0)} | ${fmtN(r.perTtl, 2)} | ${r.perExpiryMean.toFixed(1)} / ${fmtN(r.perExpiryMax, 0)} | ${fmtOps(r.servedPerSec)} | ${n.startsWith('herdcache') ? '—' : fmtRatio(r.ratio)} | ${fmtMs(r.p50us)} | ${fmtMs(r.p99us)} | ${fmtMs(r.p999us)} | ${fmtMs(r.maxUs)} | ${fmtN(r.slowCalls, 0)} | ${fmtPct(r.staleShare)} | ${fmtN(r.errors, 0)} |`)
     }
     L.push('')
     L.push(`*loader runs*: in the ${SECONDS} s measured, all processes; *per TTL period*: loader runs × ttl ÷ ${SECONDS} s; *per expiry*: loader runs that overlapped in time (one group per expiry or refresh; back-to-back refreshes are separate groups), mean and max over the groups; *served / s*: calls answered with the value, all processes; p50/p99/p99.9: the calls started in the window (latency histogram, ±2 %); *calls that waited ≥ ${SLOW_MS} ms*: how many calls started in the window waited for a load (the callers are a closed loop, so a stall holds back the next calls: the percentiles under-weight it, this count does not); *stale answers*: share of answers whose value was loaded more than ${STALE_AGE} ms before (ttl + the 10 % jitter herdcache may add).`)
@@ -1011,6 +1059,8 @@ function markdown (ctx) {
   L.push('## What the numbers say')
   L.push('')
   L.push(ctx.summary)
+  L.push('')
+  L.push(ctx.methodNote)
   if (ctx.odd.length) {
     L.push('')
     L.push('## Odd things seen in this run')
@@ -1039,6 +1089,15 @@ async function main () {
   }
   info.redisVersion = `redis-server ${(rv.stdout.match(/v=([\d.]+)/) || [])[1] || rv.stdout.trim()}`
 
+  let snapshot = null
+  try {
+    snapshot = snapshotHerdcache()
+    HERD_MODULE = process.env.HERDCACHE_FLEET_MODULE = snapshot
+    info.build = herdcacheBuild()
+    info.buildSha = addonSha(snapshot)
+  } catch (err) {
+    console.log(`could not copy herdcache's runtime files (${err.message}); loading it from the work tree`)
+  }
   const srv = await startRedis()
   info.port = srv.port
   console.log(`${info.redisVersion} on 127.0.0.1:${srv.port} (pid ${srv.child.pid}); node ${process.version}; ${os.cpus().length} CPUs`)
@@ -1046,7 +1105,6 @@ async function main () {
     const herd = await probeHerdcache(srv.port)
     if (!herd.ok) console.log(`herdcache SKIPPED: ${herd.why}`)
     else {
-      info.build = herdcacheBuild()
       console.log(`herdcache Redis mode works (${info.build})${herd.missingCounters.length ? `; stats() lacks ${herd.missingCounters.join(', ')}` : ''}`)
     }
     const wanted = LIBS.filter((l) => (!ONLY || ONLY.has(l.name)) && (!l.name.startsWith('herdcache') || herd.ok))
@@ -1077,7 +1135,7 @@ async function main () {
         if (!ok.length) { rows[n] = { error: (rs.find((r) => r && r.error) || { error: 'no run' }).error }; return }
         const med = (k) => median(ok.map((r) => r[k]).filter((x) => x !== null && x !== undefined))
         const row = { rounds: ok.length, failedRounds: rs.length - ok.length }
-        for (const k of ['loaderRuns', 'perTtl', 'expiries', 'perExpiryMean', 'servedPerSec', 'p50us', 'p99us', 'p999us', 'maxUs', 'slowCalls', 'staleShare', 'maxAgeMs', 'cpuNodeS', 'cpuRedisS', 'redisCmdsPerSec', 'errors']) row[k] = med(k)
+        for (const k of ['medianGapMs', 'loaderRuns', 'perTtl', 'expiries', 'perExpiryMean', 'servedPerSec', 'p50us', 'p99us', 'p999us', 'maxUs', 'slowCalls', 'staleShare', 'maxAgeMs', 'cpuNodeS', 'cpuRedisS', 'redisCmdsPerSec', 'errors']) row[k] = med(k)
         row.perExpiryMax = Math.max(...ok.map((r) => r.perExpiryMax))
         row.pending = ok.reduce((a, r) => a + r.pending, 0)
         row.herdStats = ok[ok.length - 1].herdStats
@@ -1192,9 +1250,9 @@ async function main () {
       }
       if (h && !h.error) {
         sentences.push(`When the hot key expires under ${PROCS} × ${CALLERS} callers, herdcache ran its loader ${fmtN(h.perTtl, 2)} times per TTL period across the ${PROCS} processes (${h.perExpiryMean.toFixed(1)} per expiry, at most ${h.perExpiryMax} at once)${peers.length ? `, against ${peers.map((n) => `${fmtN(rows[n].perTtl, 1)} for ${libByName.get(n).label}`).join(', ')}` : ''}.`)
-        sentences.push(`It served ${fmtOps(h.servedPerSec)} requests/s with p99 ${fmtMs(h.p99us)}${bestPeer ? `; the best peer, ${libByName.get(bestPeer).label}, ${fmtOps(rows[bestPeer].servedPerSec)}/s with p99 ${fmtMs(rows[bestPeer].p99us)} (herdcache ÷ it ${fmtRatio(rows[bestPeer].ratio)})` : ''}; ${(h.staleShare * 100).toFixed(h.staleShare > 0 && h.staleShare < 0.01 ? 2 : 0)} % of herdcache's answers were stale (loaded more than ${STALE_AGE} ms before; the oldest ${fmtN(h.maxAgeMs, 0)} ms).`)
+        sentences.push(`It served ${fmtOps(h.servedPerSec)} requests/s with p99 ${fmtMs(h.p99us)}${bestPeer ? `; the best peer, ${libByName.get(bestPeer).label}, ${fmtOps(rows[bestPeer].servedPerSec)}/s with p99 ${fmtMs(rows[bestPeer].p99us)} (herdcache ÷ it ${fmtRatio(rows[bestPeer].ratio)})` : ''}; ${fmtPct(h.staleShare)} of herdcache's answers were stale (loaded more than ${STALE_AGE} ms before; the oldest ${fmtN(h.maxAgeMs, 0)} ms).`)
         const hs = h.herdStats
-        if (hs && h.perTtl > 1.5 && hs.earlyRefreshes > 0.5 * hs.loads) {
+        if (hs && h.perTtl > 1.5 && hs.earlyRefreshes > 0.5 * hs.loads && h.medianGapMs !== null && h.medianGapMs < 2 * LOAD_MS) {
           const b0 = rows['herdcache-beta0']
           sentences.push(`Those extra runs are XFetch early refreshes (${hs.earlyRefreshes} early refreshes for ${hs.loads} loads in the last round), one at a time under the lock: at ${fmtOps(h.servedPerSec / PROCS)} calls/s per process some call's draw fires within moments of every write, so the key is reloaded back to back, about once per loader time${b0 && !b0.error ? `; with \`beta: 0\` the same fleet ran ${fmtN(b0.perTtl, 2)} loads per TTL period (${b0.perExpiryMean.toFixed(1)} per expiry, at most ${b0.perExpiryMax} at once)` : ''}.`)
         }
@@ -1227,10 +1285,17 @@ async function main () {
     }
     if (!herd.ok) sentences.push('These are the peers only: herdcache\'s Redis mode was not available to this run.')
 
+    if (herd.ok && info.buildSha) {
+      const nowSha = addonSha(path.join(__dirname, '..'))
+      if (nowSha !== info.buildSha) {
+        info.rebuilt = `the addon in the work tree was rebuilt during the run (sha256 ${nowSha || 'missing'}… at the end); every process measured the copy taken at the start`
+        console.log(`note: ${info.rebuilt}`)
+      }
+    }
     info.seconds = ((now() - t0) / 1000).toFixed(0)
     info.machine = machine()
     const libsUsed = wanted
-    const md = markdown({ info, stampede, hits, herd, libs: libsUsed, targets, summary: sentences.join(' '), odd })
+    const md = markdown({ info, stampede, hits, herd, libs: libsUsed, targets, summary: sentences.join(' '), methodNote: methodNote(stampede, hits), odd })
     fs.mkdirSync(path.dirname(OUT), { recursive: true })
     fs.writeFileSync(OUT, md)
     const jsonOut = path.join(__dirname, 'out', QUICK ? 'fleet-quick.json' : 'fleet.json')
@@ -1240,6 +1305,7 @@ async function main () {
     console.log(`written to ${path.relative(process.cwd(), OUT)} (raw figures: ${path.relative(process.cwd(), jsonOut)})`)
   } finally {
     await stopRedis(srv)
+    if (snapshot) fs.rmSync(snapshot, { recursive: true, force: true })
   }
 }
 
