@@ -204,11 +204,15 @@ impl Fleet {
   }
 
   async fn read(&self, keys: &RedisKeys) -> Option<Read> {
-    let read = self.track(self.store.read(keys).await)?;
+    self.track(self.store.read(keys).await)
+  }
+
+  /// Counts a corrupt value where a flight first meets it (re-reads of the
+  /// same flight do not count it again).
+  fn note_corrupt(&self, read: &Read) {
     if let Read::Corrupt(_) = read {
       bump(&self.counters.corrupt_values);
     }
-    Some(read)
   }
 
   /// The usable envelope under the key, if any (counted as a Redis hit):
@@ -270,9 +274,7 @@ impl Fleet {
       .iter()
       .zip(requests)
       .map(|(read, (_, terms))| {
-        if let Read::Corrupt(_) = read {
-          bump(&self.counters.corrupt_values);
-        }
+        self.note_corrupt(read);
         self.answer(read, terms)
       })
       .collect()
@@ -313,6 +315,7 @@ impl Fleet {
       match self.read(&keys).await {
         None => return local,
         Some(read) => {
+          self.note_corrupt(&read);
           if let Some(answer) = self.answer(&read, &terms) {
             return answer;
           }
