@@ -11,7 +11,7 @@ mod raw;
 
 use crate::core::error::{Code, Error as CoreError, Kind};
 use crate::core::options::CacheConfig;
-use crate::engine::fleet::{Fleet, FleetConfig};
+use crate::engine::fleet::{Fleet, FleetConfig, Invalidations};
 use crate::engine::metrics::{Gauges, Metrics};
 use crate::engine::redis::{RedisStore, RedisTimeouts};
 use crate::engine::Engine;
@@ -45,6 +45,9 @@ pub(crate) struct Inner {
   outcome_buffer: RefCell<Option<JsRef>>,
   /// The Redis side, when the cache has `redis`.
   fleet: RefCell<Option<Arc<Fleet>>>,
+  /// Its queue of other instances' changes, outside the RefCell: read on
+  /// every call.
+  invalidations: Option<Arc<Invalidations>>,
 }
 
 impl Inner {
@@ -54,9 +57,8 @@ impl Inner {
 
   /// Takes in what other instances changed (one atomic load when nothing).
   fn apply_invalidations(&self) {
-    let fleet = self.fleet.borrow();
-    if let Some(fleet) = fleet.as_ref() {
-      let changes = fleet.invalidations().take();
+    if let Some(invalidations) = &self.invalidations {
+      let changes = invalidations.take();
       if !changes.is_empty() {
         self.engine.borrow_mut().invalidate(changes);
       }
@@ -163,6 +165,7 @@ impl NativeCache {
         helpers: RefCell::new(None),
         outcome_slot: Cell::new(std::ptr::null_mut()),
         outcome_buffer: RefCell::new(None),
+        invalidations: fleet.as_ref().map(|f| f.invalidations()),
         fleet: RefCell::new(fleet),
       }),
     })

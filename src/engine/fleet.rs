@@ -111,9 +111,10 @@ impl Invalidations {
     self.pending.store(true, Ordering::Release);
   }
 
-  /// The queued changes; one atomic load when there are none.
+  /// The queued changes; one atomic load (no read-modify-write) when there
+  /// are none, since every call on the hot path asks.
   pub fn take(&self) -> Vec<Invalidation> {
-    if !self.pending.swap(false, Ordering::Acquire) {
+    if !self.pending.load(Ordering::Acquire) || !self.pending.swap(false, Ordering::Acquire) {
       return Vec::new();
     }
     std::mem::take(&mut *self.changes.lock().unwrap_or_else(|p| p.into_inner()))
@@ -167,8 +168,8 @@ impl Fleet {
     fleet
   }
 
-  pub fn invalidations(&self) -> &Invalidations {
-    &self.invalidations
+  pub fn invalidations(&self) -> Arc<Invalidations> {
+    Arc::clone(&self.invalidations)
   }
 
   pub fn circuit_open(&self) -> bool {
