@@ -124,6 +124,7 @@ export interface HerdcacheError extends Error {
     | 'ERR_HERDCACHE_UNSERIALIZABLE'
     | 'ERR_HERDCACHE_TIMEOUT'
     | 'ERR_HERDCACHE_CLOSED'
+    | 'ERR_HERDCACHE_INTERNAL'
 }
 
 /** Test hooks; not part of the stable API. */

@@ -181,8 +181,12 @@ function naiveCache(db) {
 // (b) herdcache. XFetch is turned off (beta: 0) only to keep the phases apart:
 // with a 600 ms query and a 1 s TTL, XFetch (on by default) would almost surely
 // start one early background refresh during phase 2, before the expiry.
+// REDIS_URL: the same run through Redis (the fleet lock, L1 and pub/sub),
+// under a prefix of the demo's own, cleared first so the cold start is cold.
+const REDIS = process.env.REDIS_URL ? { redis: process.env.REDIS_URL, prefix: 'herdcache-demo:' } : {}
+
 function herdCache(db, Cache) {
-  const cache = new Cache({ ttl: CONFIG.ttl, hardTtl: CONFIG.hardTtl, jitter: CONFIG.jitter, beta: 0 })
+  const cache = new Cache({ ttl: CONFIG.ttl, hardTtl: CONFIG.hardTtl, jitter: CONFIG.jitter, beta: 0, ...REDIS })
   const loader = ({ signal }) => db.query(signal)
   return {
     name: 'herdcache',
@@ -192,6 +196,7 @@ function herdCache(db, Cache) {
       return { value, outcome: status.outcome || 'unknown' }
     },
     stats: () => cache.stats(),
+    prepare: () => cache.clear(),
     close: () => cache.close(),
   }
 }
@@ -418,7 +423,7 @@ async function main() {
   out(dim('naive     ') + `a Map with a ${CONFIG.ttl} ms TTL: get; on a miss, query, then set`)
   out(
     dim('herdcache ') +
-      `new Cache({ ttl: ${CONFIG.ttl}, hardTtl: ${CONFIG.hardTtl}, jitter: ${CONFIG.jitter}, beta: 0 })` +
+      `new Cache({ ttl: ${CONFIG.ttl}, hardTtl: ${CONFIG.hardTtl}, jitter: ${CONFIG.jitter}, beta: 0${REDIS.redis ? `, redis: '${REDIS.redis}'` : ''} })` +
       dim('  (XFetch off: no early refresh in phase 2)'),
   )
   out()
@@ -438,6 +443,7 @@ async function main() {
     const herdDb = new Database(prng(CONFIG.seed + 1))
     const herdcache = herdCache(herdDb, Cache)
     try {
+      await herdcache.prepare()
       herd = await runScenario(herdcache, herdDb, schedules)
     } finally {
       await herdcache.close()

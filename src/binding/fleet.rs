@@ -26,7 +26,7 @@ unsafe fn promise<T: Send + 'static>(
 
 fn internal(e: napi::Error) -> crate::core::error::Error {
   crate::core::error::Error::new(
-    crate::core::error::Code::InvalidValue,
+    crate::core::error::Code::Internal,
     crate::core::error::Kind::Plain,
     format!("internal: {e}"),
   )

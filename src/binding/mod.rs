@@ -307,7 +307,7 @@ impl NativeCache {
     }
     Unknown::from_napi_value(env, object).map_err(|e| {
       Failure::Coded(crate::core::error::Error::new(
-        crate::core::error::Code::InvalidValue,
+        crate::core::error::Code::Internal,
         crate::core::error::Kind::Plain,
         e.to_string(),
       ))

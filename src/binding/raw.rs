@@ -40,7 +40,7 @@ pub unsafe fn check(env: Env, status: sys::napi_status) -> RawResult<()> {
     return Err(Failure::Thrown(exception));
   }
   Err(Failure::Coded(Error::new(
-    crate::core::error::Code::InvalidValue,
+    crate::core::error::Code::Internal,
     Kind::Plain,
     format!("internal Node-API call failed with status {status}"),
   )))

@@ -14,6 +14,8 @@ pub enum Code {
   Unserializable,
   Timeout,
   Closed,
+  /// A Node-API or runtime call failed: a bug to report, not a usage error.
+  Internal,
 }
 
 impl Code {
@@ -26,6 +28,7 @@ impl Code {
       Code::Unserializable => "ERR_HERDCACHE_UNSERIALIZABLE",
       Code::Timeout => "ERR_HERDCACHE_TIMEOUT",
       Code::Closed => "ERR_HERDCACHE_CLOSED",
+      Code::Internal => "ERR_HERDCACHE_INTERNAL",
     }
   }
 }
