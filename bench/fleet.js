@@ -34,27 +34,18 @@ const fs = require('node:fs')
 const os = require('node:os')
 const net = require('node:net')
 const path = require('node:path')
-const v8 = require('node:v8')
-const vm = require('node:vm')
-const { spawn, spawnSync, fork, execFileSync } = require('node:child_process')
+const { spawn, spawnSync, fork } = require('node:child_process')
 const { performance } = require('node:perf_hooks')
+const {
+  argv, flag, opt, rejectUnknownArgs, gc, tick, now, median, makeValue,
+  isoSeconds, loadAvg, fmtOps, machine, pkgVersion, addonSha, herdcacheBuild
+} = require('./common')
 
 // ---------------------------------------------------------------- options
 
-const argv = process.argv.slice(2)
-const flag = (name) => argv.includes(`--${name}`)
-const opt = (name) => {
-  const a = argv.find((x) => x.startsWith(`--${name}=`))
-  return a === undefined ? undefined : a.slice(name.length + 3)
-}
 const WORKER = opt('worker') // internal: 'stampede' | 'hits'
 if (!WORKER) {
-  for (const a of argv) {
-    if (!/^--(quick|no-stampede|no-hits|only=.+|rounds=\d+|seconds=[\d.]+|out=.+)$/.test(a)) {
-      console.error(`unknown argument ${a}\nusage: node bench/fleet.js [--quick] [--only=lib,lib] [--rounds=N] [--seconds=S] [--no-stampede] [--no-hits] [--out=FILE.md]`)
-      process.exit(2)
-    }
-  }
+  rejectUnknownArgs(/^--(quick|no-stampede|no-hits|only=.+|rounds=\d+|seconds=[\d.]+|out=.+)$/, 'node bench/fleet.js [--quick] [--only=lib,lib] [--rounds=N] [--seconds=S] [--no-stampede] [--no-hits] [--out=FILE.md]')
 }
 // where herdcache is loaded from: the snapshot the orchestrator made (see snapshotHerdcache)
 let HERD_MODULE = process.env.HERDCACHE_FLEET_MODULE || path.join(__dirname, '..')
@@ -84,9 +75,7 @@ const HIT_SAMPLE_MS = QUICK ? 100 : 300
 const HIT_WARMUP_MS = QUICK ? 100 : 300
 const HOT_CONCURRENCY = 64
 
-const now = () => performance.now()
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-const tick = () => new Promise((resolve) => setImmediate(resolve))
 // `promise`, or `onTimeout()` after `ms`; the timer is cleared either way (no stray timer keeps a process alive)
 function race (promise, ms, onTimeout) {
   let timer
@@ -100,36 +89,13 @@ const timeoutError = (what) => () => { throw new Error(what) }
 // ---------------------------------------------------------------- the value
 
 // The ~1 KB JSON object of bench/run.js, plus when it was loaded.
-function makeValue (loadedAt) {
-  const v = {
-    id: 42,
-    kind: 'feed',
-    tenant: 't-0001',
-    locale: 'en-GB',
-    updatedAt: '2025-01-01T00:00:00.000Z',
-    loadedAt,
-    items: []
-  }
-  for (let i = 0; JSON.stringify(v).length < 1000; i++) {
-    v.items.push({ id: 1000 + i, title: `item number ${i}`, price: 9.99 + i, tags: ['a', 'b'], ok: i % 2 === 0 })
-  }
-  return v
-}
-const VALUE_TEMPLATE = makeValue(0)
-const VALUE_BYTES = Buffer.byteLength(JSON.stringify(makeValue(Date.now())))
+const VALUE_TEMPLATE = makeValue({ loadedAt: 0 })
+const VALUE_BYTES = Buffer.byteLength(JSON.stringify(makeValue({ loadedAt: Date.now() })))
 const ITEMS = VALUE_TEMPLATE.items.length
 const isValue = (v) => v !== null && typeof v === 'object' && v.id === 42 && Array.isArray(v.items) && v.items.length === ITEMS
 const freshValue = () => ({ ...VALUE_TEMPLATE, loadedAt: Date.now() })
 
 // ---------------------------------------------------------------- libraries
-
-function pkgVersion (name) {
-  try {
-    return require(path.join(__dirname, '..', 'node_modules', name, 'package.json')).version
-  } catch {
-    return '?'
-  }
-}
 
 const LIBS = [
   {
@@ -429,15 +395,6 @@ async function stampedeWorker () {
 }
 
 // ---------------------------------------------------------------- worker: hit throughput
-
-v8.setFlagsFromString('--expose-gc')
-const gc = vm.runInNewContext('gc')
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = s.length >> 1
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
-}
 
 const HIT_SCENARIOS = [
   {
@@ -788,7 +745,6 @@ function analyzeStampede (run) {
 
 // ---------------------------------------------------------------- formatting
 
-const fmtOps = (x) => x >= 1e6 ? `${(x / 1e6).toFixed(2)} M` : x >= 1e3 ? `${(x / 1e3).toFixed(1)} k` : x.toFixed(0)
 const fmtMs = (us) => {
   if (us === null || us === undefined) return '—'
   const ms = us / 1000
@@ -797,16 +753,6 @@ const fmtMs = (us) => {
 const fmtRatio = (x) => x === undefined || x === null || !Number.isFinite(x) ? '—' : `${x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3)}×`
 const fmtPct = (f) => { const x = f * 100; return x === 0 ? '0 %' : x < 0.01 ? `${x.toPrecision(1)} %` : x < 1 ? `${x.toFixed(2)} %` : `${x.toFixed(0)} %` }
 const fmtN = (x, d = 1) => Number.isInteger(x) ? String(x) : x.toFixed(d)
-
-function machine () {
-  const cpus = os.cpus()
-  return {
-    cpu: `${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : '?'}`,
-    mem: `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
-    os: `${os.type()} ${os.release()} ${os.arch()}`,
-    load: os.loadavg().map((x) => x.toFixed(2)).join(' ')
-  }
-}
 
 // The addon is rebuilt under the bench while herdcache is being worked on: the
 // run measures a copy of the package's runtime files taken at its start
@@ -820,32 +766,6 @@ function snapshotHerdcache () {
   }
   fs.cpSync(path.join(root, 'lib'), path.join(dir, 'lib'), { recursive: true })
   return dir
-}
-
-const addonSha = (dir) => {
-  try {
-    return require('node:crypto').createHash('sha256').update(fs.readFileSync(path.join(dir, 'herdcache.linux-x64-gnu.node'))).digest('hex').slice(0, 12)
-  } catch {
-    return null
-  }
-}
-
-function herdcacheBuild () {
-  try {
-    const file = path.join(__dirname, '..', 'herdcache.linux-x64-gnu.node')
-    const st = fs.statSync(file)
-    const sha = addonSha(HERD_MODULE)
-    let commit = ''
-    try {
-      const git = (args) => execFileSync('git', args, { cwd: path.join(__dirname, '..'), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
-      const head = git(['rev-parse', '--short', 'HEAD'])
-      const dirty = git(['status', '--porcelain', '--', 'src', 'lib', 'index.js', 'Cargo.toml', 'Cargo.lock'])
-      commit = `; sources at commit ${head}${dirty ? ' with uncommitted changes in src/, lib/ or index.js' : ''}`
-    } catch {}
-    return `\`${path.basename(file)}\` built ${st.mtime.toISOString().replace(/\.\d+Z$/, 'Z')}, sha256 ${sha}…${commit}`
-  } catch {
-    return null
-  }
 }
 
 // ---------------------------------------------------------------- the plot (hand-written SVG)
@@ -1076,11 +996,11 @@ function markdown (ctx) {
 async function main () {
   const t0 = now()
   const info = {
-    date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    date: isoSeconds(),
     command: process.env.npm_lifecycle_event === 'bench:fleet'
       ? `npm run bench:fleet${argv.length ? ' -- ' + argv.join(' ') : ''}`
       : `node bench/fleet.js${argv.length ? ' ' + argv.join(' ') : ''}`,
-    loadStart: os.loadavg().map((x) => x.toFixed(2)).join(' ')
+    loadStart: loadAvg()
   }
   const rv = spawnSync('redis-server', ['--version'], { encoding: 'utf8' })
   if (rv.status !== 0) {
@@ -1093,7 +1013,7 @@ async function main () {
   try {
     snapshot = snapshotHerdcache()
     HERD_MODULE = process.env.HERDCACHE_FLEET_MODULE = snapshot
-    info.build = herdcacheBuild()
+    info.build = herdcacheBuild(HERD_MODULE)
     info.buildSha = addonSha(snapshot)
   } catch (err) {
     console.log(`could not copy herdcache's runtime files (${err.message}); loading it from the work tree`)

@@ -22,24 +22,14 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const util = require('node:util')
-const v8 = require('node:v8')
-const vm = require('node:vm')
-const { performance } = require('node:perf_hooks')
+const {
+  argv, flag, opt, rejectUnknownArgs, gc, tick, now, median, makeValue,
+  isoSeconds, loadAvg, fmtOps, machine, pkgVersion, herdcacheBuild
+} = require('./common')
 
 // ---------------------------------------------------------------- options
 
-const argv = process.argv.slice(2)
-const flag = (name) => argv.includes(`--${name}`)
-const opt = (name) => {
-  const a = argv.find((x) => x.startsWith(`--${name}=`))
-  return a === undefined ? undefined : a.slice(name.length + 3)
-}
-for (const a of argv) {
-  if (!/^--(quick|only=.+|scenarios=.+|out=.+)$/.test(a)) {
-    console.error(`unknown argument ${a}\nusage: node bench/run.js [--quick] [--only=lib,lib] [--scenarios=1,2] [--out=FILE]`)
-    process.exit(2)
-  }
-}
+rejectUnknownArgs(/^--(quick|only=.+|scenarios=.+|out=.+)$/, 'node bench/run.js [--quick] [--only=lib,lib] [--scenarios=1,2] [--out=FILE]')
 const QUICK = flag('quick')
 const SAMPLES = QUICK ? 3 : 5
 const SAMPLE_MS = QUICK ? 100 : 300
@@ -56,30 +46,9 @@ const BURST = 1000
 const HOT_CONCURRENCY = 64
 const DISTINCT_KEYS = 10_000
 
-// A full GC between samples, outside the timing (works without --expose-gc).
-v8.setFlagsFromString('--expose-gc')
-const gc = vm.runInNewContext('gc')
-
-const tick = () => new Promise((resolve) => setImmediate(resolve))
-const now = () => performance.now()
-
 // ---------------------------------------------------------------- the value
 
 // A ~1 KB JSON object: what a loader returns in every scenario.
-function makeValue () {
-  const v = {
-    id: 42,
-    kind: 'feed',
-    tenant: 't-0001',
-    locale: 'en-GB',
-    updatedAt: '2025-01-01T00:00:00.000Z',
-    items: []
-  }
-  for (let i = 0; JSON.stringify(v).length < 1000; i++) {
-    v.items.push({ id: 1000 + i, title: `item number ${i}`, price: 9.99 + i, tags: ['a', 'b'], ok: i % 2 === 0 })
-  }
-  return v
-}
 const VALUE = makeValue()
 const VALUE_BYTES = Buffer.byteLength(JSON.stringify(VALUE))
 const isValue = (v) => v !== null && typeof v === 'object' && v.id === 42 && v.items.length === VALUE.items.length
@@ -107,14 +76,6 @@ try {
   herdcacheModule = require('..')
 } catch (err) {
   herdcacheError = err
-}
-
-function readPkgVersion (name) {
-  try {
-    return require(path.join(__dirname, '..', 'node_modules', name, 'package.json')).version
-  } catch {
-    return '?'
-  }
 }
 
 // The floor: a hand-written Map<key, Promise> coalescer over a Map store
@@ -182,7 +143,7 @@ async function loadLibraries () {
   const { LRUCache } = require('lru-cache')
   libs.push({
     name: 'lru-cache',
-    version: readPkgVersion('lru-cache'),
+    version: pkgVersion('lru-cache'),
     setup: `\`new LRUCache({ max: ${MAX_ENTRIES}, ttl: 60_000, fetchMethod })\`, \`fetch(key)\``,
     create (loader) {
       const cache = new LRUCache({ max: MAX_ENTRIES, ttl: TTL, fetchMethod: (key) => loader(key) })
@@ -194,7 +155,7 @@ async function loadLibraries () {
   const { memoryDriver } = await import('bentocache/drivers/memory')
   libs.push({
     name: 'bentocache',
-    version: readPkgVersion('bentocache'),
+    version: pkgVersion('bentocache'),
     setup: `memory-only L1 (\`memoryDriver({ maxItems: ${MAX_ENTRIES} })\`, serialized L1: the default), \`getOrSet({ key, factory })\``,
     create (loader) {
       const bento = new BentoCache({
@@ -214,7 +175,7 @@ async function loadLibraries () {
   const { createCache } = require('cache-manager')
   libs.push({
     name: 'cache-manager',
-    version: readPkgVersion('cache-manager'),
+    version: pkgVersion('cache-manager'),
     setup: '`createCache({ ttl: 60_000 })` (default in-memory Keyv, unbounded), `wrap(key, fn, 60_000)`',
     create (loader) {
       const cache = createCache({ ttl: TTL })
@@ -407,12 +368,6 @@ const scenarios = [
 
 // ---------------------------------------------------------------- harness
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = s.length >> 1
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
-}
-
 async function timedSample (scenario, lib, deadlineMs) {
   gc()
   await tick()
@@ -575,20 +530,9 @@ async function syncHitProbe (def) {
 
 // ---------------------------------------------------------------- output
 
-const fmtOps = (x) => x >= 1e6 ? `${(x / 1e6).toFixed(2)} M` : x >= 1e3 ? `${(x / 1e3).toFixed(1)} k` : x.toFixed(0)
 const fmtUs = (x) => x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 1 ? x.toFixed(2) : x.toFixed(3)
 const fmtTimes = (x) => x < 1 ? `${(1 / x).toFixed(1)}× faster` : `${x.toFixed(1)}× slower`
 const fmtRatio = (x) => x === undefined ? '—' : `${x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3)}×`
-
-function machine () {
-  const cpus = os.cpus()
-  return {
-    cpu: `${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : '?'}`,
-    mem: `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
-    os: `${os.type()} ${os.release()} ${os.arch()}`,
-    load: os.loadavg().map((x) => x.toFixed(2)).join(' ')
-  }
-}
 
 function summarize (results, probes) {
   const get = (id, lib) => {
@@ -738,36 +682,16 @@ function markdown ({ results, probes, libs, info }) {
 
 // ---------------------------------------------------------------- main
 
-// Which addon binary was measured (the implementation changes under the bench).
-function herdcacheBuild () {
-  if (!herdcacheModule) return null
-  try {
-    const file = path.join(__dirname, '..', 'herdcache.linux-x64-gnu.node')
-    const st = fs.statSync(file)
-    const sha = require('node:crypto').createHash('sha256').update(fs.readFileSync(file)).digest('hex').slice(0, 12)
-    let commit = ''
-    try {
-      const git = (args) => require('node:child_process').execFileSync('git', args, { cwd: path.join(__dirname, '..'), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
-      const head = git(['rev-parse', '--short', 'HEAD'])
-      const dirty = git(['status', '--porcelain', '--', 'src', 'lib', 'index.js', 'Cargo.toml', 'Cargo.lock'])
-      commit = `; sources at commit ${head}${dirty ? ' with uncommitted changes in src/, lib/ or index.js' : ''}`
-    } catch {}
-    return `\`${path.basename(file)}\` built ${st.mtime.toISOString().replace(/\.\d+Z$/, 'Z')}, sha256 ${sha}…${commit}`
-  } catch {
-    return null
-  }
-}
-
 async function main () {
   const t0 = now()
   const info = {
-    date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    date: isoSeconds(),
     command: process.env.npm_lifecycle_event === 'bench'
       ? `npm run bench${argv.length ? ' -- ' + argv.join(' ') : ''}`
       : `node ${path.relative(process.cwd(), __filename) || 'bench/run.js'}${argv.length ? ' ' + argv.join(' ') : ''}`,
-    loadStart: os.loadavg().map((x) => x.toFixed(2)).join(' ')
+    loadStart: loadAvg()
   }
-  info.build = herdcacheBuild()
+  info.build = herdcacheModule ? herdcacheBuild(path.join(__dirname, '..')) : null
   if (herdcacheError) {
     console.log(`herdcache skipped: require('..') failed (${String(herdcacheError.message).split('\n')[0]})`)
   }

@@ -1,0 +1,150 @@
+'use strict'
+
+// What bench/run.js and bench/fleet.js share: argument parsing, timing, the
+// 1 KB value, the machine and build lines of the reports, one formatter.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const v8 = require('node:v8')
+const vm = require('node:vm')
+const { execFileSync } = require('node:child_process')
+const { performance } = require('node:perf_hooks')
+
+const ROOT = path.join(__dirname, '..')
+const ADDON = 'herdcache.linux-x64-gnu.node'
+
+// ---------------------------------------------------------------- options
+
+const argv = process.argv.slice(2)
+const flag = (name) => argv.includes(`--${name}`)
+const opt = (name) => {
+  const a = argv.find((x) => x.startsWith(`--${name}=`))
+  return a === undefined ? undefined : a.slice(name.length + 3)
+}
+function rejectUnknownArgs (re, usage) {
+  for (const a of argv) {
+    if (!re.test(a)) {
+      console.error(`unknown argument ${a}\nusage: ${usage}`)
+      process.exit(2)
+    }
+  }
+}
+
+// ---------------------------------------------------------------- timing
+
+// A full GC between samples, outside the timing (works without --expose-gc).
+v8.setFlagsFromString('--expose-gc')
+const gc = vm.runInNewContext('gc')
+
+const tick = () => new Promise((resolve) => setImmediate(resolve))
+const now = () => performance.now()
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
+}
+
+// ---------------------------------------------------------------- the value
+
+function makeValue (extra) {
+  const v = {
+    id: 42,
+    kind: 'feed',
+    tenant: 't-0001',
+    locale: 'en-GB',
+    updatedAt: '2025-01-01T00:00:00.000Z',
+    ...extra,
+    items: []
+  }
+  for (let i = 0; JSON.stringify(v).length < 1000; i++) {
+    v.items.push({ id: 1000 + i, title: `item number ${i}`, price: 9.99 + i, tags: ['a', 'b'], ok: i % 2 === 0 })
+  }
+  return v
+}
+
+// ---------------------------------------------------------------- report lines
+
+const isoSeconds = (d = new Date()) => d.toISOString().replace(/\.\d+Z$/, 'Z')
+const loadAvg = () => os.loadavg().map((x) => x.toFixed(2)).join(' ')
+const fmtOps = (x) => x >= 1e6 ? `${(x / 1e6).toFixed(2)} M` : x >= 1e3 ? `${(x / 1e3).toFixed(1)} k` : x.toFixed(0)
+
+function machine () {
+  const cpus = os.cpus()
+  return {
+    cpu: `${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : '?'}`,
+    mem: `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+    load: loadAvg()
+  }
+}
+
+function pkgVersion (name) {
+  try {
+    return require(path.join(ROOT, 'node_modules', name, 'package.json')).version
+  } catch {
+    return '?'
+  }
+}
+
+function addonSha (dir) {
+  try {
+    return require('node:crypto').createHash('sha256').update(fs.readFileSync(path.join(dir, ADDON))).digest('hex').slice(0, 12)
+  } catch {
+    return null
+  }
+}
+
+// Which addon binary was measured (the implementation changes under the bench).
+function herdcacheBuild (dir) {
+  try {
+    const file = path.join(ROOT, ADDON)
+    const st = fs.statSync(file)
+    const sha = addonSha(dir)
+    let commit = ''
+    try {
+      const git = (args) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+      const head = git(['rev-parse', '--short', 'HEAD'])
+      const dirty = git(['status', '--porcelain', '--', 'src', 'lib', 'index.js', 'Cargo.toml', 'Cargo.lock'])
+      commit = `; sources at commit ${head}${dirty ? ' with uncommitted changes in src/, lib/ or index.js' : ''}`
+    } catch {}
+    return `\`${path.basename(file)}\` built ${isoSeconds(st.mtime)}, sha256 ${sha}…${commit}`
+  } catch {
+    return null
+  }
+}
+
+module.exports = {
+  /** The arguments after the script's name. */
+  argv,
+  /** flag('quick'): whether `--quick` was given. */
+  flag,
+  /** opt('out'): the value of `--out=…`, or undefined. */
+  opt,
+  /** Exits with code 2 and `usage` at the first argument that does not match `re`. */
+  rejectUnknownArgs,
+  /** A full, synchronous GC (exposed at load time through V8 flags). */
+  gc,
+  /** A promise of the next event-loop turn (`setImmediate`). */
+  tick,
+  /** performance.now(): ms, monotonic. */
+  now,
+  /** The median of an array of numbers (the mean of the middle two for an even count). */
+  median,
+  /** The ~1 KB JSON object a loader returns: fixed fields, then `extra`'s, then items until the JSON reaches 1 000 bytes. */
+  makeValue,
+  /** An ISO 8601 time cut to the second (`…T12:34:56Z`); now by default. */
+  isoSeconds,
+  /** The 1, 5 and 15 minute load averages, as 'a.aa b.bb c.cc'. */
+  loadAvg,
+  /** Operations per second as '1.23 M', '4.5 k' or '678'. */
+  fmtOps,
+  /** { cpu, mem, os, load } of this machine, as the reports print them. */
+  machine,
+  /** The version of a package in node_modules, or '?'. */
+  pkgVersion,
+  /** The first 12 hex digits of the sha256 of the addon binary in `dir`, or null. */
+  addonSha,
+  /** One line on the addon binary measured (mtime, sha256 of the copy in `dir`, git commit of the sources), or null. */
+  herdcacheBuild
+}
