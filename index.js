@@ -5,7 +5,7 @@
 // (serialising values, timers, AbortSignals) in lib/. See README.md.
 
 const { NativeCache } = require('./binding')
-const { lead, detach, softWait, track, answeredBy } = require('./lib/flight')
+const { lead, detach, softWait, track, answeredBy, sizeProblem } = require('./lib/flight')
 const { herdError } = require('./lib/errors')
 
 const { parse, stringify } = JSON
@@ -27,6 +27,7 @@ const NUMBER_OPTIONS = [
   'lockTtl',
   'redisTimeout',
   'circuitBreakerDuration',
+  'maxValueBytes',
 ]
 const FUNCTION_OPTIONS = ['waitUntil', 'onError']
 const STRING_OPTIONS = ['prefix', 'redis']
@@ -143,6 +144,7 @@ class Cache {
       timer: undefined,
       hardTimeout: 0,
       softTimeout: 0,
+      maxValueBytes: 0,
       redis: false,
       readBatch: undefined,
     }
@@ -229,6 +231,8 @@ class Cache {
       if (json === undefined) {
         throw herdError(TypeError, 'ERR_HERDCACHE_INVALID_VALUE', `set() was given a ${typeof value}; give plain data`)
       }
+      const tooLarge = sizeProblem(json, this.#ctx.maxValueBytes)
+      if (tooLarge !== undefined) throw tooLarge
       const write = this.#fns.set(key, parse(json), options?.ttl, options?.hardTtl, json)
       track(this.#ctx, write)
       return write?.then(noop)

@@ -51,3 +51,57 @@ test('after a timeout the next call starts a fresh load that can succeed', h.T, 
   )
   assert.equal(await cache.getOrLoad('k', () => 'second try'), 'second try')
 })
+
+// The event loop is held past hardTimeout inside the loader (a pinned lag:
+// the timer cannot fire before the loader's promise settles), so without
+// the deadline check the late value would be stored and served.
+const lag = (ms) => {
+  const end = performance.now() + ms
+  while (performance.now() < end) {}
+}
+
+test('a loader that settles after hardTimeout is given up even when the timer runs late', h.T, async (t) => {
+  const cache = h.track(t, new Cache({ hardTimeout: 50 }))
+  let signal
+  const late = cache.getOrLoad('k', async (ctx) => {
+    signal = ctx.signal
+    lag(80)
+    return 'late'
+  })
+  await assert.rejects(late, (e) => e.code === 'ERR_HERDCACHE_TIMEOUT')
+  assert.equal(signal.aborted, true)
+  assert.equal(await cache.get('k'), undefined, 'a value past the deadline is not stored')
+  const s = cache.stats()
+  assert.equal(s.timeouts, 1)
+  assert.equal(s.inFlight, 0)
+  assert.equal(await cache.getOrLoad('k', () => 'fresh'), 'fresh')
+})
+
+test('a loader that rejects after hardTimeout reports the timeout, as the timer would have', h.T, async (t) => {
+  const cache = h.track(t, new Cache({ hardTimeout: 50 }))
+  await assert.rejects(
+    cache.getOrLoad('k', async () => {
+      lag(80)
+      throw new Error('late failure')
+    }),
+    (e) => e.code === 'ERR_HERDCACHE_TIMEOUT',
+  )
+  assert.equal(cache.stats().timeouts, 1)
+})
+
+test('a late background refresh leaves the stale value in place', h.T, async (t) => {
+  const { kTesting } = require('..')
+  const cache = h.track(t, new Cache({ hardTimeout: 50, ttl: 1000, jitter: 0, beta: 0 }))
+  assert.equal(await cache.getOrLoad('k', () => 'v1'), 'v1')
+  cache[kTesting].advanceClock(1500)
+  assert.equal(
+    await cache.getOrLoad('k', async () => {
+      lag(80)
+      return 'late'
+    }),
+    'v1',
+  )
+  await h.waitFor(() => cache.stats().inFlight === 0, 'the refresh to end')
+  assert.equal(cache.stats().timeouts, 1)
+  assert.equal(await cache.get('k'), 'v1')
+})

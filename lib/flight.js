@@ -61,6 +61,12 @@ function lead(ctx, key, userKey, loader, id, background) {
     expire: () => failWith(timeoutError(ctx, userKey), true),
   }
 
+  // A loader that settles past hardTimeout is given up (nothing is stored,
+  // its callers get ERR_HERDCACHE_TIMEOUT) as if the timer had fired on
+  // time: under event-loop lag the timer runs late, and the outcome must not
+  // depend on which callback the loop happens to run first.
+  const late = () => performance.now() >= flight.deadline
+
   // With Redis: the lock token this flight holds, if any.
   let token
   let loaderStarted
@@ -79,6 +85,7 @@ function lead(ctx, key, userKey, loader, id, background) {
   }
   const succeed = (value) => {
     if (settled) return
+    if (late()) return flight.expire()
     const computeMs = performance.now() - loaderStarted
     let result = value
     let write
@@ -92,6 +99,8 @@ function lead(ctx, key, userKey, loader, id, background) {
         return failWith(unserializable(userKey, cause), false)
       }
       if (json === undefined) return failWith(unserializable(userKey), false)
+      const tooLarge = sizeProblem(json, ctx.maxValueBytes)
+      if (tooLarge !== undefined) return failWith(tooLarge, false)
       result = parse(json)
       write = ctx.fill(key, id, result, false, computeMs, json, token)
     }
@@ -126,7 +135,7 @@ function lead(ctx, key, userKey, loader, id, background) {
           failWith(error, false)
         }
       },
-      (error) => failWith(error, false),
+      (error) => (late() ? flight.expire() : failWith(error, false)),
     )
   }
   // With Redis, the fleet decides first: another instance's value, or the
@@ -284,6 +293,22 @@ function unserializable(userKey, cause) {
   )
 }
 
+/**
+ * The error for a value whose JSON text is longer than `maxValueBytes`
+ * UTF-8 bytes, or undefined. A UTF-16 unit is 1 to 3 UTF-8 bytes, so the
+ * exact count is only taken when the length alone does not decide.
+ */
+function sizeProblem(json, maxValueBytes) {
+  if (json.length * 3 <= maxValueBytes) return undefined
+  const bytes = json.length > maxValueBytes ? json.length : Buffer.byteLength(json)
+  if (bytes <= maxValueBytes) return undefined
+  return herdError(
+    RangeError,
+    'ERR_HERDCACHE_VALUE_TOO_LARGE',
+    `the value is ${json.length > maxValueBytes ? 'over ' : ''}${bytes} bytes of JSON, more than maxValueBytes (${maxValueBytes}); nothing was stored. Cache something smaller, or raise maxValueBytes`,
+  )
+}
+
 /** Background failures go to `onError`; nobody awaits them. */
 function report(ctx, error, key) {
   if (typeof ctx.onError !== 'function') return
@@ -338,4 +363,4 @@ function softWait(ctx, flight, stale) {
   })
 }
 
-module.exports = { lead, detach, softWait, track, answeredBy }
+module.exports = { lead, detach, softWait, track, answeredBy, sizeProblem }

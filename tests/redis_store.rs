@@ -2,9 +2,11 @@
 
 mod support;
 
-use herdcache::core::envelope::{Envelope, Meta};
+use herdcache::core::envelope::{DecodeError, Envelope, Meta};
 use herdcache::core::lock::{Change, Event};
-use herdcache::engine::redis::{lock_token, Events, Read, RedisStore, RedisTimeouts};
+use herdcache::engine::fleet::{Acquired, Fleet, FleetConfig, Terms};
+use herdcache::engine::redis::{lock_token, Events, LockAttempt, Read, RedisStore, RedisTimeouts};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::RedisServer;
@@ -19,6 +21,14 @@ fn envelope(stamp: u64, json: &str) -> Envelope {
       negative: false,
     },
     json: json.into(),
+  }
+}
+
+/// What the fleet passes to the write after a read found a corrupt value.
+fn corrupt_stamp(read: &Read) -> Option<u64> {
+  match read {
+    Read::Corrupt(DecodeError::BadValue { stamp }) => Some(*stamp),
+    _ => None,
   }
 }
 
@@ -182,9 +192,12 @@ async fn fills_and_deletes_reach_subscribers_and_wake_waiters() {
   };
   let task = {
     let connected = Arc::clone(&connected);
-    events.subscribe(s.client(), s.channel().to_string(), move |up| {
-      *connected.lock().unwrap() = up
-    })
+    events.subscribe(
+      s.client(),
+      s.channel().to_string(),
+      Duration::from_secs(1),
+      move |up| *connected.lock().unwrap() = up,
+    )
   };
   let deadline = Instant::now() + Duration::from_secs(5);
   while !*connected.lock().unwrap() {
@@ -316,4 +329,343 @@ async fn rediss_urls_speak_tls() {
   assert!(plain.read(&keys).await.is_err());
   drop(server);
   let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_contended_lock_reports_the_holders_lease() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let s = store(&server, "t:");
+  let keys = s.keys("k");
+  assert_eq!(
+    s.lock(&keys, &lock_token(), 5_000).await.unwrap(),
+    LockAttempt::Won
+  );
+  match s.lock(&keys, &lock_token(), 5_000).await.unwrap() {
+    LockAttempt::Held(lease) => assert!(lease > 4_000 && lease <= 5_000, "{lease}"),
+    other => panic!("the lock was taken twice: {other:?}"),
+  }
+}
+
+/// A lock key no instance can have set (no TTL, not a token, another Redis
+/// type) is garbage: the next caller takes the lock at once instead of
+/// waiting (or, before, spinning) until its hardTimeout.
+#[tokio::test]
+async fn a_garbage_lock_is_replaced() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let s = store(&server, "t:");
+  let mut c = raw(&server).await;
+  let setups: [(&str, &[&str]); 5] = [
+    ("no TTL", &["SET", "{t:a}:lock", "foreign"]),
+    (
+      "a token without a TTL",
+      &["SET", "{t:b}:lock", "0b5a1c9e-8f1d-4a5e-9c1b-2f6b1d3e4a5f"],
+    ),
+    (
+      "not a token",
+      &["SET", "{t:c}:lock", "foreign", "PX", "60000"],
+    ),
+    ("a list", &["RPUSH", "{t:d}:lock", "x"]),
+    ("a hash with a TTL", &["HSET", "{t:e}:lock", "f", "v"]),
+  ];
+  for (i, (what, command)) in setups.iter().enumerate() {
+    let mut cmd = redis::cmd(command[0]);
+    for arg in &command[1..] {
+      cmd.arg(*arg);
+    }
+    let _: redis::Value = cmd.query_async(&mut c).await.unwrap();
+    if *what == "a hash with a TTL" {
+      let _: i64 = redis::cmd("PEXPIRE")
+        .arg(command[1])
+        .arg(60_000)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    }
+    let key = ["a", "b", "c", "d", "e"][i];
+    let keys = s.keys(key);
+    let mine = lock_token();
+    assert_eq!(
+      s.lock(&keys, &mine, 5_000).await.unwrap(),
+      LockAttempt::Won,
+      "{what}"
+    );
+    // It is a real lock now: ours, with a lease, released by our token.
+    let lease = s.lock_lease(&keys).await.unwrap().unwrap();
+    assert!(lease > 4_000 && lease <= 5_000, "{what}: {lease}");
+    assert!(s.release(&keys, &mine).await.unwrap(), "{what}");
+  }
+  // Scripts that compare our token never fail on another type.
+  let keys = s.keys("f");
+  let _: i64 = redis::cmd("RPUSH")
+    .arg(&keys.lock)
+    .arg("x")
+    .query_async(&mut c)
+    .await
+    .unwrap();
+  assert!(!s.release(&keys, &lock_token()).await.unwrap());
+  assert!(!s.extend(&keys, &lock_token(), 5_000).await.unwrap());
+}
+
+#[tokio::test]
+async fn the_write_script_keeps_only_what_readers_accept() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let s = store(&server, "t:");
+  let mut c = raw(&server).await;
+  let far = "9".repeat(25);
+  let huge = "9".repeat(16);
+  let corrupt_but_newer = [
+    format!("hc1 1 2 3 {far} v\n1"),
+    format!("hc1 1 2 3 {huge} v\n1"),
+    format!("hc1 {far} {far} 3 99999999999999 v\n1"),
+    "hc1 5 2 3 99999999999999 v\n1".to_string(),
+    "hc1 1 2 3 99999999999999 v\nnot json".to_string(),
+    "hc1 1 2 3 99999999999999 v\n".to_string(),
+  ];
+  for stored in corrupt_but_newer {
+    let keys = s.keys("k");
+    let _: () = redis::cmd("SET")
+      .arg(&keys.value)
+      .arg(&stored)
+      .query_async(&mut c)
+      .await
+      .unwrap();
+    let read = s.read(&keys).await.unwrap();
+    assert!(
+      matches!(read, Read::Corrupt(_)),
+      "the reader rejects {stored:?}"
+    );
+    let ours = envelope(1_000, "\"ours\"");
+    assert!(
+      s.write_over("k", &keys, &ours, 60_000, None, corrupt_stamp(&read))
+        .await
+        .unwrap(),
+      "the writer must replace {stored:?}"
+    );
+    assert_eq!(s.read(&keys).await.unwrap(), Read::Found(ours));
+  }
+  // A valid newer value is kept, at the largest stamp the format allows.
+  let keys = s.keys("k");
+  let newest = envelope(999_999_999_989_999, "\"newest\"");
+  assert!(s.write("k", &keys, &newest, 60_000, None).await.unwrap());
+  assert!(!s
+    .write(
+      "k",
+      &keys,
+      &envelope(999_999_999_989_998, "\"late\""),
+      60_000,
+      None
+    )
+    .await
+    .unwrap());
+  assert_eq!(s.read(&keys).await.unwrap(), Read::Found(newest));
+}
+
+/// A loser waiting on a live lock registers one fill waiter, however many
+/// times it re-checks, and none is left once it is done.
+#[tokio::test]
+async fn a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let fleet = Fleet::start(
+    store(&server, "t:"),
+    FleetConfig {
+      lock_ttl: 5_000,
+      hard_timeout: 10_000,
+      breaker_cooldown: 1_000,
+    },
+  );
+  let other = store(&server, "t:");
+  let keys = other.keys("k");
+  // A "dead holder": its lease runs out in 400 ms and is never extended.
+  assert!(other.try_lock(&keys, &lock_token(), 400).await.unwrap());
+  let terms = Terms {
+    now: 1,
+    accept_stale: false,
+    newer_than: None,
+  };
+  let started = Instant::now();
+  let acquire = {
+    let fleet = Arc::clone(&fleet);
+    tokio::spawn(async move { fleet.acquire("k", 1, terms, true).await })
+  };
+  tokio::time::sleep(Duration::from_millis(150)).await;
+  assert_eq!(fleet.waiting_for("k"), 1);
+  let acquired = acquire.await.unwrap();
+  assert!(
+    matches!(acquired, Acquired::Load { token: Some(_) }),
+    "{acquired:?}"
+  );
+  assert!(started.elapsed() >= Duration::from_millis(300));
+  // One wait for the lease, and at most a couple more if it had 1 ms left.
+  let waits = fleet.counters.lock_waits.load(Ordering::Relaxed);
+  assert!((1..=3).contains(&waits), "{waits} waits");
+  assert_eq!(fleet.waiting_for("k"), 0);
+  fleet.stop();
+}
+
+/// The write script and the reader agree on every stored value: the script
+/// keeps a value with a newer stamp exactly when the reader accepts it, so
+/// no stored value is both unreadable and impossible to overwrite.
+#[tokio::test]
+async fn the_write_script_and_the_reader_agree_on_near_valid_values() {
+  use rand::{Rng, SeedableRng};
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let s = store(&server, "t:");
+  let mut c = raw(&server).await;
+  let seed = 0x5eed_u64;
+  let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+  // Mostly valid numbers, so that whole valid headers come up often.
+  let numbers = [
+    "2000",
+    "2000",
+    "2000",
+    "3000",
+    "3000",
+    "999999999999999",
+    "999999999999999",
+    "999999999999999",
+    "1000000000000000",
+    "99999999999999999999999",
+    "-5",
+    "",
+    "0x10",
+    "1e3",
+  ];
+  // herdcache writes values nested past serde's recursion limit too.
+  let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+  let bodies: [&[u8]; 10] = [
+    deep.as_bytes(),
+    b"1",
+    b"{\"a\":[1,2]}",
+    b"\"s\"",
+    b"null",
+    b"not json",
+    b"",
+    b"[1,",
+    b"\"\xff\xfe\"",
+    b"1 2",
+  ];
+  let (mut kept, mut replaced) = (0, 0);
+  for case in 0..1_000 {
+    let mut pick = |list: &[&str]| list[rng.random_range(0..list.len())].to_string();
+    let fields = [
+      pick(&numbers),
+      pick(&numbers),
+      pick(&numbers),
+      pick(&numbers),
+    ];
+    let tag = pick(&["hc1", "hc1", "hc1", "hc2", "HC1"]);
+    let kind = pick(&["v", "n", "v", "q"]);
+    let mut stored = format!(
+      "{tag} {} {} {} {} {kind}\n",
+      fields[0], fields[1], fields[2], fields[3]
+    )
+    .into_bytes();
+    stored.extend_from_slice(bodies[rng.random_range(0..bodies.len())]);
+    let key = format!("agree{case}");
+    let keys = s.keys(&key);
+    let _: () = redis::cmd("SET")
+      .arg(&keys.value)
+      .arg(&stored)
+      .query_async(&mut c)
+      .await
+      .unwrap();
+    let read = s.read(&keys).await.unwrap();
+    let accepted = matches!(read, Read::Found(_));
+    let written = s
+      .write_over(
+        &key,
+        &keys,
+        &envelope(1_000, "\"ours\""),
+        60_000,
+        None,
+        corrupt_stamp(&read),
+      )
+      .await
+      .unwrap();
+    assert_eq!(
+      written,
+      !accepted,
+      "seed {seed:#x} case {case}: {:?} (reader accepts: {accepted})",
+      String::from_utf8_lossy(&stored)
+    );
+    if accepted {
+      kept += 1;
+    } else {
+      replaced += 1;
+    }
+  }
+  // The generator reaches both sides.
+  assert!(
+    kept >= 10 && replaced >= 300,
+    "kept {kept}, replaced {replaced}"
+  );
+}
+
+/// A subscription whose connection goes silent (the server paused: no RST,
+/// no end of stream) is noticed by the liveness probe and made anew once the
+/// server answers again, so invalidations flow again.
+#[tokio::test]
+async fn a_silent_subscription_is_probed_and_made_anew() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let s = store(&server, "t:");
+  let seen = Arc::new(Mutex::new(Vec::new()));
+  let states = Arc::new(Mutex::new(Vec::new()));
+  let events = {
+    let seen = Arc::clone(&seen);
+    Events::new(move |e| seen.lock().unwrap().push(e.clone()))
+  };
+  let task = {
+    let states = Arc::clone(&states);
+    events.subscribe(
+      s.client(),
+      s.channel().to_string(),
+      Duration::from_millis(300),
+      move |up| states.lock().unwrap().push(up),
+    )
+  };
+  wait_until("the first subscription", || {
+    states.lock().unwrap().as_slice() == [true]
+  })
+  .await;
+  server.pause();
+  wait_until("the probe to notice", || states.lock().unwrap().len() >= 2).await;
+  assert!(!states.lock().unwrap()[1]);
+  server.resume();
+  wait_until("the subscription to come back", || {
+    let states = states.lock().unwrap();
+    states.len() >= 3 && states.last() == Some(&true)
+  })
+  .await;
+  let keys = s.keys("k");
+  assert!(s.delete("k", &keys).await.is_ok());
+  wait_until("the delete to arrive", || {
+    seen
+      .lock()
+      .unwrap()
+      .iter()
+      .any(|e| e.change == Change::Deleted("k".into()))
+  })
+  .await;
+  task.abort();
+}
+
+/// Polls `pred` on the runtime (which the subscriber shares), for 8 s at most.
+async fn wait_until(what: &str, pred: impl Fn() -> bool) {
+  let deadline = Instant::now() + Duration::from_secs(8);
+  while !pred() {
+    assert!(Instant::now() < deadline, "timed out waiting for {what}");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+  }
 }

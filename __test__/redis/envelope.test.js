@@ -163,3 +163,32 @@ test('a late writer cannot overwrite a newer value written by another load eithe
   await sleep(50)
   assert.equal(parseEnvelope(await redis.cmd('GET', key.value))?.value, 'newer', 'the envelope with the newer stamp is kept')
 })
+
+test('a corrupt entry with a stamp the reader rejects, or a newer stamp over a bad value, is overwritten once', T, async (t) => {
+  const redis = await startRedis(t)
+  if (!redis) return
+  const prefix = 'stamp:'
+  const now = Date.now()
+  const later = now + 600000
+  const cases = {
+    'a stamp past u64': `hc1 ${later} ${later} 1 ${'9'.repeat(25)} v\n1`,
+    'a stamp past the digit limit': `hc1 ${later} ${later} 1 ${'9'.repeat(16)} v\n1`,
+    'a newer stamp over a value that is not JSON': `hc1 ${later} ${later} 1 ${now + 10 ** 9} v\n{not json`,
+    'a newer stamp over bytes that are not UTF-8': Buffer.concat([Buffer.from(`hc1 ${later} ${later} 1 ${now + 10 ** 9} v\n"`), Buffer.from([0xff, 0xfe, 0x22])]),
+  }
+  for (const [name, raw] of Object.entries(cases)) {
+    const key = `k:${name.length}`
+    await redis.cmd('SET', names(prefix, key).value, raw)
+    const writer = track(t, new Cache({ redis: redis.url, prefix, l1: false }))
+    const loader = counted(() => `fresh for ${name}`)
+    assert.equal(await writer.getOrLoad(key, loader), `fresh for ${name}`, name)
+    assert.equal(writer.stats().corruptValues, 1, name)
+    assert.match(await redis.cmd('GET', names(prefix, key).value), new RegExp(`fresh for ${name}`), `${name}: replaced in Redis`)
+    // Every other instance now reads the value instead of reloading it.
+    const reader = track(t, new Cache({ redis: redis.url, prefix, l1: false }))
+    const again = counted(() => 'reloaded')
+    assert.equal(await reader.getOrLoad(key, again), `fresh for ${name}`, name)
+    assert.equal(again.calls, 0, name)
+    assert.equal(loader.calls, 1, name)
+  }
+})

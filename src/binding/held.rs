@@ -18,7 +18,9 @@ pub struct Held {
 #[derive(Debug)]
 enum HeldValue {
   Object(JsRef),
-  Text(String),
+  /// UTF-16 code units, so a string with a lone surrogate comes back as it
+  /// went in (UTF-8 would turn it into U+FFFD).
+  Text(Vec<u16>),
   Number(f64),
   Bool(bool),
   Null,
@@ -56,7 +58,7 @@ impl HeldValue {
       sys::ValueType::napi_object | sys::ValueType::napi_function => {
         HeldValue::Object(JsRef::strong(env, value)?)
       }
-      sys::ValueType::napi_string => HeldValue::Text(raw::get_string(env, value)?),
+      sys::ValueType::napi_string => HeldValue::Text(raw::get_string_utf16(env, value)?),
       sys::ValueType::napi_number => HeldValue::Number(raw::get_number(env, value)),
       sys::ValueType::napi_boolean => HeldValue::Bool(raw::get_bool(env, value)),
       sys::ValueType::napi_null => HeldValue::Null,
@@ -67,7 +69,7 @@ impl HeldValue {
   unsafe fn to_js(&self, env: Env) -> Value {
     match self {
       HeldValue::Object(r) => r.get(env).unwrap_or_else(|| raw::undefined(env)),
-      HeldValue::Text(s) => raw::string(env, s),
+      HeldValue::Text(units) => raw::string_utf16(env, units),
       HeldValue::Number(n) => raw::number(env, *n),
       HeldValue::Bool(b) => raw::boolean(env, *b),
       HeldValue::Null => raw::null(env),

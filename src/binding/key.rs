@@ -26,6 +26,7 @@ pub unsafe fn read(env: Env, value: Value, buf: &mut Utf8) -> RawResult<Key<'_>>
   match raw::type_of(env, value) {
     sys::ValueType::napi_string => {
       let text = buf.read(env, value)?;
+      check_lossless(env, value, text.as_str(), None)?;
       key::check_string_key(text.as_str())?;
       Ok(Key::Text(text))
     }
@@ -44,7 +45,9 @@ pub unsafe fn read(env: Env, value: Value, buf: &mut Utf8) -> RawResult<Key<'_>>
         napi_try!(env, sys::napi_get_element(env, value, i, &mut part));
         match raw::type_of(env, part) {
           sys::ValueType::napi_string => {
-            builder.push(Part::Text(part_buf.read(env, part)?.as_str()))?
+            let text = part_buf.read(env, part)?;
+            check_lossless(env, part, text.as_str(), Some(i))?;
+            builder.push(Part::Text(text.as_str()))?
           }
           sys::ValueType::napi_number => builder.push(Part::Number(raw::get_number(env, part)))?,
           other => {
@@ -62,6 +65,31 @@ pub unsafe fn read(env: Env, value: Value, buf: &mut Utf8) -> RawResult<Key<'_>>
     }
     other => Err(not_a_key(describe(other)).into()),
   }
+}
+
+/// Keys are read as UTF-8, which turns a lone surrogate (half of an emoji
+/// cut by `.slice()`, say) into U+FFFD: '\uD800' and '\uFFFD' would be one
+/// key, and one input's value would be served for another. Such a key is
+/// refused. Only a key that reads back with U+FFFD in it is looked at again.
+unsafe fn check_lossless(env: Env, value: Value, text: &str, part: Option<u32>) -> RawResult<()> {
+  // Most keys are ASCII: one word-at-a-time scan decides.
+  if text.is_ascii() || !text.contains('\u{FFFD}') {
+    return Ok(());
+  }
+  let units = raw::get_string_utf16(env, value)?;
+  if char::decode_utf16(units).all(|c| c.is_ok()) {
+    return Ok(());
+  }
+  let what = match part {
+    Some(i) => format!("key part {i}"),
+    None => "the key".to_string(),
+  };
+  Err(
+    key::invalid(format!(
+      "{what} contains a lone surrogate (half of a UTF-16 pair, e.g. an emoji cut by .slice()), which cannot be stored without changing it; give well-formed text (String.prototype.toWellFormed())"
+    ))
+    .into(),
+  )
 }
 
 fn not_a_key(what: &str) -> crate::core::error::Error {

@@ -272,6 +272,12 @@ impl NativeCache {
     raw::set_property(
       env,
       ctx,
+      c"maxValueBytes",
+      raw::number(env, config.max_value_bytes as f64),
+    )?;
+    raw::set_property(
+      env,
+      ctx,
       c"redis",
       raw::boolean(env, config.redis.is_some()),
     )?;

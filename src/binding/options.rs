@@ -59,6 +59,12 @@ pub struct CacheOptions {
   /// served from memory or by the loader), then one call probes it again.
   /// Default 5 000.
   pub circuit_breaker_duration: Option<f64>,
+  /// Bound of one value, in UTF-8 bytes of its JSON text. A loader result
+  /// or `set()` value past it is refused with `ERR_HERDCACHE_VALUE_TOO_LARGE`
+  /// (nothing is stored; a background refresh keeps the stale value), so a
+  /// runaway result is not copied into Redis and every instance's memory.
+  /// Default 8 MiB (8 388 608); at most 512 MiB, Redis's limit.
+  pub max_value_bytes: Option<f64>,
 }
 
 impl CacheOptions {
@@ -79,6 +85,7 @@ impl CacheOptions {
       l1: self.l1,
       redis_timeout: self.redis_timeout,
       circuit_breaker_duration: self.circuit_breaker_duration,
+      max_value_bytes: self.max_value_bytes,
     }
   }
 }

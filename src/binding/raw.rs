@@ -89,6 +89,31 @@ pub unsafe fn string(env: Env, s: &str) -> Value {
   v
 }
 
+/// A JS string made from UTF-16 code units, lone surrogates included.
+pub unsafe fn string_utf16(env: Env, units: &[u16]) -> Value {
+  let mut v = ptr::null_mut();
+  sys::napi_create_string_utf16(env, units.as_ptr(), units.len() as isize, &mut v);
+  v
+}
+
+/// A JS string's UTF-16 code units, exactly: UTF-8 cannot carry a lone
+/// surrogate (napi writes U+FFFD for it), UTF-16 can.
+pub unsafe fn get_string_utf16(env: Env, value: Value) -> RawResult<Vec<u16>> {
+  let mut len = 0;
+  napi_try!(
+    env,
+    sys::napi_get_value_string_utf16(env, value, ptr::null_mut(), 0, &mut len)
+  );
+  let mut units = vec![0u16; len + 1];
+  let mut written = 0;
+  napi_try!(
+    env,
+    sys::napi_get_value_string_utf16(env, value, units.as_mut_ptr(), units.len(), &mut written)
+  );
+  units.truncate(written);
+  Ok(units)
+}
+
 pub unsafe fn get_number(env: Env, value: Value) -> f64 {
   let mut n = 0.0;
   sys::napi_get_value_double(env, value, &mut n);

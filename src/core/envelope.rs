@@ -20,6 +20,11 @@ use std::fmt;
 
 pub const VERSION_TAG: &str = "hc1";
 
+/// Header numbers have at most this many digits (below 10^15 ms, the year
+/// 33658): exact as doubles, so the write script (Lua) compares stamps
+/// exactly as this decoder reads them, and the two agree on what is valid.
+pub const MAX_DIGITS: usize = 15;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Meta {
   pub fresh_until: u64,
@@ -41,6 +46,12 @@ pub enum DecodeError {
   NotAnEnvelope,
   UnknownVersion(String),
   BadHeader(&'static str),
+  /// A valid header over a value that is not UTF-8 JSON (found by the
+  /// reader, which checks the value; `decode` does not). The stamp lets the
+  /// next write replace exactly this value, even though its stamp is newer.
+  BadValue {
+    stamp: u64,
+  },
 }
 
 impl fmt::Display for DecodeError {
@@ -49,6 +60,7 @@ impl fmt::Display for DecodeError {
       DecodeError::NotAnEnvelope => write!(f, "not a herdcache entry"),
       DecodeError::UnknownVersion(v) => write!(f, "unknown entry version {v:?}"),
       DecodeError::BadHeader(field) => write!(f, "corrupt entry header: bad {field}"),
+      DecodeError::BadValue { .. } => write!(f, "corrupt entry: the value is not UTF-8 JSON"),
     }
   }
 }
@@ -71,6 +83,18 @@ impl Envelope {
 
   pub fn decode(text: &str) -> Result<Envelope, DecodeError> {
     let (header, json) = text.split_once('\n').ok_or(DecodeError::NotAnEnvelope)?;
+    let meta = Envelope::decode_header(header)?;
+    if json.is_empty() {
+      return Err(DecodeError::BadHeader("value"));
+    }
+    Ok(Envelope {
+      meta,
+      json: json.to_string(),
+    })
+  }
+
+  /// The first line of an envelope, without its newline.
+  pub fn decode_header(header: &str) -> Result<Meta, DecodeError> {
     let mut fields = header.split(' ');
     match fields.next() {
       Some(VERSION_TAG) => {}
@@ -81,7 +105,8 @@ impl Envelope {
     }
     let mut number = |name: &'static str| -> Result<u64, DecodeError> {
       let field = fields.next().ok_or(DecodeError::BadHeader(name))?;
-      if field.is_empty() || !field.bytes().all(|b| b.is_ascii_digit()) {
+      if field.is_empty() || field.len() > MAX_DIGITS || !field.bytes().all(|b| b.is_ascii_digit())
+      {
         return Err(DecodeError::BadHeader(name));
       }
       field.parse().map_err(|_| DecodeError::BadHeader(name))
@@ -101,18 +126,12 @@ impl Envelope {
     if hard_until < fresh_until {
       return Err(DecodeError::BadHeader("hardUntil"));
     }
-    if json.is_empty() {
-      return Err(DecodeError::BadHeader("value"));
-    }
-    Ok(Envelope {
-      meta: Meta {
-        fresh_until,
-        hard_until,
-        compute_ms,
-        stamp,
-        negative,
-      },
-      json: json.to_string(),
+    Ok(Meta {
+      fresh_until,
+      hard_until,
+      compute_ms,
+      stamp,
+      negative,
     })
   }
 

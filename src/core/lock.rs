@@ -93,11 +93,37 @@ impl Event {
   }
 }
 
+/// What a lock set by herdcache holds (a UUID v4 token, as a Lua pattern):
+/// anything else under a lock key, or a lock without a TTL, was set by no
+/// instance and is garbage (see [`LOCK_SCRIPT`]).
+pub const TOKEN_PATTERN: &str =
+  "^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$";
+
+/// Takes the lock if it is free: `SET lock token PX ttl` as `SET … NX` does,
+/// and in the same round trip tells a loser how long the holder's lease has
+/// left. A lock no herdcache instance can have set — no TTL (every lock has
+/// one), a value that is not a token, another Redis type — is garbage: it is
+/// replaced, so it can neither block a key forever nor make losers spin.
+/// KEYS[1] lock; ARGV[1] token, ARGV[2] lease ms, ARGV[3] the token pattern.
+/// Returns 0 if this caller now holds the lock, else the holder's lease, ms.
+pub const LOCK_SCRIPT: &str = r#"
+local held = redis.pcall('GET', KEYS[1])
+if held then
+  local lease = redis.call('PTTL', KEYS[1])
+  if lease > 0 and type(held) == 'string' and string.match(held, ARGV[3]) then
+    return lease
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 0
+"#;
+
 /// Deletes the lock only if it still holds our token: a holder whose lease
-/// ran out must not delete the lock another instance took since.
+/// ran out must not delete the lock another instance took since. (`pcall`:
+/// another Redis type under the lock key is not ours, not an error.)
 /// KEYS[1] lock; ARGV[1] token. Returns 1 if released.
 pub const RELEASE_SCRIPT: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
@@ -106,7 +132,7 @@ return 0
 /// Extends the lease only while the lock still holds our token.
 /// KEYS[1] lock; ARGV[1] token, ARGV[2] lease ms. Returns 1 if extended.
 pub const EXTEND_SCRIPT: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
@@ -115,25 +141,36 @@ return 0
 /// Writes an envelope unless the stored one comes from a load that started
 /// later (its stamp is greater), announces the fill, and releases our lock —
 /// one round trip, and the lock is only released once the value is readable.
-/// A stored value that is not an envelope (foreign, corrupt, another Redis
-/// type) is overwritten.
+/// The header rules are `Envelope::decode_header`'s (numbers of at most
+/// `envelope::MAX_DIGITS` digits, so Lua's doubles compare stamps exactly
+/// as the reader reads them; hardUntil >= freshUntil), so a value the
+/// reader rejects for its header is overwritten here too. A valid header
+/// over a value the reader rejected (not UTF-8 JSON) is replaced when the
+/// writer names its stamp (ARGV[7]): the reader, not Lua, judges JSON. A
+/// foreign or other-type value is overwritten.
 /// KEYS[1] value, KEYS[2] lock; ARGV[1] envelope, ARGV[2] hard TTL ms,
 /// ARGV[3] stamp, ARGV[4] token ('' when not holding the lock),
-/// ARGV[5] channel, ARGV[6] fill message.
+/// ARGV[5] channel, ARGV[6] fill message, ARGV[7] the stamp of a corrupt
+/// value to replace (''), ARGV[8] the digit limit.
 /// Returns 1 if written, 0 if a newer value was kept.
 pub const WRITE_SCRIPT: &str = r#"
-local written = 0
+local newer = false
 local stored = redis.pcall('GET', KEYS[1])
-local stamp = type(stored) == 'string' and string.match(stored, '^hc1 %d+ %d+ %d+ (%d+) [vn]\n')
-if not stamp or tonumber(stamp) <= tonumber(ARGV[3]) then
+if type(stored) == 'string' then
+  local fresh, hard, compute, stamp = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n')
+  local digits = tonumber(ARGV[8])
+  newer = stamp ~= nil and #fresh <= digits and #hard <= digits and #compute <= digits
+    and #stamp <= digits and tonumber(hard) >= tonumber(fresh)
+    and tonumber(stamp) > tonumber(ARGV[3]) and tonumber(stamp) ~= tonumber(ARGV[7])
+end
+if not newer then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   redis.call('PUBLISH', ARGV[5], ARGV[6])
-  written = 1
 end
-if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) == ARGV[4] then
+if ARGV[4] ~= '' and redis.pcall('GET', KEYS[2]) == ARGV[4] then
   redis.call('DEL', KEYS[2])
 end
-return written
+return newer and 0 or 1
 "#;
 
 /// How a lock is held while a load runs: the lease is short, so a crashed
@@ -162,20 +199,20 @@ impl Lease {
 pub enum LoserStep {
   /// Wait up to this many ms for the winner's fill notice.
   Wait(u64),
-  /// The wait is over (lease gone, or the load's own deadline): load locally.
+  /// The load's own deadline has come: load locally.
   LoadLocally,
 }
 
-/// `lock_pttl`: the lock's remaining lease (ms) as Redis reports it, `None`
-/// if the lock is gone; `waited`: how long this caller has waited so far;
+/// `lease`: the holder's remaining lease (ms, > 0, as the lock script
+/// reports it); `waited`: how long this caller has waited so far;
 /// `hard_timeout`: the bound of any load. A winner that keeps extending its
-/// lease is waited for up to `hard_timeout`; a lease that ran out means the
-/// winner died.
-pub fn loser_step(lock_pttl: Option<u64>, waited: u64, hard_timeout: u64) -> LoserStep {
-  let left = hard_timeout.saturating_sub(waited);
-  match lock_pttl {
-    Some(pttl) if pttl > 0 && left > 0 => LoserStep::Wait(pttl.min(left)),
-    _ => LoserStep::LoadLocally,
+/// lease is waited for up to `hard_timeout`; a lease that runs out means the
+/// winner died, and the next attempt takes the lock. Every step waits, so a
+/// loser never spins.
+pub fn loser_step(lease: u64, waited: u64, hard_timeout: u64) -> LoserStep {
+  match hard_timeout.saturating_sub(waited) {
+    0 => LoserStep::LoadLocally,
+    left => LoserStep::Wait(lease.clamp(1, left)),
   }
 }
 
@@ -240,7 +277,7 @@ mod tests {
     }
     .encode();
     assert!(text.starts_with("hc1 1 2 3 1700000000123 v\n"));
-    assert!(WRITE_SCRIPT.contains(r"'^hc1 %d+ %d+ %d+ (%d+) [vn]\n'"));
+    assert!(WRITE_SCRIPT.contains(r"'^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n'"));
   }
 
   #[test]
@@ -257,18 +294,32 @@ mod tests {
 
   #[test]
   fn losers_wait_for_a_live_lease_then_load_locally() {
-    assert_eq!(loser_step(Some(2_000), 0, 30_000), LoserStep::Wait(2_000));
+    assert_eq!(loser_step(2_000, 0, 30_000), LoserStep::Wait(2_000));
     // Never past the load's own deadline.
+    assert_eq!(loser_step(2_000, 29_500, 30_000), LoserStep::Wait(500));
+    assert_eq!(loser_step(2_000, 30_000, 30_000), LoserStep::LoadLocally);
+    // Every step before the deadline waits at least 1 ms: no spinning.
+    assert_eq!(loser_step(0, 100, 30_000), LoserStep::Wait(1));
+  }
+
+  #[test]
+  fn the_token_pattern_matches_lock_tokens_only() {
+    // The Lua pattern, translated: 8-4-4-4-12 hex digits, nothing else.
+    let lua_to_shape = |text: &str| -> bool {
+      let groups: Vec<&str> = text.split('-').collect();
+      groups.len() == 5
+        && groups
+          .iter()
+          .zip([8, 4, 4, 4, 12])
+          .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let token = uuid::Uuid::new_v4().to_string();
+    assert!(lua_to_shape(&token), "{token}");
     assert_eq!(
-      loser_step(Some(2_000), 29_500, 30_000),
-      LoserStep::Wait(500)
+      TOKEN_PATTERN.matches("%x").count(),
+      32,
+      "one %x per hex digit of a UUID"
     );
-    assert_eq!(
-      loser_step(Some(2_000), 30_000, 30_000),
-      LoserStep::LoadLocally
-    );
-    // The lease is gone: the winner died (or just finished: the caller reads first).
-    assert_eq!(loser_step(None, 100, 30_000), LoserStep::LoadLocally);
-    assert_eq!(loser_step(Some(0), 100, 30_000), LoserStep::LoadLocally);
+    assert!(TOKEN_PATTERN.starts_with('^') && TOKEN_PATTERN.ends_with('$'));
   }
 }

@@ -18,6 +18,12 @@ pub const DEFAULT_L1_MAX_ENTRIES: u64 = 1_000;
 pub const DEFAULT_LOCK_TTL: u64 = 5_000;
 pub const DEFAULT_REDIS_TIMEOUT: u64 = 1_000;
 pub const DEFAULT_CIRCUIT_BREAKER_DURATION: u64 = 5_000;
+/// 8 MiB: eight times memcached's item limit, far past what a cache entry
+/// should be, and small enough that a runaway result is refused before it
+/// is copied into Redis and every instance's memory.
+pub const DEFAULT_MAX_VALUE_BYTES: u64 = 8 << 20;
+/// Redis's own limit of a string value.
+pub const MAX_VALUE_BYTES: f64 = (512u64 << 20) as f64;
 
 /// TTLs up to ~34 years: far past any use, and epoch + TTL cannot overflow.
 pub const MAX_TTL: f64 = (1u64 << 40) as f64;
@@ -42,6 +48,7 @@ pub struct RawCacheOptions {
   pub l1: Option<bool>,
   pub redis_timeout: Option<f64>,
   pub circuit_breaker_duration: Option<f64>,
+  pub max_value_bytes: Option<f64>,
 }
 
 /// The Redis part of the configuration.
@@ -75,6 +82,8 @@ pub struct CacheConfig {
   pub hard_timeout: u64,
   pub refresh_backoff: u64,
   pub max_entries: usize,
+  /// Bound of a value's JSON text, UTF-8 bytes (checked where it is made).
+  pub max_value_bytes: u64,
   pub prefix: String,
   pub redis: Option<RedisConfig>,
 }
@@ -203,6 +212,17 @@ impl CacheConfig {
       Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => n as u64,
       Some(n) => return Err(range("maxEntries", "an integer >= 1", n)),
     };
+    let max_value_bytes = match raw.max_value_bytes {
+      None => DEFAULT_MAX_VALUE_BYTES,
+      Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 && n <= MAX_VALUE_BYTES => n as u64,
+      Some(n) => {
+        return Err(range(
+          "maxValueBytes",
+          &format!("an integer >= 1 and <= {MAX_VALUE_BYTES} (Redis's limit)"),
+          n,
+        ))
+      }
+    };
     Ok(CacheConfig {
       entry: EntryPolicy {
         ttl,
@@ -239,6 +259,7 @@ impl CacheConfig {
         DEFAULT_REFRESH_BACKOFF,
       )?,
       max_entries: max_entries as usize,
+      max_value_bytes,
       prefix: raw.prefix.clone().unwrap_or_default(),
       redis,
     })
@@ -322,6 +343,7 @@ mod tests {
     assert_eq!(c.soft_timeout, 0);
     assert_eq!(c.hard_timeout, 30_000);
     assert_eq!(c.max_entries, 10_000);
+    assert_eq!(c.max_value_bytes, 8 * 1024 * 1024);
   }
 
   #[test]
@@ -387,6 +409,18 @@ mod tests {
       RawCacheOptions {
         ttl: Some(1_000.0),
         hard_ttl: Some(999.0),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        max_value_bytes: Some(0.0),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        max_value_bytes: Some(1e12),
+        ..Default::default()
+      },
+      RawCacheOptions {
+        max_value_bytes: Some(10.5),
         ..Default::default()
       },
     ];

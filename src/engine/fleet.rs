@@ -9,9 +9,9 @@
 //! caller, which gets invalidations from other instances through
 //! [`Fleet::take_invalidations`].
 
-use super::redis::{lock_token, Events, Read, RedisStore};
+use super::redis::{lock_token, Events, LockAttempt, Read, RedisStore};
 use crate::core::breaker::Breaker;
-use crate::core::envelope::Envelope;
+use crate::core::envelope::{DecodeError, Envelope};
 use crate::core::lock::{loser_step, Change, Lease, LoserStep, RedisKeys};
 use redis::RedisResult;
 use std::collections::HashMap;
@@ -77,7 +77,14 @@ pub struct Fleet {
   extenders: Mutex<HashMap<u64, JoinHandle<()>>>,
   invalidations: Arc<Invalidations>,
   subscriber: Mutex<Option<JoinHandle<()>>>,
+  /// Keys whose stored value had a valid header over a value that is not
+  /// UTF-8 JSON, with its stamp: the next write of the key replaces it even
+  /// if that stamp is newer (the write script cannot judge JSON).
+  corrupt_stamps: Mutex<HashMap<String, u64>>,
 }
+
+/// Past this many remembered corrupt stamps the memo starts afresh.
+const MAX_CORRUPT_STAMPS: usize = 10_000;
 
 /// What the thread that owns the L1 must forget.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,6 +157,7 @@ impl Fleet {
       extenders: Mutex::new(HashMap::new()),
       invalidations: Arc::clone(&invalidations),
       subscriber: Mutex::new(None),
+      corrupt_stamps: Mutex::new(HashMap::new()),
       store,
     });
     // While the subscription is down, changes elsewhere go unseen: each
@@ -158,6 +166,7 @@ impl Fleet {
     let handle = fleet.events.subscribe(
       fleet.store.client(),
       fleet.store.channel().to_string(),
+      fleet.store.timeouts().command,
       move |connected| {
         if connected && ever_connected.swap(true, Ordering::Relaxed) {
           invalidations.push(Invalidation::Resubscribed);
@@ -166,6 +175,11 @@ impl Fleet {
     );
     *fleet.subscriber.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
     fleet
+  }
+
+  /// How many of this instance's flights wait for `key`'s fill notice.
+  pub fn waiting_for(&self, key: &str) -> usize {
+    self.events.waiting(key)
   }
 
   pub fn invalidations(&self) -> Arc<Invalidations> {
@@ -209,11 +223,35 @@ impl Fleet {
   }
 
   /// Counts a corrupt value where a flight first meets it (re-reads of the
-  /// same flight do not count it again).
-  fn note_corrupt(&self, read: &Read) {
-    if let Read::Corrupt(_) = read {
-      bump(&self.counters.corrupt_values);
+  /// same flight do not count it again), and remembers the stamp of one
+  /// with a valid header, for the write that replaces it.
+  fn note_corrupt(&self, key: &str, read: &Read) {
+    match read {
+      Read::Corrupt(DecodeError::BadValue { stamp }) => {
+        bump(&self.counters.corrupt_values);
+        let mut stamps = self
+          .corrupt_stamps
+          .lock()
+          .unwrap_or_else(|p| p.into_inner());
+        if stamps.len() >= MAX_CORRUPT_STAMPS {
+          stamps.clear();
+        }
+        stamps.insert(key.to_string(), *stamp);
+      }
+      Read::Corrupt(_) => bump(&self.counters.corrupt_values),
+      _ => {}
     }
+  }
+
+  fn take_corrupt_stamp(&self, key: &str) -> Option<u64> {
+    let mut stamps = self
+      .corrupt_stamps
+      .lock()
+      .unwrap_or_else(|p| p.into_inner());
+    if stamps.is_empty() {
+      return None;
+    }
+    stamps.remove(key)
   }
 
   /// The usable envelope under the key, if any (counted as a Redis hit):
@@ -274,8 +312,8 @@ impl Fleet {
     reads
       .iter()
       .zip(requests)
-      .map(|(read, (_, terms))| {
-        self.note_corrupt(read);
+      .map(|(read, (key, terms))| {
+        self.note_corrupt(key, read);
         self.answer(read, terms)
       })
       .collect()
@@ -316,7 +354,7 @@ impl Fleet {
       match self.read(&keys).await {
         None => return local,
         Some(read) => {
-          self.note_corrupt(&read);
+          self.note_corrupt(key, &read);
           if let Some(answer) = self.answer(&read, &terms) {
             return answer;
           }
@@ -325,10 +363,13 @@ impl Fleet {
     }
     let token = lock_token();
     let mut contended = false;
+    // One fill waiter per flight, registered before the first re-check and
+    // kept across waits that time out (a new one only after it fired).
+    let mut notice = None;
     loop {
-      match self.track(self.store.try_lock(&keys, &token, self.lease.ttl).await) {
+      match self.track(self.store.lock(&keys, &token, self.lease.ttl).await) {
         None => return local,
-        Some(true) => {
+        Some(LockAttempt::Won) => {
           bump(&self.counters.lock_acquired);
           // Someone may have written between our read and our lock.
           match self.fresh(&keys, clock(started), newer_than).await {
@@ -345,41 +386,35 @@ impl Fleet {
           self.keep_lease(id, keys, token.clone());
           return Acquired::Load { token: Some(token) };
         }
-        Some(false) => {
+        Some(LockAttempt::Held(lease)) => {
           if !contended {
             contended = true;
             bump(&self.counters.lock_contended);
           }
           // Subscribe before re-checking: a fill in between still wakes us.
-          let notice = self.events.wait(key);
+          let waiter = notice.get_or_insert_with(|| self.events.wait(key));
           match self.fresh(&keys, clock(started), newer_than).await {
-            Some(Some(e)) => {
-              return Acquired::Value(e);
-            }
+            Some(Some(e)) => return Acquired::Value(e),
             None => return local,
             Some(None) => {}
           }
-          let Some(lease) = self.track(self.store.lock_lease(&keys).await) else {
+          let waited = started.elapsed().as_millis() as u64;
+          let LoserStep::Wait(ms) = loser_step(lease, waited, self.hard_timeout) else {
             return local;
           };
-          let waited = started.elapsed().as_millis() as u64;
-          match loser_step(lease, waited, self.hard_timeout) {
-            LoserStep::LoadLocally if waited >= self.hard_timeout => return local,
-            // The lock is gone (the winner finished or died): try again.
-            LoserStep::LoadLocally => continue,
-            LoserStep::Wait(ms) => {
-              bump(&self.counters.lock_waits);
-              if let Ok(Ok(())) = tokio::time::timeout(Duration::from_millis(ms), notice).await {
-                bump(&self.counters.fill_notices);
-              }
-              match self.fresh(&keys, clock(started), newer_than).await {
-                Some(Some(e)) => {
-                  return Acquired::Value(e);
-                }
-                None => return local,
-                Some(None) => {}
-              }
+          bump(&self.counters.lock_waits);
+          // A timeout (the lease ran out first: the holder died, or is
+          // extending it) keeps the waiter for the next turn.
+          if let Ok(woken) = tokio::time::timeout(Duration::from_millis(ms), waiter).await {
+            if woken.is_ok() {
+              bump(&self.counters.fill_notices);
             }
+            notice = None;
+          }
+          match self.fresh(&keys, clock(started), newer_than).await {
+            Some(Some(e)) => return Acquired::Value(e),
+            None => return local,
+            Some(None) => {}
           }
         }
       }
@@ -440,9 +475,10 @@ impl Fleet {
     }
     let keys = self.store.keys(key);
     let px = envelope.meta.hard_until.saturating_sub(wall_ms()).max(1);
+    let corrupt = self.take_corrupt_stamp(key);
     let result = self
       .store
-      .write(key, &keys, &envelope, px, token.as_deref())
+      .write_over(key, &keys, &envelope, px, token.as_deref(), corrupt)
       .await;
     self.track(result)
   }
@@ -451,6 +487,7 @@ impl Fleet {
   /// may try (nothing is written: errors are never cached).
   pub async fn abandon(&self, key: &str, id: u64, token: Option<String>) {
     self.stop_lease(id);
+    self.take_corrupt_stamp(key);
     if let Some(token) = token {
       let keys = self.store.keys(key);
       let result = self.store.release(&keys, &token).await;
@@ -465,7 +502,11 @@ impl Fleet {
     }
     let keys = self.store.keys(key);
     let px = envelope.meta.hard_until.saturating_sub(wall_ms()).max(1);
-    let result = self.store.write(key, &keys, &envelope, px, None).await;
+    let corrupt = self.take_corrupt_stamp(key);
+    let result = self
+      .store
+      .write_over(key, &keys, &envelope, px, None, corrupt)
+      .await;
     self.track(result).unwrap_or(false)
   }
 

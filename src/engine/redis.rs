@@ -52,9 +52,19 @@ pub struct RedisStore {
   channel: String,
   /// Names this store on the events channel, so it can skip its own notices.
   origin: String,
+  lock: Script,
   release: Script,
   extend: Script,
   write: Script,
+}
+
+/// What an attempt to take the fleet lock found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockAttempt {
+  /// This caller holds the lock now.
+  Won,
+  /// Another instance holds it, for this many more ms.
+  Held(u64),
 }
 
 /// A fresh lock token: random, unique per acquisition.
@@ -79,6 +89,7 @@ impl RedisStore {
       prefix: prefix.to_string(),
       channel: lock::events_channel(prefix),
       origin: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
+      lock: Script::new(lock::LOCK_SCRIPT),
       release: Script::new(lock::RELEASE_SCRIPT),
       extend: Script::new(lock::EXTEND_SCRIPT),
       write: Script::new(lock::WRITE_SCRIPT),
@@ -134,18 +145,27 @@ impl RedisStore {
     replies.into_iter().map(read_reply).collect()
   }
 
-  /// `SET lock token NX PX ttl`: true if this caller now holds the lock.
-  pub async fn try_lock(&self, keys: &RedisKeys, token: &str, ttl: u64) -> RedisResult<bool> {
+  /// Takes the lock if it is free (or garbage: `LOCK_SCRIPT`), else says
+  /// how long the holder's lease has left — one round trip either way.
+  pub async fn lock(&self, keys: &RedisKeys, token: &str, ttl: u64) -> RedisResult<LockAttempt> {
     let mut c = self.connection().await?;
-    let set: Option<String> = redis::cmd("SET")
-      .arg(&keys.lock)
+    let lease: i64 = self
+      .lock
+      .key(&keys.lock)
       .arg(token)
-      .arg("NX")
-      .arg("PX")
       .arg(ttl.max(1))
-      .query_async(&mut c)
+      .arg(lock::TOKEN_PATTERN)
+      .invoke_async(&mut c)
       .await?;
-    Ok(set.is_some())
+    Ok(match u64::try_from(lease) {
+      Ok(ms) if ms > 0 => LockAttempt::Held(ms),
+      _ => LockAttempt::Won,
+    })
+  }
+
+  /// True if this caller now holds the lock.
+  pub async fn try_lock(&self, keys: &RedisKeys, token: &str, ttl: u64) -> RedisResult<bool> {
+    Ok(self.lock(keys, token, ttl).await? == LockAttempt::Won)
   }
 
   /// The lock's remaining lease in ms, `None` if nobody holds it.
@@ -192,6 +212,20 @@ impl RedisStore {
     px: u64,
     token: Option<&str>,
   ) -> RedisResult<bool> {
+    self.write_over(key, keys, envelope, px, token, None).await
+  }
+
+  /// [`RedisStore::write`], replacing also a corrupt value with a valid
+  /// header and this stamp (`DecodeError::BadValue`), however new its stamp.
+  pub async fn write_over(
+    &self,
+    key: &str,
+    keys: &RedisKeys,
+    envelope: &Envelope,
+    px: u64,
+    token: Option<&str>,
+    corrupt_stamp: Option<u64>,
+  ) -> RedisResult<bool> {
     let mut c = self.connection().await?;
     let written: i64 = self
       .write
@@ -203,6 +237,8 @@ impl RedisStore {
       .arg(token.unwrap_or(""))
       .arg(&self.channel)
       .arg(self.event(Change::Filled(key.to_string())))
+      .arg(corrupt_stamp.map(|s| s.to_string()).unwrap_or_default())
+      .arg(crate::core::envelope::MAX_DIGITS)
       .invoke_async(&mut c)
       .await?;
     Ok(written == 1)
@@ -258,32 +294,45 @@ impl RedisStore {
 }
 
 /// A GET's reply as a [`Read`]. Another program's list or hash under our
-/// key (WRONGTYPE), bytes that are not UTF-8, a header or a value that does
-/// not parse: a foreign value, not a Redis failure.
+/// key (WRONGTYPE), a header that does not parse, a value that is not UTF-8
+/// JSON: a foreign value, not a Redis failure.
 fn read_reply(reply: RedisResult<Option<Vec<u8>>>) -> RedisResult<Read> {
   let bytes = match reply {
-    Ok(bytes) => bytes,
+    Ok(Some(bytes)) => bytes,
+    Ok(None) => return Ok(Read::Missing),
     Err(e) if e.code() == Some("WRONGTYPE") => {
       return Ok(Read::Corrupt(DecodeError::NotAnEnvelope))
     }
     Err(e) => return Err(e),
   };
-  Ok(match bytes.map(String::from_utf8) {
-    None => Read::Missing,
-    Some(Err(_)) => Read::Corrupt(DecodeError::NotAnEnvelope),
-    Some(Ok(text)) => match Envelope::decode(&text) {
-      Ok(envelope) if is_json(&envelope.json) => Read::Found(envelope),
-      Ok(_) => Read::Corrupt(DecodeError::BadHeader("value")),
-      Err(e) => Read::Corrupt(e),
-    },
+  let Some(newline) = bytes.iter().position(|&b| b == b'\n') else {
+    return Ok(Read::Corrupt(DecodeError::NotAnEnvelope));
+  };
+  let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| DecodeError::NotAnEnvelope);
+  let meta = match header.and_then(Envelope::decode_header) {
+    Ok(meta) => meta,
+    Err(e) => return Ok(Read::Corrupt(e)),
+  };
+  Ok(match std::str::from_utf8(&bytes[newline + 1..]) {
+    Ok(json) if is_json(json) => Read::Found(Envelope {
+      meta,
+      json: json.to_string(),
+    }),
+    _ => Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp }),
   })
 }
 
 /// Whether `text` is one JSON value: an envelope whose value line is not
 /// would fail every reader's `JSON.parse`, so it is treated as corrupt here.
+/// Values nested past serde's recursion limit (128) are left to the JS
+/// reader's `JSON.parse`, which has none: herdcache writes such values too.
 fn is_json(text: &str) -> bool {
   let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde::de::IgnoredAny>();
-  matches!(values.next(), Some(Ok(_))) && values.next().is_none()
+  match values.next() {
+    Some(Ok(_)) => values.next().is_none(),
+    Some(Err(e)) => e.to_string().starts_with("recursion limit exceeded"),
+    None => false,
+  }
 }
 
 /// Escapes Redis glob characters, so a prefix matches only itself.
@@ -316,12 +365,24 @@ impl Events {
     })
   }
 
-  /// Resolves when `key` is filled, deleted or cleared.
+  /// Resolves when `key` is filled, deleted or cleared. Waiters whose
+  /// caller gave up (dropped the receiver) are pruned here, so a key that is
+  /// waited on often but never filled holds no more than its live waiters.
   pub fn wait(&self, key: &str) -> oneshot::Receiver<()> {
     let (tx, rx) = oneshot::channel();
     let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
-    waiters.entry(key.to_string()).or_default().push(tx);
+    let list = waiters.entry(key.to_string()).or_default();
+    list.retain(|waiter| !waiter.is_closed());
+    list.push(tx);
     rx
+  }
+
+  /// How many callers wait for `key` now.
+  pub fn waiting(&self, key: &str) -> usize {
+    let waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+    waiters
+      .get(key)
+      .map_or(0, |list| list.iter().filter(|w| !w.is_closed()).count())
   }
 
   pub fn dispatch(&self, event: &Event) {
@@ -342,28 +403,49 @@ impl Events {
   /// aborted, reconnecting with a capped backoff; `on_connected` tells
   /// whether the subscription is live (while it is not, invalidations from
   /// other instances may be missed, and callers should trust memory less).
+  ///
+  /// A connection that goes silent (a partition, a paused or blackholed
+  /// server) ends no stream, so it is probed: a PING every
+  /// [`LIVENESS_PROBE`], answered within `timeout`, or the subscription is
+  /// dropped and made anew. Connecting and subscribing are bounded by
+  /// `timeout` too.
   pub fn subscribe(
     self: &Arc<Self>,
     client: Client,
     channel: String,
+    timeout: Duration,
     on_connected: impl Fn(bool) + Send + Sync + 'static,
   ) -> tokio::task::JoinHandle<()> {
     let events = Arc::clone(self);
     tokio::spawn(async move {
       let mut backoff = Duration::from_millis(50);
       loop {
-        if let Ok(mut pubsub) = client.get_async_pubsub().await {
-          if pubsub.subscribe(&channel).await.is_ok() {
+        if let Ok(Ok(pubsub)) = tokio::time::timeout(timeout, client.get_async_pubsub()).await {
+          let (mut sink, mut messages) = pubsub.split();
+          if let Ok(Ok(())) = tokio::time::timeout(timeout, sink.subscribe(&channel)).await {
             on_connected(true);
             backoff = Duration::from_millis(50);
-            let mut messages = pubsub.on_message();
-            while let Some(message) = messages.next().await {
-              if let Some(event) = message
-                .get_payload::<String>()
-                .ok()
-                .and_then(|m| Event::decode(&m))
-              {
-                events.dispatch(&event);
+            let mut probe = tokio::time::interval(LIVENESS_PROBE);
+            probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            probe.tick().await;
+            loop {
+              tokio::select! {
+                message = messages.next() => {
+                  let Some(message) = message else { break };
+                  if let Some(event) = message
+                    .get_payload::<String>()
+                    .ok()
+                    .and_then(|m| Event::decode(&m))
+                  {
+                    events.dispatch(&event);
+                  }
+                }
+                _ = probe.tick() => {
+                  let pong = tokio::time::timeout(timeout, sink.ping::<redis::Value>()).await;
+                  if !matches!(pong, Ok(Ok(_))) {
+                    break;
+                  }
+                }
               }
             }
             on_connected(false);
@@ -376,9 +458,16 @@ impl Events {
   }
 }
 
+/// How often a live events subscription is probed.
+pub const LIVENESS_PROBE: Duration = Duration::from_secs(1);
+
 impl RedisStore {
   /// The client, for the events subscription (its own connection).
   pub fn client(&self) -> Client {
     self.client.clone()
+  }
+
+  pub fn timeouts(&self) -> RedisTimeouts {
+    self.timeouts
   }
 }

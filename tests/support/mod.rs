@@ -107,6 +107,19 @@ impl RedisServer {
   pub fn url(&self) -> String {
     format!("redis://127.0.0.1:{}/", self.port)
   }
+
+  /// SIGSTOP: connections stay open, nothing answers (a silent partition).
+  #[allow(dead_code)]
+  pub fn pause(&self) {
+    // SAFETY: kill(2) on the pid of a child this struct owns and has not reaped.
+    unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGSTOP) };
+  }
+
+  #[allow(dead_code)]
+  pub fn resume(&self) {
+    // SAFETY: as in `pause`.
+    unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGCONT) };
+  }
 }
 
 impl Drop for RedisServer {
