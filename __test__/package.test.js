@@ -313,10 +313,11 @@ cache.getOrLoad('k', () => ({ from: 'loader' })).then(async (value) => {
     const { value, kTesting, entry, loaded } = JSON.parse(out)
     assert.deepEqual(value, { from: 'loader' })
     assert.equal(kTesting, 'symbol')
-    assert.equal(entry, path.join(fs.realpathSync(project), 'node_modules', 'herdcache', 'index.js'))
-    assert.deepEqual(loaded, [
-      path.join(fs.realpathSync(project), 'node_modules', host.name, `${PKG.napi.binaryName}.${host.dir}.node`),
-    ])
+    // Compared by their ends: a temp path may be spelled differently (symlinks, 8.3 names).
+    assert.ok(entry.endsWith(path.join('project', 'node_modules', 'herdcache', 'index.js')), entry)
+    assert.equal(loaded.length, 1, `one addon loaded: ${loaded.join(' ')}`)
+    const binary = path.join('project', 'node_modules', host.name, `${PKG.napi.binaryName}.${host.dir}.node`)
+    assert.ok(loaded[0].endsWith(binary), `the addon comes from the platform package: ${loaded[0]}`)
   })
 
   it("import { Cache } from 'herdcache' works, sharing the CommonJS instance", () => {
