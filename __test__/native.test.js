@@ -26,7 +26,8 @@ async function main() {
     await cache.close()
   } catch (e) { out.require = describe(e) }
   try {
-    await import(require('node:url').pathToFileURL(require.resolve(process.env.PROBE_ENTRY.replace(/index\\.js$/, 'index.mjs'))))
+    const esm = process.env.PROBE_ENTRY.replace(/index\\.js$/, 'index.mjs')
+    await import(require('node:url').pathToFileURL(esm))
     out.import = { thrown: false }
   } catch (e) { out.import = describe(e) }
   console.log(JSON.stringify(out))
@@ -69,7 +70,7 @@ function assertNoBinary(outcome, ...mentions) {
   for (const mention of mentions) {
     assert.ok(outcome.message.includes(mention), `the message names ${mention}:\n${outcome.message}`)
   }
-  assert.doesNotMatch(outcome.message, /Cannot find native binding/, "napi's generic text is the cause, not the message")
+  assert.doesNotMatch(outcome.message, /Cannot find native binding/, "napi's text is the cause, not the message")
 }
 
 test('the real platform loads (the faked runs below are not failing for another reason)', T, () => {
@@ -105,7 +106,8 @@ test('an installed platform package whose binary does not load: says why', T, ()
     const dir = path.join(modules, `herdcache-linux-arm64-${abi}`)
     fs.mkdirSync(dir, { recursive: true })
     const binary = `herdcache.linux-arm64-${abi}.node`
-    fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: path.basename(dir), version: '0.1.0', main: binary }))
+    const manifest = { name: path.basename(dir), version: '0.1.0', main: binary }
+    fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify(manifest))
     fs.writeFileSync(path.join(dir, binary), 'not an ELF file')
   }
   const out = probe({ platform: 'linux-arm64', env: { NODE_PATH: modules } })

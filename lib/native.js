@@ -88,7 +88,8 @@ function loadReasons(error) {
     lines.push(String(reason.message ?? reason).split('\n')[0])
     if (lines.length > 20) break
   }
-  const reasons = lines.filter((line) => !line.startsWith('Cannot find module') && !line.startsWith('Cannot find native'))
+  const absent = (line) => line.startsWith('Cannot find module') || line.startsWith('Cannot find native')
+  const reasons = lines.filter((line) => !absent(line))
   return (reasons.length > 0 ? reasons : lines.slice(0, 1)).join('; ')
 }
 
@@ -131,7 +132,7 @@ function loadNative() {
     } catch (cause) {
       throw noBinary(
         `herdcache could not load HERDCACHE_NATIVE_PATH=${override} (${file}): ${loadReasons(cause)}. ` +
-          `Point it at the herdcache.<platform>.node that \`npm run build\` wrote, or unset it to use the prebuilt binary.`,
+          'Point it at the herdcache.<platform>.node that `npm run build` wrote, or unset it to use the prebuilt binary.',
         cause,
       )
     }
