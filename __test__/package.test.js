@@ -12,7 +12,12 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { ROOT } = require('./helpers')
-const { platformPackages, platformDependencies, writeReleaseManifest } = require('../scripts/release-manifest')
+const {
+  platformPackages,
+  platformDependencies,
+  writeReleaseManifest,
+  missingReleaseFiles,
+} = require('../scripts/release-manifest')
 
 const PKG = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
 const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
@@ -194,6 +199,17 @@ describe('installed from the packed tarballs, with no Rust toolchain', () => {
       const skip = new Set(['node_modules', 'target', '.git'].map((name) => path.join(ROOT, name)))
       fs.cpSync(ROOT, mainStage, { recursive: true, filter: (source) => !skip.has(source) && !source.endsWith('.tgz') })
       writeReleaseManifest(mainStage)
+      // The release workflow's --check-files refuses a release missing a
+      // platform binary (here, all but this host's) or a file of `files`.
+      const binaries = platformPackages(PKG).map(({ dir }) =>
+        path.join('npm', dir, `${PKG.napi.binaryName}.${dir}.node`),
+      )
+      for (const file of binaries) fs.rmSync(path.join(mainStage, file), { force: true })
+      fs.copyFileSync(binary, path.join(mainStage, 'npm', host.dir, path.basename(binary)))
+      fs.renameSync(path.join(mainStage, 'CHANGELOG.md'), path.join(scratch, 'CHANGELOG.md'))
+      const others = binaries.filter((file) => !file.includes(host.dir))
+      assert.deepEqual(missingReleaseFiles(mainStage).sort(), ['CHANGELOG.md', ...others].sort())
+      fs.renameSync(path.join(scratch, 'CHANGELOG.md'), path.join(mainStage, 'CHANGELOG.md'))
       // The platform package as `napi artifacts` fills it.
       const platformStage = path.join(scratch, 'platform')
       fs.cpSync(path.join(ROOT, 'npm', host.dir), platformStage, { recursive: true })

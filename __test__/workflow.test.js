@@ -51,5 +51,5 @@ test('the release publishes every platform package and the main one with provena
   assert.match(release, /npm publish "\.\/\$1" --provenance --access public/)
   assert.match(release, /for dir in npm\/\*; do\n\s+publish "\$dir"\n\s+done\n\s+publish \./)
   assert.match(release, /npm run artifacts/)
-  assert.match(release, /node scripts\/release-manifest\.js/)
+  assert.match(release, /node scripts\/release-manifest\.js --check-files/)
 })

@@ -12,7 +12,11 @@
 // npm/<platform>/package.json along; this script refuses a platform package
 // at another version.
 //
-//   node scripts/release-manifest.js [packageDir]    (default: the repository root)
+//   node scripts/release-manifest.js [--check-files] [packageDir]    (default: the repository root)
+//
+// --check-files (the release workflow) also refuses to go on when a file the
+// main package ships (`files`) or a platform package's .node is missing: npm
+// publish would publish without it.
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -67,13 +71,33 @@ function writeReleaseManifest(packageDir) {
   fs.writeFileSync(pkgFile, `${JSON.stringify(pkg, null, 2)}\n`)
 }
 
+/**
+ * The files a release needs that are not in `packageDir`: entries of the main
+ * package's `files`, and each platform package's one .node.
+ *
+ * @param {string} packageDir
+ * @returns {string[]} paths relative to packageDir
+ */
+function missingReleaseFiles(packageDir) {
+  const pkg = JSON.parse(fs.readFileSync(path.join(packageDir, 'package.json'), 'utf8'))
+  const needed = [...pkg.files]
+  for (const { dir } of platformPackages(pkg)) needed.push(path.join('npm', dir, `${pkg.napi.binaryName}.${dir}.node`))
+  return needed.filter((file) => !fs.existsSync(path.join(packageDir, file)))
+}
+
 if (require.main === module) {
+  const args = process.argv.slice(2)
+  const packageDir = path.resolve(args.find((arg) => !arg.startsWith('--')) ?? path.join(__dirname, '..'))
   try {
-    writeReleaseManifest(path.resolve(process.argv[2] ?? path.join(__dirname, '..')))
+    if (args.includes('--check-files')) {
+      const missing = missingReleaseFiles(packageDir)
+      if (missing.length > 0) throw new Error(`not in ${packageDir}: ${missing.join(', ')}`)
+    }
+    writeReleaseManifest(packageDir)
   } catch (error) {
     console.error(`release-manifest: ${error.message}`)
     process.exit(1)
   }
 }
 
-module.exports = { platformPackages, platformDependencies, writeReleaseManifest }
+module.exports = { platformPackages, platformDependencies, writeReleaseManifest, missingReleaseFiles }
