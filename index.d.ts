@@ -126,6 +126,7 @@ export interface HerdcacheError extends Error {
     | 'ERR_HERDCACHE_TIMEOUT'
     | 'ERR_HERDCACHE_CLOSED'
     | 'ERR_HERDCACHE_INTERNAL'
+    | 'ERR_HERDCACHE_NO_BINARY'
 }
 
 /** Test hooks; not part of the stable API. */

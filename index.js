@@ -4,7 +4,7 @@
 // addon's raw entry points in, and keeps what is JavaScript by nature
 // (serialising values, timers, AbortSignals) in lib/. See README.md.
 
-const { NativeCache } = require('./binding')
+const { NativeCache } = require('./lib/native')
 const { lead, detach, softWait, track, answeredBy, sizeProblem } = require('./lib/flight')
 const { herdError } = require('./lib/errors')
 

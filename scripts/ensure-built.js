@@ -8,7 +8,22 @@ const fs = require('node:fs')
 const path = require('node:path')
 
 const root = path.join(__dirname, '..')
-const addon = path.join(root, `herdcache.${process.platform}-${process.arch}-gnu.node`)
+
+/** This machine's platform as `napi build --platform` names the addon: linux-x64-gnu, darwin-arm64, win32-x64-msvc. */
+function platformName() {
+  const name = `${process.platform}-${process.arch}`
+  if (process.platform === 'win32') return `${name}-msvc`
+  if (process.platform !== 'linux') return name
+  let musl = false
+  try {
+    musl = fs.readFileSync('/usr/bin/ldd', 'utf8').includes('musl')
+  } catch {
+    musl = !process.report.getReport().header.glibcVersionRuntime
+  }
+  return `${name}-${musl ? 'musl' : 'gnu'}`
+}
+
+const addon = path.join(root, `herdcache.${platformName()}.node`)
 const outputs = [addon, path.join(root, 'binding.js'), path.join(root, 'binding.d.ts')]
 const sources = ['src', 'Cargo.toml', 'Cargo.lock', 'build.rs']
 
