@@ -270,7 +270,7 @@ function checkCounters(mode, caches, tallies, options) {
     .map(([k, v]) => `${k} ${v}`)
     .join(', ')
   return (
-    `calls ${t.calls} (hit ${s.hits}, stale ${s.staleServed}, neg ${s.negativeHits}, miss ${s.misses}, coal ${s.coalesced}; ` +
+    `since the start: calls ${t.calls} (hit ${s.hits}, stale ${s.staleServed}, neg ${s.negativeHits}, miss ${s.misses}, coal ${s.coalesced}; ` +
     `rejected: ${rej || 'none'}), loads ${s.loads}, timeouts ${s.timeouts}, evictions ${s.evictions}, size ${s.size}` +
     (mode === 'redis' ? `, locks ${s.lockAcquired}, redisHits ${s.redisHits}, redisErrors ${s.redisErrors}` : '')
   )
