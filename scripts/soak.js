@@ -58,9 +58,8 @@ const problem = (msg) => {
   else if (problems.length === PRINTED + 1) console.error('  (more problems: counted, listed at the end)')
 }
 
-const unhandled = []
+// Counted, not kept: holding the reasons would grow the heap being measured.
 process.on('unhandledRejection', (reason) => {
-  unhandled.push(reason)
   const where = String((reason && reason.stack) || '').split('\n').find((line) => /^\s+at /.test(line)) || ''
   problem(`unhandled rejection: ${(reason && reason.name) || 'value'}: ${(reason && reason.message) || reason} ${where.trim()}`)
 })
