@@ -77,7 +77,7 @@ function lead(ctx, key, userKey, loader, id, background) {
   }
   const failWith = (error, timedOut) => {
     if (settled) return
-    ctx.fail(key, id, background, timedOut, token)
+    ctx.fail(key, id, background, timedOut, token, loaderStarted !== undefined)
     if (timedOut) abort(error)
     finish()
     if (background) report(ctx, error, userKey)
@@ -324,7 +324,11 @@ function report(ctx, error, key) {
  * when the signal aborts; the shared load goes on for everybody else.
  */
 function detach(promise, signal) {
-  if (signal.aborted) return Promise.reject(signal.reason)
+  if (signal.aborted) {
+    // Nobody else may be listening to this caller's view of the flight.
+    promise.then(undefined, noop)
+    return Promise.reject(signal.reason)
+  }
   return new Promise((resolve, reject) => {
     const onAbort = () => reject(signal.reason)
     signal.addEventListener('abort', onAbort, { once: true })

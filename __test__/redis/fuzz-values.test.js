@@ -18,6 +18,9 @@ const { sleep, waitFor, within, names } = require('./fixtures/fleet')
 
 const SEED = Number(process.env.HERDCACHE_FUZZ_SEED) >>> 0 || (Date.now() ^ (process.pid << 16)) >>> 0
 const U64_MAX = 18446744073709551615n
+// Header numbers have at most 15 digits (src/core/envelope.rs MAX_DIGITS):
+// exact as doubles, so the write script (Lua) reads stamps as the decoder does.
+const MAX_DIGITS = 15
 // Freshness this close to "now" may have changed between writing and reading.
 const MARGIN = 3000
 
@@ -76,10 +79,8 @@ function decodeLikeTheDocs(buf) {
   if (fields.length !== 6 || fields[0] !== 'hc1') return 'corrupt'
   const numbers = []
   for (const f of fields.slice(1, 5)) {
-    if (!/^[0-9]+$/.test(f)) return 'corrupt'
-    const n = BigInt(f)
-    if (n > U64_MAX) return 'corrupt'
-    numbers.push(n)
+    if (!/^[0-9]+$/.test(f) || f.length > MAX_DIGITS) return 'corrupt'
+    numbers.push(BigInt(f))
   }
   const [freshUntil, hardUntil] = numbers
   if (fields[5] !== 'v' && fields[5] !== 'n') return 'corrupt'
@@ -114,7 +115,8 @@ const WEIRD_NUMBERS = [
   '\u0661\u0662\u0663', // Arabic-Indic digits
   '１２', // full-width digits
   '0'.repeat(40) + '7', // leading zeros: still a valid number
-  String(U64_MAX), // the largest valid value
+  String(U64_MAX), // past the digit limit: corrupt
+  '9'.repeat(MAX_DIGITS), // the largest valid value
   '0',
 ]
 const WEIRD_TAGS = ['hc0', 'hc2', 'hc9', 'HC1', 'hc1x', 'hc', 'h', 'hc10000000', 'hc12', '', ' hc1', 'hc1\u0000']
@@ -292,8 +294,11 @@ test(`random and near-valid envelopes, invalid UTF-8, huge values, other Redis t
   const hugeLine = Buffer.concat([Buffer.from(`hc1 ${later} ${later} 1 ${Date.now()} v\n`), Buffer.alloc(2 * 1024 * 1024, 0x7b)])
   cases.push({ how: 'huge value line (2 MB, not JSON)', buf: hugeLine })
   cases.push({ how: 'header of 100 000 digits', buf: Buffer.from(`hc1 ${'7'.repeat(100000)} 1 1 1 v\n1`) })
-  cases.push({ how: 'all numbers u64::MAX (valid)', buf: Buffer.from(`hc1 ${U64_MAX} ${U64_MAX} ${U64_MAX} ${U64_MAX} v\n"max"`) })
-  cases.push({ how: 'computeMs u64::MAX (valid)', buf: Buffer.from(`hc1 ${later} ${later + 100000} ${U64_MAX} 0 v\n"slow"`) })
+  cases.push({ how: 'all numbers u64::MAX (past the digit limit)', buf: Buffer.from(`hc1 ${U64_MAX} ${U64_MAX} ${U64_MAX} ${U64_MAX} v\n"max"`) })
+  cases.push({ how: 'computeMs u64::MAX (past the digit limit)', buf: Buffer.from(`hc1 ${later} ${later + 100000} ${U64_MAX} 0 v\n"slow"`) })
+  const max = '9'.repeat(MAX_DIGITS)
+  cases.push({ how: 'all numbers at the digit limit (valid)', buf: Buffer.from(`hc1 ${max} ${max} ${max} ${max} v\n"max"`) })
+  cases.push({ how: 'computeMs at the digit limit (valid)', buf: Buffer.from(`hc1 ${later} ${later + 100000} ${max} 0 v\n"slow"`) })
   const typed = {
     list: (k) => redis.cmd('RPUSH', k, 'hc1 1 2 3 4 v', '1'),
     hash: (k) => redis.cmd('HSET', k, 'hc1', '1'),

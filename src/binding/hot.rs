@@ -314,10 +314,11 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
     let negative = raw::get_bool(env, argv[3]);
     let compute_ms = raw::get_number(env, argv[4]).max(0.0).round() as u64;
     let id = flight_id(env, argv[1]);
-    let stored = inner
-      .engine
-      .borrow_mut()
-      .fill(key, id, held, negative, compute_ms);
+    let stored = {
+      let mut engine = inner.engine.borrow_mut();
+      engine.count_loader_run();
+      engine.fill(key, id, held, negative, compute_ms)
+    };
     match inner.fleet() {
       Some(fleet) => fleet::settle(env, fleet, key, id, stored, argv[5], argv[6]),
       None => Ok(raw::boolean(env, stored.is_some())),
@@ -325,15 +326,18 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
   })
 }
 
-/// `fail(key, id, background, timedOut, token?)`: a load failed.
+/// `fail(key, id, background, timedOut, token?, loaderRan)`: a load failed.
 pub unsafe extern "C" fn fail(env: Env, info: sys::napi_callback_info) -> Value {
-  keyed::<5>(env, info, AfterClose::Works, |inner, key, argv| {
+  keyed::<6>(env, info, AfterClose::Works, |inner, key, argv| {
     let (background, timed_out) = (raw::get_bool(env, argv[2]), raw::get_bool(env, argv[3]));
     let id = flight_id(env, argv[1]);
-    inner
-      .engine
-      .borrow_mut()
-      .fail(key, id, background, timed_out);
+    {
+      let mut engine = inner.engine.borrow_mut();
+      if raw::get_bool(env, argv[5]) {
+        engine.count_loader_run();
+      }
+      engine.fail(key, id, background, timed_out);
+    }
     if let Some(fleet) = inner.fleet() {
       fleet::abandon(env, fleet, key, id, argv[4])?;
     }

@@ -72,7 +72,6 @@ impl Inner {
     if let Some(fleet) = self.fleet.borrow().as_ref() {
       let c = &fleet.counters;
       let read = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
-      metrics.loads += read(&c.loads);
       metrics.lock_acquired = read(&c.lock_acquired);
       metrics.lock_contended = read(&c.lock_contended);
       metrics.lock_waits = read(&c.lock_waits);

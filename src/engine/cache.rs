@@ -278,7 +278,8 @@ impl<V, F> Engine<V, F> {
 
   /// Registers a load for `key` before its loader is called; returns its id.
   /// Without Redis the loader runs right away, so the load is counted here;
-  /// with Redis only when the fleet decides this instance loads.
+  /// with Redis only once the loader ran ([`Engine::count_loader_run`]): the
+  /// fleet may answer the flight, or it may be given up while it waits.
   pub fn begin_flight(&mut self, key: &str, refresh: Option<Refresh>, policy: EntryPolicy) -> u64 {
     let now = self.now();
     self.running += 1;
@@ -445,6 +446,12 @@ impl<V, F> Engine<V, F> {
       self.count(reclaimed);
     }
     Some(meta)
+  }
+
+  /// With Redis, a flight's loader ran (it settled, with a value or an
+  /// error): counted in `loads`.
+  pub fn count_loader_run(&mut self) {
+    self.metrics.loads += u64::from(self.config.redis.is_some());
   }
 
   /// Records a failed load. The entry stays (stale-if-error) and is not

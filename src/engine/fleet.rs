@@ -23,8 +23,6 @@ use tokio::task::JoinHandle;
 /// Counters kept on the tokio side, read with the engine's.
 #[derive(Debug, Default)]
 pub struct FleetCounters {
-  /// Loads this instance was told to run (its loader ran).
-  pub loads: AtomicU64,
   pub lock_acquired: AtomicU64,
   pub lock_contended: AtomicU64,
   pub lock_waits: AtomicU64,
@@ -288,17 +286,10 @@ impl Fleet {
     }
   }
 
-  fn counted(&self, acquired: Acquired) -> Acquired {
-    if let Acquired::Load { .. } = acquired {
-      bump(&self.counters.loads);
-    }
-    acquired
-  }
-
   /// The first step of many flights at once: one pipelined read. Each gets
   /// its answer, or `None`: go on with [`Fleet::acquire`] (no second read).
   pub async fn read_many(&self, requests: &[(String, Terms)]) -> Vec<Option<Acquired>> {
-    let local = || Some(self.counted(Acquired::Load { token: None }));
+    let local = || Some(Acquired::Load { token: None });
     if !self.allowed() {
       return requests.iter().map(|_| local()).collect();
     }
@@ -329,8 +320,7 @@ impl Fleet {
     terms: Terms,
     read_first: bool,
   ) -> Acquired {
-    let acquired = self.decide_loader(key, id, terms, read_first).await;
-    self.counted(acquired)
+    self.decide_loader(key, id, terms, read_first).await
   }
 
   async fn decide_loader(
@@ -368,7 +358,15 @@ impl Fleet {
     let mut notice = None;
     loop {
       match self.track(self.store.lock(&keys, &token, self.lease.ttl).await) {
-        None => return local,
+        None => {
+          // The command failed or timed out here, but it may still land and
+          // take the lock under our token, which nobody would then release
+          // or fill: another instance would wait out the whole lease. A
+          // release sent after it (same connection, so it lands after it)
+          // frees it.
+          self.release_later(keys, token);
+          return local;
+        }
         Some(LockAttempt::Won) => {
           bump(&self.counters.lock_acquired);
           // Someone may have written between our read and our lock.
@@ -419,6 +417,15 @@ impl Fleet {
         }
       }
     }
+  }
+
+  /// A best-effort compare-and-delete of a lock we may hold, off the
+  /// caller's path (past the breaker: it must reach Redis if anything does).
+  fn release_later(self: &Arc<Self>, keys: RedisKeys, token: String) {
+    let fleet = Arc::clone(self);
+    tokio::spawn(async move {
+      let _ = fleet.store.release(&keys, &token).await;
+    });
   }
 
   /// Extends the lease every third of its TTL while the flight's loader
