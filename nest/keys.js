@@ -1,0 +1,88 @@
+'use strict'
+
+// Canonical cache keys. A route's key is an array (herdcache escapes and
+// joins its parts, so no part can forge another's boundary):
+//
+//   ['nest', 'http', <route>, <params>, <query>, <vary>, <scope>]
+//
+// <route> is `Controller.handler` (or the route's `key`), <params> the sorted
+// path parameters, <query> the sorted query (repeated names keep their
+// order), <vary> the listed request headers, <scope> 'public' or
+// 'u:<sha256 of the principal>'. Requests that differ only in the order of
+// their query parameters share an entry.
+
+const { createHash } = require('node:crypto')
+
+/** JSON with object keys sorted at every level, so equal data gives one string. */
+function stableJson(value) {
+  return JSON.stringify(sortDeep(value))
+}
+
+function sortDeep(value) {
+  if (value === null || typeof value !== 'object') return value
+  if (typeof value.toJSON === 'function') return sortDeep(value.toJSON())
+  if (Array.isArray(value)) return value.map(sortDeep)
+  const out = {}
+  for (const name of Object.keys(value).sort()) {
+    const v = value[name]
+    if (v !== undefined && typeof v !== 'function') out[name] = sortDeep(v)
+  }
+  return out
+}
+
+/** 32 hex digits of sha256: principals never appear in keys (or Redis) in clear. */
+function hashPrincipal(principal) {
+  return createHash('sha256').update(String(principal)).digest('hex').slice(0, 32)
+}
+
+/**
+ * The query part of a URL, canonical: names sorted, repeated names kept in
+ * their order, limited to `allow` when given.
+ * @param {string} url a request URL (path and query)
+ * @param {readonly string[] | undefined} allow
+ */
+function canonicalQuery(url, allow) {
+  const at = url.indexOf('?')
+  if (at < 0) return ''
+  const allowed = allow ? new Set(allow) : undefined
+  const entries = []
+  for (const [name, value] of new URLSearchParams(url.slice(at + 1))) {
+    if (allowed === undefined || allowed.has(name)) entries.push([name, value])
+  }
+  // Array.prototype.sort is stable: repeated names keep their order.
+  entries.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+  return new URLSearchParams(entries).toString()
+}
+
+function canonicalParams(params) {
+  if (!params || typeof params !== 'object') return ''
+  const names = Object.keys(params).sort()
+  return names.length === 0 ? '' : new URLSearchParams(names.map((n) => [n, String(params[n])])).toString()
+}
+
+function canonicalVary(headers, vary) {
+  if (!vary || vary.length === 0) return ''
+  return vary
+    .map((name) => {
+      const value = headers[name.toLowerCase()]
+      return `${name.toLowerCase()}=${Array.isArray(value) ? value.join(',') : (value ?? '')}`
+    })
+    .join('&')
+}
+
+/**
+ * The key of a route's entry.
+ * @param {{ route: string, params?: object, url?: string, query?: readonly string[], headers?: object,
+ *   vary?: readonly string[], principal?: string | number | null }} parts `principal` null/undefined: public
+ */
+function routeKey({ route, params, url = '', query, headers = {}, vary, principal }) {
+  const scope = principal === undefined || principal === null ? 'public' : `u:${hashPrincipal(principal)}`
+  return ['nest', 'http', route, canonicalParams(params), canonicalQuery(url, query), canonicalVary(headers, vary), scope]
+}
+
+/** The default key of a @CachedMethod call. */
+function methodKey(className, methodName, args) {
+  return ['nest', 'method', `${className}.${methodName}`, stableJson(args)]
+}
+
+module.exports = { stableJson, hashPrincipal, canonicalQuery, canonicalParams, routeKey, methodKey }
