@@ -12,21 +12,42 @@
 // their query parameters share an entry.
 
 const { createHash } = require('node:crypto')
+const { nestError } = require('./errors')
 
-/** JSON with object keys sorted at every level, so equal data gives one string. */
+/**
+ * JSON with object keys sorted at every level, so equal data gives one
+ * string. Throws ERR_HERDCACHE_NEST_INVALID_KEY for what JSON cannot hold
+ * (a cycle, a BigInt): such arguments need a key function.
+ */
 function stableJson(value) {
-  return JSON.stringify(sortDeep(value))
+  try {
+    return JSON.stringify(sortDeep(value, new Set()))
+  } catch (cause) {
+    const error = nestError(
+      'ERR_HERDCACHE_NEST_INVALID_KEY',
+      `the arguments cannot be a cache key (${cause.message}); give @CachedMethod a key function`,
+      TypeError,
+    )
+    error.cause = cause
+    throw error
+  }
 }
 
-function sortDeep(value) {
+function sortDeep(value, parents) {
   if (value === null || typeof value !== 'object') return value
-  if (typeof value.toJSON === 'function') return sortDeep(value.toJSON())
-  if (Array.isArray(value)) return value.map(sortDeep)
-  const out = {}
-  for (const name of Object.keys(value).sort()) {
-    const v = value[name]
-    if (v !== undefined && typeof v !== 'function') out[name] = sortDeep(v)
+  if (parents.has(value)) throw new TypeError('a circular structure')
+  if (typeof value.toJSON === 'function') return sortDeep(value.toJSON(), parents)
+  parents.add(value)
+  let out
+  if (Array.isArray(value)) out = value.map((v) => sortDeep(v, parents))
+  else {
+    out = {}
+    for (const name of Object.keys(value).sort()) {
+      const v = value[name]
+      if (v !== undefined && typeof v !== 'function') out[name] = sortDeep(v, parents)
+    }
   }
+  parents.delete(value)
   return out
 }
 
