@@ -303,3 +303,38 @@ for (const platform of PLATFORMS) {
     assert.equal(r.headers.get('cache-control'), 'private, no-store')
   })
 }
+
+test('bound globally (APP_INTERCEPTOR): only @Cached routes are cached, each once; HEAD only with head: true', async (t) => {
+  const { APP_INTERCEPTOR } = require('@nestjs/core')
+  const { HerdcacheInterceptor } = require('herdcache/nest')
+  const { ItemsController, runs } = makeController()
+  class HeadController {
+    get() {
+      return { n: (runs.head = (runs.head ?? 0) + 1) }
+    }
+  }
+  Controller('head')(HeadController)
+  decorate(HeadController, 'get', Get(), Cached({ head: true }))
+  const { get } = await startApp(t, {
+    imports: [HerdcacheModule.forRoot()],
+    controllers: [ItemsController, HeadController],
+    providers: [AuthGuard, { provide: APP_INTERCEPTOR, useClass: HerdcacheInterceptor }],
+  })
+  for (let i = 1; i <= 2; i++) {
+    const r = await get('/items/plain')
+    assert.equal(r.headers.get('x-cache'), null)
+    assert.deepEqual(r.body, { n: i })
+  }
+  let r = await get('/items/search')
+  assert.equal(r.headers.get('x-cache'), 'MISS')
+  r = await get('/items/search')
+  assert.equal(r.headers.get('x-cache'), 'HIT')
+  assert.equal(runs.search, 1)
+
+  r = await get('/head', { method: 'HEAD' })
+  assert.equal(r.headers.get('x-cache'), 'MISS')
+  r = await get('/head')
+  assert.equal(r.headers.get('x-cache'), 'HIT', 'HEAD and GET share the entry')
+  r = await get('/items/search', { method: 'HEAD' })
+  assert.equal(r.headers.get('x-cache'), null, 'HEAD is not cached by default')
+})
