@@ -96,3 +96,8 @@ test('the type test is not vacuous: a wrong @Cached option fails to compile', { 
   assert.match(r.stdout, /error TS/)
   assert.doesNotMatch(r.stdout, /Cannot find module/, r.stdout)
 })
+
+test('examples/nest (TypeScript) type-checks against herdcache/nest', { timeout: 60_000 }, async () => {
+  const r = await run(TSC, ['-p', path.join(ROOT, 'examples', 'nest'), '--noEmit'], 55_000)
+  assert.equal(r.code, 0, `tsc reported:\n${r.stdout}${r.stderr}`)
+})
