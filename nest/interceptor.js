@@ -101,6 +101,7 @@ class HerdcacheInterceptor {
   #moduleRef
   #adapterHost
   #caches = new Map()
+  #plans = new WeakMap()
   #loaderErrors = new WeakSet()
 
   constructor(reflector, moduleRef, adapterHost) {
@@ -118,9 +119,7 @@ class HerdcacheInterceptor {
     if (request[kHandled]) return next.handle()
     request[kHandled] = true
 
-    const { cache, http: defaults, ttl } = this.#cacheFor(route.cache ?? DEFAULT_NAME)
-    const options = { ...DEFAULT_HTTP, ttl, ...defaults }
-    for (const [name, value] of Object.entries(route)) if (value !== undefined) options[name] = value
+    const { cache, options, entryOptions } = this.#plan(route)
     const method = request.method
     // Never POST/PUT/PATCH/DELETE, whatever the key: only reads are cached.
     if (method !== 'GET' && !(method === 'HEAD' && options.head)) return next.handle()
@@ -131,17 +130,33 @@ class HerdcacheInterceptor {
       this.#setHeaders(response, 'BYPASS', undefined, options, true)
       return next.handle()
     }
-    const status = {}
-    const callOptions = { status }
-    if (route.ttl !== undefined) callOptions.ttl = route.ttl
-    if (route.hardTtl !== undefined) callOptions.hardTtl = route.hardTtl
-    if (route.stale === false) callOptions.stale = false
+    const callOptions = { status: {}, ...entryOptions }
     return defer(() => this.#serve(context, next, cache, request, response, options, principal, callOptions))
+  }
+
+  /** What a route's metadata resolves to (its cache, its merged options), worked out once per route. */
+  #plan(route) {
+    let plan = this.#plans.get(route)
+    if (plan === undefined) {
+      const { cache, http, ttl } = this.#cacheFor(route.cache ?? DEFAULT_NAME)
+      const options = { ...DEFAULT_HTTP, ttl, ...http }
+      for (const [name, value] of Object.entries(route)) if (value !== undefined) options[name] = value
+      const entryOptions = {}
+      if (route.ttl !== undefined) entryOptions.ttl = route.ttl
+      if (route.hardTtl !== undefined) entryOptions.hardTtl = route.hardTtl
+      if (route.stale === false) entryOptions.stale = false
+      plan = { cache, options, entryOptions }
+      this.#plans.set(route, plan)
+    }
+    return plan
   }
 
   async #serve(context, next, cache, request, response, options, principal, callOptions) {
     const isPrivate = principal !== null
-    const key = await this.#key(context, request, options, principal)
+    const key =
+      typeof options.key === 'function'
+        ? await this.#customKey(context, request, options, principal)
+        : this.#routeKey(context, request, options, principal)
     const { status } = callOptions
     let envelope
     try {
@@ -179,26 +194,28 @@ class HerdcacheInterceptor {
     return { v: this.#serialize(value, context, options), at: Date.now() }
   }
 
-  async #key(context, request, options, principal) {
-    const headers = request.headers ?? {}
-    const keyOption = options.key
-    const scopePrincipal = principal === null ? undefined : principal
-    if (typeof keyOption === 'function') {
-      const custom = await keyOption(context)
-      if (typeof custom !== 'string' || custom === '') {
-        throw nestError('ERR_HERDCACHE_NEST_INVALID_KEY', '@Cached({ key }) must return a non-empty string', TypeError)
-      }
-      return routeKey({ route: custom, headers, vary: options.vary, principal: scopePrincipal })
+  async #customKey(context, request, options, principal) {
+    const custom = await options.key(context)
+    if (typeof custom !== 'string' || custom === '') {
+      throw nestError('ERR_HERDCACHE_NEST_INVALID_KEY', '@Cached({ key }) must return a non-empty string', TypeError)
     }
-    const routeId = typeof keyOption === 'string' ? keyOption : `${context.getClass().name}.${context.getHandler().name}`
     return routeKey({
-      route: routeId,
+      route: custom,
+      headers: request.headers ?? {},
+      vary: options.vary,
+      principal: principal === null ? undefined : principal,
+    })
+  }
+
+  #routeKey(context, request, options, principal) {
+    return routeKey({
+      route: typeof options.key === 'string' ? options.key : `${context.getClass().name}.${context.getHandler().name}`,
       params: request.params,
       url: request.originalUrl ?? request.url ?? '',
       query: options.query,
-      headers,
+      headers: request.headers ?? {},
       vary: options.vary,
-      principal: scopePrincipal,
+      principal: principal === null ? undefined : principal,
     })
   }
 

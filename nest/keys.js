@@ -77,8 +77,14 @@ function canonicalQuery(url, allow) {
 
 function canonicalParams(params) {
   if (!params || typeof params !== 'object') return ''
-  const names = Object.keys(params).sort()
-  return names.length === 0 ? '' : new URLSearchParams(names.map((n) => [n, String(params[n])])).toString()
+  const names = Object.keys(params)
+  if (names.length === 0) return ''
+  if (names.length > 1) names.sort()
+  let out = ''
+  for (const name of names) {
+    out += `${out === '' ? '' : '&'}${encodeURIComponent(name)}=${encodeURIComponent(String(params[name]))}`
+  }
+  return out
 }
 
 function canonicalVary(headers, vary) {
