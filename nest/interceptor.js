@@ -6,7 +6,7 @@
 
 const { Injectable, SetMetadata, UseInterceptors, applyDecorators, StreamableFile } = require('@nestjs/common')
 const { Reflector, ModuleRef, HttpAdapterHost } = require('@nestjs/core')
-const { defer, lastValueFrom, isObservable } = require('rxjs')
+const { of, lastValueFrom, isObservable } = require('rxjs')
 const { nestError } = require('./errors')
 const { routeKey } = require('./keys')
 const { CACHED_ROUTE, getCacheToken, getOptionsToken, checkOptions, ROUTE } = require('./options')
@@ -14,8 +14,10 @@ const { DEFAULT_NAME } = require('./registry')
 
 /** ClassSerializerInterceptor's metadata key (@SerializeOptions). */
 const CLASS_SERIALIZER_OPTIONS = 'class_serializer:options'
-/** Set on a request by the first HerdcacheInterceptor that handles it (global + route binding: once). */
-const kHandled = Symbol('herdcache.handled')
+// Requests a HerdcacheInterceptor already handles (global + route binding:
+// once). A WeakSet, not a property: a new property on every request object
+// would change its shape under the HTTP framework's feet.
+const handled = new WeakSet()
 
 const DEFAULT_HTTP = {
   headers: 'x-cache',
@@ -116,8 +118,8 @@ class HerdcacheInterceptor {
     if (route === undefined) return next.handle()
     const http = context.switchToHttp()
     const request = http.getRequest()
-    if (request[kHandled]) return next.handle()
-    request[kHandled] = true
+    if (handled.has(request)) return next.handle()
+    handled.add(request)
 
     const { cache, options, entryOptions } = this.#plan(route)
     const method = request.method
@@ -131,7 +133,8 @@ class HerdcacheInterceptor {
       return next.handle()
     }
     const callOptions = { status: {}, ...entryOptions }
-    return defer(() => this.#serve(context, next, cache, request, response, options, principal, callOptions))
+    // A promise of an Observable, as Nest's interceptor chain awaits it.
+    return this.#serve(context, next, cache, request, response, options, principal, callOptions)
   }
 
   /** What a route's metadata resolves to (its cache, its merged options), worked out once per route. */
@@ -168,18 +171,18 @@ class HerdcacheInterceptor {
     } catch (error) {
       if (error instanceof NotStored) {
         this.#setHeaders(response, 'BYPASS', undefined, options, isPrivate)
-        return error.value
+        return of(error.value)
       }
       if (error?.code && CACHE_FAILURES.has(error.code) && !this.#loaderErrors.has(error)) {
         // The cache cannot answer (closed while shutting down, an internal
         // failure): the request is still served, uncached.
         this.#setHeaders(response, 'BYPASS', undefined, options, isPrivate)
-        return lastValueFrom(next.handle(), { defaultValue: undefined })
+        return next.handle()
       }
       throw error
     }
     this.#setHeaders(response, X_CACHE[status.outcome] ?? 'MISS', envelope, options, isPrivate)
-    return envelope.v
+    return of(envelope.v)
   }
 
   async #load(context, next, options) {
