@@ -338,3 +338,74 @@ test('bound globally (APP_INTERCEPTOR): only @Cached routes are cached, each onc
   r = await get('/items/search', { method: 'HEAD' })
   assert.equal(r.headers.get('x-cache'), null, 'HEAD is not cached by default')
 })
+
+test('vary headers, a custom principal resolver, scope: user, and the misconfigurations', async (t) => {
+  const runs = {}
+  const count = (name) => (runs[name] = (runs[name] ?? 0) + 1)
+  class MiscController {
+    greeting(req) {
+      return { lang: req.headers['accept-language'] ?? 'none', n: count('greeting') }
+    }
+    tenant(req) {
+      return { tenant: req.headers['x-tenant'], n: count(`tenant:${req.headers['x-tenant']}`) }
+    }
+    mine() {
+      return { n: count('mine') }
+    }
+    weird() {
+      return { n: count('weird') }
+    }
+    other() {
+      return { n: count('other') }
+    }
+  }
+  Controller('misc')(MiscController)
+  decorate(MiscController, 'greeting', Get('greeting'), Cached({ vary: ['Accept-Language'] }))
+  decorate(MiscController, 'tenant', Get('tenant'), Cached({ scope: 'user', principal: (req) => req.headers['x-tenant'] }))
+  decorate(MiscController, 'mine', Get('mine'), Cached({ scope: 'user' }))
+  decorate(MiscController, 'weird', Get('weird'), Cached({ principal: () => ({ id: 1 }) }))
+  decorate(MiscController, 'other', Get('other'), Cached({ cache: 'nowhere' }))
+  Req()(MiscController.prototype, 'greeting', 0)
+  Req()(MiscController.prototype, 'tenant', 0)
+  const { APP_FILTER } = require('@nestjs/core')
+  // Express: answers every error with its code, so the test can read it.
+  const codes = {
+    catch(exception, host) {
+      const status = typeof exception.getStatus === 'function' ? exception.getStatus() : 500
+      host.switchToHttp().getResponse().status(status).json({ code: exception.code })
+    },
+  }
+  const { get } = await startApp(t, {
+    imports: [HerdcacheModule.forRoot()],
+    controllers: [MiscController],
+    providers: [{ provide: APP_FILTER, useValue: codes }],
+  })
+
+  const en = { headers: { 'accept-language': 'en' } }
+  const de = { headers: { 'accept-language': 'de' } }
+  assert.equal((await get('/misc/greeting', en)).headers.get('x-cache'), 'MISS')
+  assert.equal((await get('/misc/greeting', de)).headers.get('x-cache'), 'MISS')
+  let r = await get('/misc/greeting', en)
+  assert.equal(r.headers.get('x-cache'), 'HIT')
+  assert.equal(r.headers.get('cache-control'), null, 'no Cache-Control unless http.cacheControl')
+  assert.deepEqual(r.body, { lang: 'en', n: 1 })
+  assert.deepEqual((await get('/misc/greeting', de)).body, { lang: 'de', n: 2 })
+
+  for (const tenant of ['a', 'b', 'a']) await get('/misc/tenant', { headers: { 'x-tenant': tenant } })
+  r = await get('/misc/tenant', { headers: { 'x-tenant': 'b' } })
+  assert.equal(r.headers.get('x-cache'), 'HIT')
+  assert.deepEqual(r.body, { tenant: 'b', n: 1 })
+  assert.equal((await get('/misc/tenant')).headers.get('x-cache'), 'BYPASS', "scope 'user' without a principal")
+  assert.equal((await get('/misc/mine')).headers.get('x-cache'), 'BYPASS')
+  assert.equal((await get('/misc/mine')).headers.get('x-cache'), 'BYPASS')
+  assert.equal(runs.mine, 2)
+
+  r = await get('/misc/weird', { headers: { cookie: 'a=1' } })
+  assert.equal(r.status, 500, 'a principal that is an object is a bug, not a key')
+  assert.deepEqual(r.body, { code: 'ERR_HERDCACHE_NEST_INVALID_PRINCIPAL' })
+  assert.equal(runs.weird, undefined)
+  r = await get('/misc/other')
+  assert.equal(r.status, 500, 'a cache name that no HerdcacheModule configured')
+  assert.deepEqual(r.body, { code: 'ERR_HERDCACHE_NEST_NO_CACHE' })
+  assert.equal(runs.other, undefined)
+})
