@@ -1,7 +1,8 @@
 'use strict'
 
-// HerdcacheModule: makes a Cache (or several, by name) a provider, closes it
-// on application shutdown, and registers it for @CachedMethod.
+// HerdcacheModule: makes a Cache (or several, by name) a provider, registers
+// it for @CachedMethod once the application initialised, and closes it on
+// application shutdown.
 
 const { Module } = require('@nestjs/common')
 const { Cache } = require('../index')
@@ -12,13 +13,20 @@ const { getCacheToken, getOptionsToken, checkOptions, MODULE_HTTP } = require('.
 const MODULE_KEYS = new Set(['name', 'isGlobal'])
 
 /**
- * Holds one cache for its module: Nest calls onApplicationShutdown on it
- * (after the HTTP server stopped), which closes the cache and unregisters it.
+ * Holds one cache for its module. Once the module initialised, the cache is
+ * registered for @CachedMethod (an application that failed to start
+ * registers nothing); on application shutdown (after the HTTP server
+ * stopped) it is unregistered and closed.
  */
 class HerdcacheLifecycle {
-  constructor(name, cache) {
+  constructor(name, cache, options) {
     this.name = name
     this.cache = cache
+    this.http = options.http ?? {}
+  }
+
+  onModuleInit() {
+    registry.register(this.name, this.cache, this.http)
   }
 
   async onApplicationShutdown() {
@@ -39,9 +47,7 @@ function createCache(name, options) {
       throw invalidOption(`HerdcacheModule: \`${key}\` belongs next to useFactory in forRootAsync({ ${key}, ... }), not in its result`)
     }
   }
-  const cache = new Cache(cacheOptions)
-  registry.register(name, cache, http)
-  return cache
+  return new Cache(cacheOptions)
 }
 
 function dynamicModule({ name = registry.DEFAULT_NAME, isGlobal = false, imports = [], optionsProvider, extraProviders = [] }) {
@@ -53,8 +59,8 @@ function dynamicModule({ name = registry.DEFAULT_NAME, isGlobal = false, imports
     { provide: cacheToken, useFactory: (options) => createCache(name, options), inject: [optionsToken] },
     {
       provide: `HERDCACHE_LIFECYCLE:${name}`,
-      useFactory: (cache) => new HerdcacheLifecycle(name, cache),
-      inject: [cacheToken],
+      useFactory: (cache, options) => new HerdcacheLifecycle(name, cache, options),
+      inject: [cacheToken, optionsToken],
     },
   ]
   const exports = [cacheToken, optionsToken]

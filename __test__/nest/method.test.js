@@ -3,7 +3,8 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { Controller, Get, Injectable, SetMetadata, Param } = require('@nestjs/common')
+const { Controller, Get, Injectable, SetMetadata, Param, Module } = require('@nestjs/common')
+const { NestFactory } = require('@nestjs/core')
 const { HerdcacheModule, Cached, CachedMethod, HERDCACHE, evictCached, evictRoute, cachedMethodKey } = require('herdcache/nest')
 const { decorate, inject, startApp, sleep } = require('./apps')
 
@@ -131,6 +132,11 @@ test('@CachedMethod keeps this, the arguments and the metadata, and coalesces', 
 })
 
 test('@CachedMethod without HerdcacheModule rejects with ERR_HERDCACHE_NEST_NO_CACHE', async () => {
+  // An application that failed to start registers no cache.
+  class Broken {}
+  Module({ imports: [HerdcacheModule.forRoot()], providers: [UsersService] })(Broken) // no Repo: DI fails
+  await assert.rejects(NestFactory.create(Broken, { logger: false, abortOnError: false }), /Repo/)
+
   const users = new UsersService(new Repo())
   await assert.rejects(users.findOne(1), (e) => {
     assert.equal(e.code, 'ERR_HERDCACHE_NEST_NO_CACHE')
