@@ -409,3 +409,40 @@ test('vary headers, a custom principal resolver, scope: user, and the misconfigu
   assert.deepEqual(r.body, { code: 'ERR_HERDCACHE_NEST_NO_CACHE' })
   assert.equal(runs.other, undefined)
 })
+
+test('a background refresh re-runs the handler of the request that found the entry stale (request scope too)', async (t) => {
+  const { Scope, Inject } = require('@nestjs/common')
+  const { REQUEST } = require('@nestjs/core')
+  let instances = 0
+  let runs = 0
+  class ScopedController {
+    constructor(request) {
+      this.request = request
+      this.instance = ++instances
+    }
+    get() {
+      runs++
+      return { requestId: this.request.headers['x-request-id'], instance: this.instance }
+    }
+  }
+  Controller({ path: 'scoped', scope: Scope.REQUEST })(ScopedController)
+  Inject(REQUEST)(ScopedController, undefined, 0)
+  decorate(ScopedController, 'get', Get(), Cached({ ttl: 1000, hardTtl: 60_000 }))
+  const { app, get } = await startApp(t, {
+    imports: [HerdcacheModule.forRoot({ beta: 0, jitter: 0 })],
+    controllers: [ScopedController],
+  })
+  const as = (id) => ({ headers: { 'x-request-id': id } })
+  assert.deepEqual((await get('/scoped', as('first'))).body, { requestId: 'first', instance: 1 })
+  assert.deepEqual((await get('/scoped', as('second'))).body, { requestId: 'first', instance: 1 }, 'a HIT')
+  app.get(HERDCACHE)[kTesting].advanceClock(1500)
+  const stale = await get('/scoped', as('third'))
+  assert.equal(stale.headers.get('x-cache'), 'STALE')
+  await until(() => runs === 2, 5000, 'the refresh')
+  let r
+  for (let i = 0; i < 50 && r?.body.requestId !== 'third'; i++) r = await get('/scoped', as('fourth'))
+  // The refresh ran the controller instance of the "third" request, with its
+  // request object, after that response was sent.
+  assert.equal(r.headers.get('x-cache'), 'HIT')
+  assert.deepEqual(r.body, { requestId: 'third', instance: 3 })
+})
