@@ -222,7 +222,10 @@ class HerdcacheInterceptor {
     })
   }
 
-  /** What goes on the wire is what is stored: class instances become plain data here (ClassSerializerInterceptor semantics). */
+  /**
+   * What goes on the wire is what is stored: class instances become plain
+   * data here (ClassSerializerInterceptor semantics).
+   */
   #serialize(value, context, options) {
     if (typeof options.serialize === 'function') return options.serialize(value, context)
     if (options.serialize === false || typeof value !== 'object') return value
@@ -241,7 +244,8 @@ class HerdcacheInterceptor {
     const mode = options.headers
     if (mode === 'x-cache' || mode === 'both') set('X-Cache', xCache)
     if (mode === 'cache-status' || mode === 'both') set('Cache-Status', CACHE_STATUS[xCache])
-    const ageMs = envelope && (xCache === 'HIT' || xCache === 'STALE') ? Math.max(0, Date.now() - envelope.at) : undefined
+    const served = envelope !== undefined && (xCache === 'HIT' || xCache === 'STALE')
+    const ageMs = served ? Math.max(0, Date.now() - envelope.at) : undefined
     if (mode !== false && ageMs !== undefined) set('Age', String(Math.floor(ageMs / 1000)))
     if (options.cacheControl) {
       const vary = [...(isPrivate ? ['Authorization', 'Cookie'] : []), ...(options.vary ?? [])]

@@ -104,7 +104,8 @@ function canonicalVary(headers, vary) {
  */
 function routeKey({ route, params, url = '', query, headers = {}, vary, principal }) {
   const scope = principal === undefined || principal === null ? 'public' : `u:${hashPrincipal(principal)}`
-  return ['nest', 'http', route, canonicalParams(params), canonicalQuery(url, query), canonicalVary(headers, vary), scope]
+  const parts = [canonicalParams(params), canonicalQuery(url, query), canonicalVary(headers, vary)]
+  return ['nest', 'http', route, ...parts, scope]
 }
 
 /** The default key of a @CachedMethod call. */

@@ -106,7 +106,8 @@ async function evictRoute(controller, handlerName, request = {}) {
     (typeof handler === 'function' ? Reflect.getMetadata(CACHED_ROUTE, handler) : undefined) ??
     Reflect.getMetadata(CACHED_ROUTE, controller)
   if (route === undefined || typeof handler !== 'function') {
-    throw nestError('ERR_HERDCACHE_NEST_NOT_CACHED', `${controller?.name}.${handlerName} is not a @Cached route`, TypeError)
+    const what = `${controller?.name}.${handlerName}`
+    throw nestError('ERR_HERDCACHE_NEST_NOT_CACHED', `${what} is not a @Cached route`, TypeError)
   }
   if (typeof route.key === 'function') {
     throw nestError(
@@ -117,7 +118,8 @@ async function evictRoute(controller, handlerName, request = {}) {
   }
   const { cache, http } = requireEntry(route.cache ?? DEFAULT_NAME, `evictRoute(${controller.name}.${handlerName})`)
   const { params, query, headers = {}, principal } = request
-  const search = query === undefined ? '' : `?${typeof query === 'string' ? query.replace(/^\?/, '') : new URLSearchParams(query)}`
+  const queryString = typeof query === 'string' ? query.replace(/^\?/, '') : new URLSearchParams(query).toString()
+  const search = query === undefined ? '' : `?${queryString}`
   const lowerHeaders = Object.fromEntries(Object.entries(headers).map(([n, v]) => [n.toLowerCase(), v]))
   const key = routeKey({
     route: typeof route.key === 'string' ? route.key : `${controller.name}.${handlerName}`,

@@ -44,13 +44,21 @@ function createCache(name, options) {
   checkOptions(http, MODULE_HTTP, 'HerdcacheModule http')
   for (const key of MODULE_KEYS) {
     if (key in cacheOptions) {
-      throw invalidOption(`HerdcacheModule: \`${key}\` belongs next to useFactory in forRootAsync({ ${key}, ... }), not in its result`)
+      throw invalidOption(
+        `HerdcacheModule: \`${key}\` belongs next to useFactory in forRootAsync({ ${key}, ... }), not in its result`,
+      )
     }
   }
   return new Cache(cacheOptions)
 }
 
-function dynamicModule({ name = registry.DEFAULT_NAME, isGlobal = false, imports = [], optionsProvider, extraProviders = [] }) {
+function dynamicModule({
+  name = registry.DEFAULT_NAME,
+  isGlobal = false,
+  imports = [],
+  optionsProvider,
+  extraProviders = [],
+}) {
   const cacheToken = getCacheToken(name)
   const optionsToken = getOptionsToken(name)
   const providers = [
@@ -78,7 +86,9 @@ class HerdcacheModule {
    * @param {object} [options]
    */
   static forRoot(options = {}) {
-    if (options === null || typeof options !== 'object') throw invalidOption('HerdcacheModule.forRoot options must be an object')
+    if (options === null || typeof options !== 'object') {
+      throw invalidOption('HerdcacheModule.forRoot options must be an object')
+    }
     const { name, isGlobal, ...rest } = options
     return dynamicModule({ name, isGlobal, optionsProvider: { provide: getOptionsToken(name), useValue: rest } })
   }
@@ -86,7 +96,8 @@ class HerdcacheModule {
   /**
    * A cache from options made by a factory, which may inject providers
    * (e.g. ConfigService from `imports: [ConfigModule]`).
-   * @param {{ useFactory: Function, inject?: any[], imports?: any[], name?: string, isGlobal?: boolean, extraProviders?: any[] }} options
+   * @param {{ useFactory: Function, inject?: any[], imports?: any[], name?: string, isGlobal?: boolean,
+   *   extraProviders?: any[] }} options
    */
   static forRootAsync(options) {
     if (options === null || typeof options !== 'object' || typeof options.useFactory !== 'function') {
