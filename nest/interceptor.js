@@ -8,7 +8,7 @@ const { Injectable, SetMetadata, UseInterceptors, applyDecorators, StreamableFil
 const { Reflector, ModuleRef, HttpAdapterHost } = require('@nestjs/core')
 const { of, lastValueFrom, isObservable } = require('rxjs')
 const { nestError } = require('./errors')
-const { routeKey } = require('./keys')
+const { routeKey, routeIdentity } = require('./keys')
 const { CACHED_ROUTE, getCacheToken, getOptionsToken, checkOptions, ROUTE } = require('./options')
 const { DEFAULT_NAME } = require('./registry')
 
@@ -212,7 +212,7 @@ class HerdcacheInterceptor {
 
   #routeKey(context, request, options, principal) {
     return routeKey({
-      route: typeof options.key === 'string' ? options.key : `${context.getClass().name}.${context.getHandler().name}`,
+      route: typeof options.key === 'string' ? options.key : routeIdentity(context.getClass(), context.getHandler()),
       params: request.params,
       url: request.originalUrl ?? request.url ?? '',
       query: options.query,

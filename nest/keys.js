@@ -5,7 +5,7 @@
 //
 //   ['nest', 'http', <route>, <params>, <query>, <vary>, <scope>]
 //
-// <route> is `Controller.handler` (or the route's `key`), <params> the sorted
+// <route> is `Controller.handler` and its path pattern (or the route's `key`), <params> the sorted
 // path parameters, <query> the sorted query (repeated names keep their
 // order), <vary> the listed request headers, <scope> 'public' or
 // 'u:<sha256 of the principal>'. Requests that differ only in the order of
@@ -108,9 +108,31 @@ function routeKey({ route, params, url = '', query, headers = {}, vary, principa
   return ['nest', 'http', route, ...parts, scope]
 }
 
+// Nest's PATH_METADATA: the path of a controller or a route handler.
+const PATH_METADATA = 'path'
+/** @type {WeakMap<Function, Map<Function, string>>} */
+const routeIds = new WeakMap()
+
+/**
+ * A route's identity in keys: `Controller.handler` and the route's path
+ * pattern, so two controllers of one name in different modules do not share
+ * entries, while the URL's spelling (trailing slash, prefix) does not matter.
+ */
+function routeIdentity(controller, handler) {
+  let byHandler = routeIds.get(controller)
+  if (byHandler === undefined) routeIds.set(controller, (byHandler = new Map()))
+  let id = byHandler.get(handler)
+  if (id === undefined) {
+    const paths = [Reflect.getMetadata(PATH_METADATA, controller), Reflect.getMetadata(PATH_METADATA, handler)]
+    id = `${controller.name}.${handler.name} ${paths.map((p) => (Array.isArray(p) ? p.join('|') : (p ?? ''))).join(' ')}`
+    byHandler.set(handler, id)
+  }
+  return id
+}
+
 /** The default key of a @CachedMethod call. */
 function methodKey(className, methodName, args) {
   return ['nest', 'method', `${className}.${methodName}`, stableJson(args)]
 }
 
-module.exports = { stableJson, hashPrincipal, canonicalQuery, canonicalParams, routeKey, methodKey }
+module.exports = { stableJson, hashPrincipal, canonicalQuery, canonicalParams, routeKey, routeIdentity, methodKey }

@@ -4,7 +4,7 @@
 // for write paths.
 
 const { invalidOption, nestError } = require('./errors')
-const { methodKey, routeKey } = require('./keys')
+const { methodKey, routeKey, routeIdentity } = require('./keys')
 const { CACHED_METHOD, CACHED_ROUTE, checkOptions, METHOD } = require('./options')
 const { DEFAULT_NAME, requireEntry } = require('./registry')
 
@@ -122,7 +122,7 @@ async function evictRoute(controller, handlerName, request = {}) {
   const search = query === undefined ? '' : `?${queryString}`
   const lowerHeaders = Object.fromEntries(Object.entries(headers).map(([n, v]) => [n.toLowerCase(), v]))
   const key = routeKey({
-    route: typeof route.key === 'string' ? route.key : `${controller.name}.${handlerName}`,
+    route: typeof route.key === 'string' ? route.key : routeIdentity(controller, handler),
     params,
     url: search,
     query: route.query ?? http.query,

@@ -446,3 +446,22 @@ test('a background refresh re-runs the handler of the request that found the ent
   assert.equal(r.headers.get('x-cache'), 'HIT')
   assert.deepEqual(r.body, { requestId: 'third', instance: 3 })
 })
+
+test('two controllers of one name (two modules) do not share entries', async (t) => {
+  const make = (path) => {
+    const Users = { UsersController: class {} }.UsersController
+    Users.prototype.list = () => ({ from: path })
+    Controller(path)(Users)
+    decorate(Users, 'list', Get(), Cached())
+    return Users
+  }
+  const A = make('admin/users')
+  const B = make('public/users')
+  assert.equal(A.name, B.name)
+  const { get } = await startApp(t, { imports: [HerdcacheModule.forRoot()], controllers: [A, B] })
+  assert.deepEqual((await get('/admin/users')).body, { from: 'admin/users' })
+  const r = await get('/public/users')
+  assert.equal(r.headers.get('x-cache'), 'MISS')
+  assert.deepEqual(r.body, { from: 'public/users' })
+  assert.equal((await get('/admin/users/')).headers.get('x-cache'), 'HIT', 'a trailing slash is the same route')
+})
