@@ -1,6 +1,11 @@
 // ESM entry of herdcache/nest: the CommonJS implementation, re-exported by
-// name (one copy of the module state for require and import users).
-import nest from './index.js'
+// name, so `import` and `require` users share one module state (the cache
+// registry, the metadata keys). Loaded with require, as the root index.mjs
+// does: when loading fails, Node 20 would otherwise reject the import and
+// then throw the same error again, uncaught.
+import { createRequire } from 'node:module'
+
+const nest = createRequire(import.meta.url)('./index.js')
 
 export const {
   HerdcacheModule,
