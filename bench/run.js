@@ -17,6 +17,9 @@
 //   --only=a,b           libraries to run (herdcache,lru-cache,bentocache,cache-manager,js-map,js-map-copy)
 //   --scenarios=1,4      scenarios to run (1..5)
 //   --out=FILE           where to write the Markdown (default bench/RESULTS.md; quick: bench/out/quick.md)
+//
+// Without --only / --scenarios it then runs bench/nest.js (a cached Nest
+// route: herdcache/nest next to @nestjs/cache-manager), which writes bench/NEST.md.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -744,6 +747,13 @@ async function main () {
   fs.writeFileSync(OUT, md)
   console.log('\n' + md)
   console.log(`written to ${path.relative(process.cwd(), OUT)}`)
+
+  // The Nest route benchmark (bench/nest.js, writes bench/NEST.md) is part of
+  // the full run; --only / --scenarios runs select in-process scenarios only.
+  if (!ONLY && !SCENARIOS) {
+    const nest = require('node:child_process').spawnSync(process.execPath, [path.join(__dirname, 'nest.js'), ...(QUICK ? ['--quick'] : [])], { stdio: 'inherit' })
+    if (nest.status !== 0) process.exitCode = nest.status || 1
+  }
 }
 
 main().catch((err) => {

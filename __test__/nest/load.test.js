@@ -1,0 +1,103 @@
+'use strict'
+// herdcache/nest loads through the package's exports map with require and
+// with import (one module state for both), and its types check.
+
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const fs = require('node:fs')
+const { execFile } = require('node:child_process')
+
+const ROOT = path.join(__dirname, '..', '..')
+const NAMES = [
+  'Cache',
+  'Cached',
+  'CachedMethod',
+  'HERDCACHE',
+  'HerdcacheInterceptor',
+  'HerdcacheModule',
+  'InjectCache',
+  'cachedMethodKey',
+  'evictCached',
+  'evictRoute',
+  'getCacheToken',
+  'getOptionsToken',
+]
+
+function run(file, args, timeout = 30_000) {
+  return new Promise((resolve) => {
+    execFile(file, args, { cwd: ROOT, timeout }, (error, stdout, stderr) => {
+      resolve({ code: error ? (error.code ?? 1) : 0, stdout, stderr })
+    })
+  })
+}
+
+test("require('herdcache/nest') loads the CommonJS entry", async () => {
+  const script = `
+    const nest = require('herdcache/nest')
+    const { Cache } = require('herdcache')
+    console.log(JSON.stringify({ names: Object.keys(nest).sort(), same: nest.Cache === Cache,
+      file: require.resolve('herdcache/nest'), module: typeof nest.HerdcacheModule.forRoot }))`
+  const r = await run(process.execPath, ['-e', script])
+  assert.equal(r.code, 0, r.stderr)
+  const out = JSON.parse(r.stdout)
+  assert.deepEqual(out.names, NAMES)
+  assert.equal(out.same, true)
+  assert.equal(out.file, path.join(ROOT, 'nest', 'index.js'))
+  assert.equal(out.module, 'function')
+})
+
+test("import('herdcache/nest') loads the ESM entry, sharing the CommonJS module's state", async () => {
+  const script = `
+    import * as nest from 'herdcache/nest'
+    import { createRequire } from 'node:module'
+    import { Cache } from 'herdcache'
+    const require = createRequire(import.meta.url)
+    const names = Object.keys(nest).filter((n) => n !== 'default').sort()
+    console.log(JSON.stringify({ names, same: nest.HerdcacheModule === require('herdcache/nest').HerdcacheModule,
+      cache: nest.Cache === Cache, url: import.meta.resolve('herdcache/nest') }))`
+  const r = await run(process.execPath, ['--input-type=module', '-e', script])
+  assert.equal(r.code, 0, r.stderr)
+  const out = JSON.parse(r.stdout)
+  assert.deepEqual(out.names, NAMES)
+  assert.equal(out.same, true)
+  assert.equal(out.cache, true)
+  assert.ok(out.url.endsWith('/nest/index.mjs'), out.url)
+})
+
+test('the package exports map and files list carry herdcache/nest', () => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
+  assert.deepEqual(pkg.exports['./nest'], {
+    import: { types: './nest/index.d.ts', default: './nest/index.mjs' },
+    require: { types: './nest/index.d.ts', default: './nest/index.js' },
+  })
+  assert.ok(pkg.files.includes('nest/'))
+  for (const peer of ['@nestjs/common', '@nestjs/core', 'rxjs', 'reflect-metadata']) {
+    assert.ok(pkg.peerDependencies[peer], peer)
+    assert.equal(pkg.peerDependenciesMeta[peer]?.optional, true, `${peer} is an optional peer`)
+  }
+})
+
+const TSC = path.join(ROOT, 'node_modules', '.bin', 'tsc')
+const TSC_ARGS = ['--noEmit', '--strict', '--target', 'es2022', '--module', 'nodenext', '--moduleResolution', 'nodenext',
+  '--types', 'node', '--experimentalDecorators', '--emitDecoratorMetadata']
+
+test('nest/index.d.ts: types.test-d.ts type-checks (with every @ts-expect-error)', { timeout: 60_000 }, async () => {
+  const r = await run(TSC, [...TSC_ARGS, path.join(__dirname, 'types.test-d.ts')], 55_000)
+  assert.equal(r.code, 0, `tsc reported:\n${r.stdout}${r.stderr}`)
+})
+
+test('the type test is not vacuous: a wrong @Cached option fails to compile', { timeout: 60_000 }, async (t) => {
+  const bad = path.join(__dirname, '.nest-types-negative.tmp.ts')
+  t.after(() => fs.rmSync(bad, { force: true }))
+  fs.writeFileSync(bad, "import { Cached } from 'herdcache/nest'\nCached({ scope: 'everyone' })\n")
+  const r = await run(TSC, [...TSC_ARGS, bad], 55_000)
+  assert.notEqual(r.code, 0)
+  assert.match(r.stdout, /error TS/)
+  assert.doesNotMatch(r.stdout, /Cannot find module/, r.stdout)
+})
+
+test('examples/nest (TypeScript) type-checks against herdcache/nest', { timeout: 60_000 }, async () => {
+  const r = await run(TSC, ['-p', path.join(ROOT, 'examples', 'nest'), '--noEmit'], 55_000)
+  assert.equal(r.code, 0, `tsc reported:\n${r.stdout}${r.stderr}`)
+})
