@@ -339,6 +339,23 @@ cache.getOrLoad('k', () => ({ from: 'loader' })).then(async (value) => {
     assert.ok(loaded[0].endsWith(binary), `the addon comes from the platform package: ${loaded[0]}`)
   })
 
+  it('herdcache/nest ships, and without NestJS installed says what to install', () => {
+    const out = node(
+      'nest-check.js',
+      `try {
+  require('herdcache/nest')
+  console.log(JSON.stringify({ loaded: true }))
+} catch (error) {
+  console.log(JSON.stringify({ code: error.code, message: error.message, file: require.resolve('herdcache/nest') }))
+}
+`,
+    )
+    const { code, message, file } = JSON.parse(out)
+    assert.equal(code, 'ERR_HERDCACHE_NEST_PEER_MISSING')
+    assert.match(message, /npm install @nestjs\/common @nestjs\/core rxjs reflect-metadata/)
+    assert.ok(file.endsWith(path.join('herdcache', 'nest', 'index.js')), file)
+  })
+
   it("import { Cache } from 'herdcache' works, sharing the CommonJS instance", () => {
     const out = node(
       'import-check.mjs',
