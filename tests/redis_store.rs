@@ -41,6 +41,22 @@ async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
   client.get_multiplexed_async_connection().await.unwrap()
 }
 
+/// The test helper keeps the server's log (printed when a test fails) in a
+/// directory of its own, removed with the server.
+#[test]
+fn the_test_server_keeps_its_log_until_dropped() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let log = server.log_path();
+  let text = std::fs::read_to_string(&log).unwrap();
+  // Written before the server listens, so it is there once `start` returns.
+  assert!(text.contains(&format!("pid={}", server.pid())), "{text}");
+  drop(server);
+  assert!(!log.exists(), "{} outlived its server", log.display());
+  assert!(!log.parent().unwrap().exists());
+}
+
 #[tokio::test]
 async fn writes_read_back_with_the_hard_ttl() {
   let Some(server) = RedisServer::start() else {

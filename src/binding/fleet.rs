@@ -15,6 +15,8 @@ use std::sync::Arc;
 type Fut<T> = std::pin::Pin<Box<dyn std::future::Future<Output = napi::Result<T>> + Send>>;
 
 /// Runs `future` on tokio; its output becomes a JS value on the JS thread.
+/// `to_js` gets the env napi-rs resolves the promise with: that is the
+/// env the binding's contract speaks of inside it (`binding/raw.rs`).
 unsafe fn promise<T: Send + 'static>(
   env: Env,
   future: Fut<T>,
@@ -101,6 +103,10 @@ pub unsafe extern "C" fn acquire(env: Env, info: sys::napi_callback_info) -> Val
 /// `acquire(key, id, false)`).
 pub unsafe extern "C" fn read_many(env: Env, info: sys::napi_callback_info) -> Value {
   let (argv, _, inner) = raw::args::<2, std::rc::Rc<super::Inner>>(env, info);
+  // SAFETY: an entry point `install_raw` made with `Rc<Inner>` data, so the
+  // pointer is that box, alive while this function runs; borrowed shared
+  // and only until this callback returns (the future gets owned strings and
+  // an `Arc<Fleet>`, never `inner`).
   let inner: &super::Inner = &*inner;
   let run = || -> RawResult<Value> {
     let fleet = inner.fleet().ok_or_else(super::hot::closed)?;

@@ -105,6 +105,12 @@ struct Call<'a> {
 /// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?)`.
 pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) -> Value {
   let (argv, argc, inner) = raw::args::<7, Rc<Inner>>(env, info);
+  // SAFETY: `install_raw` made this function with `raw::function` and an
+  // `Rc<Inner>` as data, so the pointer is that box. The box is freed only
+  // by the function's finalizer, which cannot run while the function is
+  // being called, so the borrow is valid for this whole callback; it is
+  // shared, and re-entrant calls (the loader calling `getOrLoad`) only take
+  // shared borrows too, mutating through the `RefCell`s.
   let inner = &*inner;
   inner.set_outcome(0);
   match get_or_load_impl(env, inner, argv, argc > 2) {
@@ -276,6 +282,9 @@ pub(super) unsafe fn keyed<const N: usize>(
   body: impl FnOnce(&Inner, &str, [Value; N]) -> RawResult<Value>,
 ) -> Value {
   let (argv, _, inner) = raw::args::<N, Rc<Inner>>(env, info);
+  // SAFETY: every caller of `keyed` is an entry point `install_raw` made
+  // with `Rc<Inner>` data; the box outlives the callback, whose function is
+  // alive while it runs (as in `get_or_load`). `body` only gets `&Inner`.
   let inner: &Inner = &*inner;
   let run = || {
     if after_close == AfterClose::Rejects && inner.engine.borrow().is_closed() {
@@ -361,6 +370,8 @@ pub unsafe extern "C" fn end_flight(env: Env, info: sys::napi_callback_info) -> 
 /// `recordSoftWait(servedStale)`: the outcome of a stale read that waited.
 pub unsafe extern "C" fn record_soft_wait(env: Env, info: sys::napi_callback_info) -> Value {
   let (argv, _, inner) = raw::args::<1, Rc<Inner>>(env, info);
+  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
+  // this callback, while its function is alive (as in `get_or_load`).
   (&*inner)
     .engine
     .borrow_mut()
@@ -417,6 +428,8 @@ pub unsafe extern "C" fn delete(env: Env, info: sys::napi_callback_info) -> Valu
 /// `clear()` (with Redis: a promise).
 pub unsafe extern "C" fn clear(env: Env, info: sys::napi_callback_info) -> Value {
   let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
+  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
+  // this callback, while its function is alive (as in `get_or_load`).
   let inner: &Inner = &*inner;
   if inner.engine.borrow().is_closed() {
     return raw::throw(env, closed());
@@ -431,6 +444,8 @@ pub unsafe extern "C" fn clear(env: Env, info: sys::napi_callback_info) -> Value
 /// `stats()`: the counters and gauges as a plain object.
 pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value {
   let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
+  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
+  // this statement, while its function is alive (as in `get_or_load`).
   let (metrics, gauges) = (&*inner).snapshot();
   let build = || {
     let mut object = std::ptr::null_mut();
@@ -450,6 +465,8 @@ pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value
 /// `metrics()`: the Prometheus text format.
 pub unsafe extern "C" fn metrics(env: Env, info: sys::napi_callback_info) -> Value {
   let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
+  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
+  // this statement, while its function is alive (as in `get_or_load`).
   let (metrics, gauges) = (&*inner).snapshot();
   let text = crate::engine::metrics::prometheus(&metrics, &gauges);
   raw::string(env, &text)
@@ -460,6 +477,9 @@ pub unsafe extern "C" fn metrics(env: Env, info: sys::napi_callback_info) -> Val
 /// flight is already there, or the key backs off after a failure).
 pub unsafe extern "C" fn start_refresh(env: Env, info: sys::napi_callback_info) -> Value {
   let (argv, _, inner) = raw::args::<2, Rc<Inner>>(env, info);
+  // SAFETY: an entry point made with `Rc<Inner>` data, valid for this
+  // callback (as in `get_or_load`), including while `start_flight` calls
+  // into JS, which may re-enter other entry points with shared borrows.
   let inner: &Rc<Inner> = &*inner;
   let run = || -> RawResult<Value> {
     let mut key_buf = Utf8::new();

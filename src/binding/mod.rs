@@ -87,7 +87,14 @@ impl Inner {
   fn set_outcome(&self, outcome: u8) {
     let slot = self.outcome_slot.get();
     if !slot.is_null() {
-      // The buffer is kept alive by `outcome_buffer` for as long as Inner.
+      // SAFETY: a non-null slot is the data pointer napi_create_arraybuffer
+      // gave in `install_raw` for an 8-byte buffer, set after a strong
+      // reference to that buffer went into `outcome_buffer`: the ArrayBuffer
+      // lives as long as `self`, and V8 never moves a backing store. Only
+      // the JS thread touches it (`Inner` is behind an `Rc`). What no Rust
+      // type enforces: the buffer must never be detached (transferred), or
+      // this writes to freed memory. The JS wrapper keeps it in private
+      // fields (`#fns`, `#outcome`) and never transfers it.
       unsafe { *slot = outcome };
     }
   }
@@ -132,8 +139,11 @@ impl NativeCache {
   #[napi(constructor)]
   pub fn new(env: Env, options: Option<CacheOptions>) -> Result<Self> {
     let raw_options = options.unwrap_or_default().to_raw();
-    let config = CacheConfig::from_raw(&raw_options)
-      .map_err(|e| unsafe { to_napi_error(env.raw(), Failure::Coded(e)) })?;
+    let config = CacheConfig::from_raw(&raw_options).map_err(|e| {
+      // SAFETY: `env` is the env napi-rs passed to this constructor, which
+      // runs now on its JS thread; the error value is made in its scope.
+      unsafe { to_napi_error(env.raw(), Failure::Coded(e)) }
+    })?;
     let fleet = match &config.redis {
       None => None,
       Some(redis) => {
@@ -146,6 +156,7 @@ impl NativeCache {
         let store = RedisStore::open(&redis.url, &config.prefix, timeouts).map_err(|e| {
           let message = format!("option `redis` is not a usable Redis URL: {e}");
           let error = CoreError::new(Code::InvalidOption, Kind::Type, message);
+          // SAFETY: as above: the constructor's own env, on its JS thread.
           unsafe { to_napi_error(env.raw(), Failure::Coded(error)) }
         })?;
         let fleet_config = FleetConfig {
@@ -184,6 +195,10 @@ impl NativeCache {
     soft_wait: Unknown<'env>,
   ) -> Result<Unknown<'env>> {
     let env = env.raw();
+    // SAFETY: `env` is the env napi-rs passed to this method, running now on
+    // its JS thread, and the three handles are this call's arguments, alive
+    // in its scope. `install_raw` registers only callbacks that read their
+    // data as `Rc<Inner>`, which is what it gives `raw::function`.
     unsafe {
       self.install_raw(
         env,
@@ -191,7 +206,10 @@ impl NativeCache {
         [lead, soft_wait].map(|f| f.value().value),
       )
     }
-    .map_err(|f| unsafe { to_napi_error(env, f) })
+    .map_err(|f| {
+      // SAFETY: the same env, still inside this method.
+      unsafe { to_napi_error(env, f) }
+    })
   }
 
   /// Stops new calls; what is in flight goes on until the JS side drains it.
@@ -253,6 +271,7 @@ impl NativeCache {
       env,
       napi::sys::napi_create_arraybuffer(env, 8, &mut slot, &mut buffer)
     );
+    // The slot is published only once the buffer is held (`set_outcome`).
     *self.inner.outcome_buffer.borrow_mut() = Some(JsRef::strong(env, buffer)?);
     self.inner.outcome_slot.set(slot as *mut u8);
     let config = self.inner.engine.borrow().config().clone();
@@ -306,6 +325,8 @@ impl NativeCache {
       (c"forget", "forget", fleet::forget),
     ];
     raw::set_property(env, object, c"outcomeBuffer", buffer)?;
+    // Every entry reads its data pointer as `Rc<Inner>` (`raw::args`), the
+    // type given here: `raw::function`'s requirement.
     for (prop, name, callback) in entries {
       let f = raw::function(env, name, callback, Rc::clone(&self.inner))?;
       raw::set_property(env, object, prop, f)?;

@@ -1,6 +1,18 @@
 //! Thin, checked wrappers over the Node-API C calls the hot paths use. The
 //! napi-derive glue costs ~0.2 µs per method call (DESIGN.md §2), so the
 //! entry points that run per `getOrLoad` are raw callbacks built from these.
+//!
+//! # Safety contract of the binding's `unsafe fn`s
+//!
+//! Unless a function's docs add to it, every `unsafe fn` in `binding` asks
+//! one thing of its caller: `env` is the `napi_env` Node-API handed to the
+//! callback, napi-rs method or napi-rs future resolver that is running now,
+//! on that env's JS thread, and every `Value` passed in is a handle made
+//! during that call (its handle scope is still open). The bodies then only
+//! pass those handles and pointers to locals to Node-API, which checks
+//! types itself: a value of the wrong type gets a status (such as
+//! `napi_number_expected`) and leaves the out-parameter alone, so the
+//! wrappers that ignore the status answer the zero value they started with.
 
 use crate::core::error::{Error, Kind};
 use napi::sys;
@@ -28,6 +40,10 @@ pub type RawResult<T> = Result<T, Failure>;
 
 /// Turns a napi status into a result; a pending exception is taken, so it can
 /// be handed to a promise instead of escaping.
+///
+/// # Safety
+///
+/// The module's contract; `status` is what a call on this `env` returned.
 pub unsafe fn check(env: Env, status: sys::napi_status) -> RawResult<()> {
   if status == sys::Status::napi_ok {
     return Ok(());
@@ -142,6 +158,11 @@ impl Utf8 {
 
   /// Reads `value` (a JS string) into the buffer, or into a `String` when it
   /// does not fit.
+  ///
+  /// # Safety
+  ///
+  /// The module's contract. The returned text borrows the buffer, so it
+  /// cannot outlive it or see it reused.
   pub unsafe fn read<'a>(&'a mut self, env: Env, value: Value) -> RawResult<Text<'a>> {
     let capacity = std::mem::size_of::<[u8; 128]>();
     let buf = self.stack.as_mut_ptr() as *mut u8;
@@ -155,7 +176,18 @@ impl Utf8 {
     if len + 4 >= capacity {
       return Ok(Text::Heap(get_string_sized(env, value)?));
     }
+    // SAFETY: napi_get_value_string_utf8 returned napi_ok (napi_try above),
+    // so it wrote `len` bytes (at most capacity - 1, then a NUL) to the
+    // start of the buffer: the `len` bytes read here are initialised and
+    // inside the 128-byte array, which `self` (borrowed for 'a) owns.
     let bytes = std::slice::from_raw_parts(buf, len);
+    // SAFETY: the bytes are the whole string: a write cut short stops when
+    // the next code point (4 bytes at most) does not fit in capacity - 1,
+    // so it leaves `len + 4 >= capacity`, which went to the heap path. And
+    // Node encodes a whole string with V8's WriteUtf8 and
+    // REPLACE_INVALID_UTF8 (js_native_api_v8.cc), lone surrogates becoming
+    // U+FFFD: valid UTF-8. That flag is Node's implementation, not a
+    // documented Node-API promise; the heap path checks instead.
     Ok(Text::Stack(std::str::from_utf8_unchecked(bytes)))
   }
 }
@@ -263,6 +295,13 @@ pub unsafe fn rejected(env: Env, failure: Failure) -> Value {
   settled(env, v, false)
 }
 
+/// Calls `function` with `this` undefined.
+///
+/// # Safety
+///
+/// The module's contract, and no element of `args` is null: Node-API checks
+/// the array pointer but hands each element to V8 unchecked. (The value
+/// constructors here answer null only when napi fails to make the value.)
 pub unsafe fn call(env: Env, function: Value, args: &[Value]) -> RawResult<Value> {
   let mut result = ptr::null_mut();
   napi_try!(
@@ -280,7 +319,11 @@ pub unsafe fn call(env: Env, function: Value, args: &[Value]) -> RawResult<Value
 }
 
 /// A `napi_ref`, deleted when dropped. Everything that holds one lives and
-/// dies on the JS thread of the env that made it.
+/// dies on the JS thread of the env that made it: the raw pointers make
+/// `JsRef` neither `Send` nor `Sync`. Each one is a callback's local, or is
+/// owned (through the engine, the helpers or `outcome_buffer`) by an `Inner`
+/// behind an `Rc` that only napi-managed objects (the `NativeCache` wrapper,
+/// the raw functions' data) hold.
 pub struct JsRef {
   env: Env,
   raw: sys::napi_ref,
@@ -303,6 +346,12 @@ impl JsRef {
     Ok(JsRef { env, raw })
   }
 
+  /// The referenced value, or `None` once a weak one was collected.
+  ///
+  /// # Safety
+  ///
+  /// The module's contract, and `env` is the env this reference was made
+  /// on (each `Inner` belongs to one env: a worker has caches of its own).
   pub unsafe fn get(&self, env: Env) -> Option<Value> {
     let mut v = ptr::null_mut();
     sys::napi_get_reference_value(env, self.raw, &mut v);
@@ -312,6 +361,13 @@ impl JsRef {
 
 impl Drop for JsRef {
   fn drop(&mut self) {
+    // SAFETY: `raw` was made by napi_create_reference on `env` (with_count
+    // is the only constructor) and is deleted only here, once. A `JsRef` is
+    // not `Send`, so this runs on the thread that made it, the env's JS
+    // thread; and since its owners are freed in a napi call or a napi
+    // finalizer (see the type's docs), the env is still alive. At teardown
+    // Node runs the finalizers first, so that they may delete references,
+    // as this does (napi_env__::DeleteMe in js_native_api_v8.h).
     unsafe {
       sys::napi_delete_reference(self.env, self.raw);
     }
@@ -326,6 +382,12 @@ impl std::fmt::Debug for JsRef {
 
 /// A native function whose data pointer owns `data` until the function is
 /// collected.
+///
+/// # Safety
+///
+/// The module's contract, and `callback` reads its data pointer as a `T`
+/// (with [`args`]`::<_, T>`) and only borrows it: the box is freed by the
+/// function's finalizer alone.
 pub unsafe fn function<T>(
   env: Env,
   name: &str,
@@ -337,6 +399,11 @@ pub unsafe fn function<T>(
     data: *mut std::ffi::c_void,
     _hint: *mut std::ffi::c_void,
   ) {
+    // SAFETY: this finalizer is registered below for exactly one function,
+    // with the pointer `Box::into_raw` gave for a `Box<T>`; Node runs it once,
+    // after that function was collected or when the env is torn down, so no
+    // callback can still be reading the data (a running callback keeps its
+    // function alive).
     drop(Box::from_raw(data as *mut T));
   }
   let data = Box::into_raw(Box::new(data)) as *mut std::ffi::c_void;
@@ -350,6 +417,9 @@ pub unsafe fn function<T>(
     &mut f,
   );
   if status != sys::Status::napi_ok {
+    // SAFETY: no function was made, so nothing else holds `data`: the box
+    // made above is freed here and nowhere else (`check` then fails, so the
+    // finalizer below is never added for it).
     drop(Box::from_raw(data as *mut T));
     check(env, status)?;
   }
@@ -367,7 +437,19 @@ pub unsafe fn function<T>(
   Ok(f)
 }
 
-/// The arguments (up to N) and the data pointer of a raw callback.
+/// The arguments (up to N) and the data pointer of a raw callback. The
+/// count is the number of arguments JS passed, which may exceed N; only N
+/// are copied, and missing ones are `undefined`.
+///
+/// # Safety
+///
+/// The module's contract, with `info` the callback info of the running
+/// callback; and that callback was made by [`function`] with data of type
+/// `T`. Then the pointer is valid for the whole callback (the function is
+/// alive while it runs) and may be read as `&T`, never as `&mut T`: a
+/// re-entrant call (a loader calling `getOrLoad`) reads the same box.
+/// A failed `napi_get_cb_info` (only for an invalid env or info) would leave
+/// it null.
 pub unsafe fn args<const N: usize, T>(
   env: Env,
   info: sys::napi_callback_info,

@@ -73,7 +73,10 @@ fn wall_clock_ms() -> u64 {
     tv_sec: 0,
     tv_nsec: 0,
   };
-  // SAFETY: clock_gettime writes the timespec it is given.
+  // SAFETY: clock_gettime only writes the `timespec` it is pointed at, here
+  // a local borrowed exclusively for the call; CLOCK_REALTIME_COARSE exists
+  // on every Linux since 2.6.32, and a failure (-1) leaves `ts` alone and
+  // falls back to `SystemTime` below.
   if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } == 0 {
     return ts.tv_sec as u64 * 1_000 + ts.tv_nsec as u64 / 1_000_000;
   }

@@ -1,13 +1,43 @@
 //! A redis-server of the test's own: started on a free port with no
 //! persistence, stopped (killed) when dropped. Never touches another server.
+//! Its log is kept in a directory of its own and printed when the test
+//! fails (as redis-test's `RedisServer` does), then removed.
 
+use std::fs::{self, File};
 use std::net::TcpListener;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+/// How much of the server's log a failing test prints.
+const LOG_TAIL_LINES: usize = 40;
 
 pub struct RedisServer {
   child: Child,
   pub port: u16,
+  /// This server's directory: `redis.log` (`--logfile`) and `stderr.log`
+  /// (what it says before the log is open, e.g. a bad option).
+  dir: PathBuf,
+}
+
+/// A fresh directory under the system temp dir, unique per server: the
+/// process id tells test binaries apart, the counter servers within one.
+fn server_dir() -> std::io::Result<PathBuf> {
+  static NEXT: AtomicUsize = AtomicUsize::new(0);
+  let n = NEXT.fetch_add(1, Ordering::Relaxed);
+  let dir = std::env::temp_dir().join(format!("herdcache-redis-{}-{n}", std::process::id()));
+  // A directory left by a killed run whose pid came back.
+  let _ = fs::remove_dir_all(&dir);
+  fs::create_dir_all(&dir)?;
+  Ok(dir)
+}
+
+/// The last `n` lines of `path` (empty when it cannot be read).
+fn tail(path: &Path, n: usize) -> String {
+  let text = fs::read_to_string(path).unwrap_or_default();
+  let lines: Vec<&str> = text.lines().collect();
+  lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 impl RedisServer {
@@ -78,21 +108,30 @@ impl RedisServer {
   }
 
   fn spawn(port: u16, args: &[&str]) -> Option<RedisServer> {
+    let dir = server_dir().expect("a directory for the redis-server log");
+    let stderr = File::create(dir.join("stderr.log")).expect("the redis-server stderr file");
     let child = match Command::new("redis-server")
       .args(args)
       .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+      .arg("--logfile")
+      .arg(dir.join("redis.log"))
       .stdout(Stdio::null())
-      .stderr(Stdio::null())
+      .stderr(stderr)
       .spawn()
     {
       Ok(child) => child,
-      Err(e) if std::env::var_os("CI").is_none() => {
+      Err(e) => {
+        let _ = fs::remove_dir_all(&dir);
+        if std::env::var_os("CI").is_some() {
+          panic!("redis-server is needed in CI: {e}");
+        }
         eprintln!("skipping: redis-server is not installed ({e})");
         return None;
       }
-      Err(e) => panic!("redis-server is needed in CI: {e}"),
     };
-    let server = RedisServer { child, port };
+    // Made before the wait, so a server that never listens is killed, and
+    // its log printed, by `drop`.
+    let server = RedisServer { child, port, dir };
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
       assert!(
@@ -108,16 +147,29 @@ impl RedisServer {
     format!("redis://127.0.0.1:{}/", self.port)
   }
 
+  /// The server's process id (its log names it).
+  pub fn pid(&self) -> u32 {
+    self.child.id()
+  }
+
+  /// Where the server logs (`--logfile`); removed when it is dropped.
+  pub fn log_path(&self) -> PathBuf {
+    self.dir.join("redis.log")
+  }
+
   /// SIGSTOP: connections stay open, nothing answers (a silent partition).
   #[allow(dead_code)]
   pub fn pause(&self) {
-    // SAFETY: kill(2) on the pid of a child this struct owns and has not reaped.
+    // SAFETY: kill(2) takes no pointers, so nothing is unsound whatever the
+    // pid. The pid is our own child's: it is reaped only by `drop` (`wait`
+    // needs `&mut self`), so until then it cannot have been reused by
+    // another process, and a signal cannot hit a server we did not start.
     unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGSTOP) };
   }
 
   #[allow(dead_code)]
   pub fn resume(&self) {
-    // SAFETY: as in `pause`.
+    // SAFETY: as in `pause`: no pointers, and the pid is our unreaped child.
     unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGCONT) };
   }
 }
@@ -126,5 +178,17 @@ impl Drop for RedisServer {
   fn drop(&mut self) {
     let _ = self.child.kill();
     let _ = self.child.wait();
+    if std::thread::panicking() {
+      for name in ["stderr.log", "redis.log"] {
+        let lines = tail(&self.dir.join(name), LOG_TAIL_LINES);
+        if !lines.is_empty() {
+          eprintln!(
+            "--- redis-server on port {}: last lines of {name} ---\n{lines}",
+            self.port
+          );
+        }
+      }
+    }
+    let _ = fs::remove_dir_all(&self.dir);
   }
 }
