@@ -29,17 +29,27 @@ enum HeldValue {
 
 impl Held {
   pub unsafe fn from_js(env: Env, value: Value) -> RawResult<Held> {
-    Ok(Held {
+    let held = Held {
       value: HeldValue::from_js(env, value)?,
       resolved: OnceCell::new(),
-    })
+    };
+    // Resolving a promise with an object reads its `then`, which can run
+    // user code (a getter on Object.prototype) that calls back into the
+    // cache. So an object's promise is made here, before the value is
+    // stored, and not on its first hit, while the engine is borrowed.
+    if let HeldValue::Object(_) = held.value {
+      held.resolved(env);
+    }
+    Ok(held)
   }
 
   pub unsafe fn to_js(&self, env: Env) -> Value {
     self.value.to_js(env)
   }
 
-  /// A promise resolved with the value; the same one on every call.
+  /// A promise resolved with the value; the same one on every call. Made
+  /// on the first call for a primitive (which runs no user code), at
+  /// `from_js` for an object.
   pub unsafe fn resolved(&self, env: Env) -> Value {
     if let Some(promise) = self.resolved.get().and_then(|r| r.get(env)) {
       return promise;

@@ -361,9 +361,7 @@ impl Fleet {
         None => {
           // The command failed or timed out here, but it may still land and
           // take the lock under our token, which nobody would then release
-          // or fill: another instance would wait out the whole lease. A
-          // release sent after it (same connection, so it lands after it)
-          // frees it.
+          // or fill: another instance would wait out the whole lease.
           self.release_later(keys, token);
           return local;
         }
@@ -419,12 +417,25 @@ impl Fleet {
     }
   }
 
-  /// A best-effort compare-and-delete of a lock we may hold, off the
-  /// caller's path (past the breaker: it must reach Redis if anything does).
+  /// Compare-and-deletes a lock we may hold, off the caller's path and past
+  /// the breaker. The command that took it may land late (or after a
+  /// reconnect, behind a release sent on the new connection), so the
+  /// release is repeated every redisTimeout until it removed the lock or the
+  /// lease is over; with our unique token every attempt is harmless.
   fn release_later(self: &Arc<Self>, keys: RedisKeys, token: String) {
     let fleet = Arc::clone(self);
+    let every = fleet.store.timeouts().command;
+    let until = Instant::now() + Duration::from_millis(fleet.lease.ttl);
     tokio::spawn(async move {
-      let _ = fleet.store.release(&keys, &token).await;
+      loop {
+        if let Ok(true) = fleet.store.release(&keys, &token).await {
+          return;
+        }
+        if Instant::now() + every > until {
+          return;
+        }
+        tokio::time::sleep(every).await;
+      }
     });
   }
 
