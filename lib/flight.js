@@ -120,6 +120,8 @@ function lead(ctx, key, userKey, loader, id, background) {
     write.then(answer, answer)
   }
   const runLoader = () => {
+    // Redis steps may have used up the deadline (the timer may be late).
+    if (late()) return flight.expire()
     loaderStarted = performance.now()
     let result
     try {
