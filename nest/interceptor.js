@@ -14,10 +14,12 @@ const { DEFAULT_NAME } = require('./registry')
 
 /** ClassSerializerInterceptor's metadata key (@SerializeOptions). */
 const CLASS_SERIALIZER_OPTIONS = 'class_serializer:options'
-// Requests a HerdcacheInterceptor already handles (global + route binding:
-// once). A WeakSet, not a property: a new property on every request object
-// would change its shape under the HTTP framework's feet.
-const handled = new WeakSet()
+// Marks the execution context of a request a HerdcacheInterceptor already
+// handles (global + route binding: once). Nest makes one context per
+// request for its whole interceptor chain; a flag on it, not on the request
+// (whose shape belongs to the HTTP framework), and not a WeakSet (an
+// ephemeron per request was half of a hit's cost).
+const HANDLED = Symbol('herdcache.handled')
 
 const DEFAULT_HTTP = {
   headers: 'x-cache',
@@ -117,9 +119,9 @@ class HerdcacheInterceptor {
     const route = this.#reflector.getAllAndOverride(CACHED_ROUTE, [context.getHandler(), context.getClass()])
     if (route === undefined) return next.handle()
     const http = context.switchToHttp()
+    if (context[HANDLED] === true) return next.handle()
+    context[HANDLED] = true
     const request = http.getRequest()
-    if (handled.has(request)) return next.handle()
-    handled.add(request)
 
     const { cache, options, entryOptions } = this.#plan(route)
     const method = request.method

@@ -1,7 +1,8 @@
 'use strict'
 
-// Canonical cache keys. A route's key is an array (herdcache escapes and
-// joins its parts, so no part can forge another's boundary):
+// Canonical cache keys. A route's key is, encoded as herdcache encodes
+// array keys (parts escaped and joined, so no part can forge another's
+// boundary):
 //
 //   ['nest', 'http', <route>, <params>, <query>, <vary>, <scope>]
 //
@@ -103,9 +104,19 @@ function canonicalVary(headers, vary) {
  *   vary?: readonly string[], principal?: string | number | null }} parts `principal` null/undefined: public
  */
 function routeKey({ route, params, url = '', query, headers = {}, vary, principal }) {
-  const scope = principal === undefined || principal === null ? 'public' : `u:${hashPrincipal(principal)}`
-  const parts = [canonicalParams(params), canonicalQuery(url, query), canonicalVary(headers, vary)]
-  return ['nest', 'http', route, ...parts, scope]
+  // Encoded here as herdcache encodes an array key (each part's `\` and `:`
+  // escaped, joined with `:`): the same key as the array, and a string key
+  // is one read into the addon on every hit instead of one per part. The
+  // params and the query are percent-encoded (no `:` or `\` left in them).
+  const scope = principal === undefined || principal === null ? 'public' : `u\\:${hashPrincipal(principal)}`
+  const varied = vary === undefined || vary.length === 0 ? '' : escapePart(canonicalVary(headers, vary))
+  return `nest:http:${escapePart(route)}:${canonicalParams(params)}:${canonicalQuery(url, query)}:${varied}:${scope}`
+}
+
+const SPECIAL = /[\\:]/g
+
+function escapePart(part) {
+  return part.includes(':') || part.includes('\\') ? part.replace(SPECIAL, '\\$&') : part
 }
 
 // Nest's PATH_METADATA: the path of a controller or a route handler.
