@@ -103,6 +103,7 @@ class Cache {
     checkOptions(options)
     const { waitUntil, onError, ...nativeOptions } = options
     this.#native = new NativeCache(nativeOptions)
+    /** @type {import('./lib/native-contract').Context} */
     const ctx = {
       waitUntil,
       onError,
@@ -115,6 +116,7 @@ class Cache {
       redis: false,
       readBatch: undefined,
     }
+    // The raw entry points: lib/native-contract.d.ts says what each takes and gives.
     const fns = this.#native.install(ctx, lead, softWait)
     for (const name of [
       'attachFlight',

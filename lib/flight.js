@@ -18,7 +18,7 @@ const noop = () => {}
  * It settles after the flight has left the table (`endFlight`), so the
  * callers it wakes see the key free, and it never rejects unhandled.
  *
- * @param {object} ctx the cache's context (raw functions, timeouts, hooks)
+ * @param {import('./native-contract').Context} ctx the cache's context (raw functions, timeouts, hooks)
  * @param {string} key the encoded key
  * @param {unknown} userKey the key as the caller passed it
  * @param {Function} loader
