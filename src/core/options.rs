@@ -474,6 +474,45 @@ mod tests {
     assert!(types.contains(&("l1", "boolean")));
   }
 
+  /// The defaults the table declares (for the README) are the ones
+  /// `from_raw` applies. A new option must be added here.
+  #[test]
+  fn declared_defaults_are_the_applied_ones() {
+    let local = CacheConfig::from_raw(&RawCacheOptions::default()).unwrap();
+    let with_redis = RawCacheOptions {
+      redis: Some("redis://127.0.0.1:6379".into()),
+      ..RawCacheOptions::default()
+    };
+    let redis = CacheConfig::from_raw(&with_redis).unwrap().redis.unwrap();
+    for option in CACHE_OPTIONS {
+      let applied = match option.name {
+        "ttl" => Some(local.entry.ttl.to_string()),
+        "hardTtl" => Some(format!("{} × ttl", local.entry.hard_ttl / local.entry.ttl)),
+        "jitter" => Some(local.jitter.to_string()),
+        "beta" => Some(local.entry.beta.to_string()),
+        "negativeTtl" => Some(local.entry.negative_ttl.to_string()),
+        "softTimeout" => Some(local.soft_timeout.to_string()),
+        "hardTimeout" => Some(local.hard_timeout.to_string()),
+        "refreshBackoff" => Some(local.refresh_backoff.to_string()),
+        "maxEntries" => Some(local.max_entries.to_string()),
+        "prefix" => Some(format!("'{}'", local.prefix)),
+        "redis" => local.redis.as_ref().map(|r| r.url.clone()),
+        "lockTtl" => Some(redis.lock_ttl.to_string()),
+        "l1" => Some(redis.l1.to_string()),
+        "redisTimeout" => Some(redis.timeout.to_string()),
+        "circuitBreakerDuration" => Some(redis.breaker_cooldown.to_string()),
+        "maxValueBytes" => Some(local.max_value_bytes.to_string()),
+        other => panic!("option `{other}`: check its declared default here"),
+      };
+      assert_eq!(
+        applied.as_deref(),
+        option.default,
+        "the default of `{}`",
+        option.name
+      );
+    }
+  }
+
   #[test]
   fn defaults() {
     let c = CacheConfig::from_raw(&RawCacheOptions::default()).unwrap();
