@@ -8,8 +8,11 @@ use std::fmt;
 /// table are checked against it) come from the same list.
 macro_rules! codes {
   ($($(#[doc = $doc:tt])* $variant:ident => $code:literal,)*) => {
-    /// The stable `code` strings of errors the native side makes (the ones
-    /// only JavaScript makes are listed in `lib/errors.js`).
+    /// The stable `code` strings of the cache's errors, made natively or by
+    /// the JS wrapper for these rules (`INVALID_VALUE` in `set()`, `TIMEOUT`
+    /// at `hardTimeout`). The codes of what only JavaScript does (JSON
+    /// serialisation, the value size, loading the binary) are in
+    /// `lib/errors.js`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     #[non_exhaustive]
     pub enum Code {
