@@ -1,6 +1,6 @@
-// Hand-written types of the public entry (index.js). The numeric options are
-// declared, with their docs, on the Rust side (src/binding/options.rs) and
-// reach this file through the generated binding.d.ts.
+// Hand-written types of the public entry (index.js). The options the addon
+// takes are declared, with their docs, on the Rust side (`cache_options!` in
+// src/core/options.rs) and reach this file through the generated binding.d.ts.
 
 import type { CacheOptions as NativeCacheOptions } from './binding'
 

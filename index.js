@@ -7,6 +7,7 @@
 const { NativeCache } = require('./lib/native')
 const { lead, detach, softWait, track, answeredBy, sizeProblem } = require('./lib/flight')
 const { herdError } = require('./lib/errors')
+const { codes, OUTCOMES, NATIVE_OPTIONS } = require('./lib/names')
 
 const { parse, stringify } = JSON
 const noop = () => {}
@@ -14,28 +15,14 @@ const noop = () => {}
 /** Test hooks: `cache[kTesting].advanceClock(ms)`, `.setRandom({ jitter, xfetch })`. */
 const kTesting = Symbol.for('herdcache.testing')
 
-const NUMBER_OPTIONS = [
-  'ttl',
-  'hardTtl',
-  'jitter',
-  'beta',
-  'negativeTtl',
-  'softTimeout',
-  'hardTimeout',
-  'refreshBackoff',
-  'maxEntries',
-  'lockTtl',
-  'redisTimeout',
-  'circuitBreakerDuration',
-  'maxValueBytes',
-]
+// The options the addon takes come from the addon (`names().options`);
+// these two are JavaScript's: they never cross to the native side.
 const FUNCTION_OPTIONS = ['waitUntil', 'onError']
-const STRING_OPTIONS = ['prefix', 'redis']
-const BOOLEAN_OPTIONS = ['l1']
-const KNOWN_OPTIONS = new Set([...NUMBER_OPTIONS, ...FUNCTION_OPTIONS, ...STRING_OPTIONS, ...BOOLEAN_OPTIONS])
+/** Every option of `new Cache(options)`, with the `typeof` its value must have. */
+const KNOWN_OPTIONS = new Map([...NATIVE_OPTIONS, ...FUNCTION_OPTIONS.map((name) => [name, 'function'])])
 
 function invalidOption(message) {
-  return herdError(TypeError, 'ERR_HERDCACHE_INVALID_OPTION', message)
+  return herdError(TypeError, codes.INVALID_OPTION, message)
 }
 
 function checkOptions(options) {
@@ -44,36 +31,16 @@ function checkOptions(options) {
   }
   for (const name of Object.keys(options)) {
     if (!KNOWN_OPTIONS.has(name)) {
-      throw invalidOption(`unknown option \`${name}\`; known options: ${[...KNOWN_OPTIONS].join(', ')}`)
+      throw invalidOption(`unknown option \`${name}\`; known options: ${[...KNOWN_OPTIONS.keys()].join(', ')}`)
     }
   }
-  for (const name of NUMBER_OPTIONS) {
+  for (const [name, type] of KNOWN_OPTIONS) {
     const value = options[name]
-    if (value !== undefined && typeof value !== 'number') {
-      throw invalidOption(`option \`${name}\` must be a number; got ${typeof value}`)
-    }
-  }
-  for (const name of FUNCTION_OPTIONS) {
-    const value = options[name]
-    if (value !== undefined && typeof value !== 'function') {
-      throw invalidOption(`option \`${name}\` must be a function; got ${typeof value}`)
-    }
-  }
-  for (const [names, type] of [
-    [STRING_OPTIONS, 'string'],
-    [BOOLEAN_OPTIONS, 'boolean'],
-  ]) {
-    for (const name of names) {
-      const value = options[name]
-      if (value !== undefined && typeof value !== type) {
-        throw invalidOption(`option \`${name}\` must be a ${type}; got ${typeof value}`)
-      }
+    if (value !== undefined && typeof value !== type) {
+      throw invalidOption(`option \`${name}\` must be a ${type}; got ${typeof value}`)
     }
   }
 }
-
-/** `status.outcome` by the code the addon leaves in its outcome byte. */
-const OUTCOMES = [undefined, 'hit', 'stale', 'negative', 'miss', 'coalesced']
 
 const CALL_OPTIONS = new Set(['stale', 'ttl', 'hardTtl', 'negativeTtl', 'beta', 'signal', 'status'])
 const GET_OPTIONS = new Set(['stale'])
@@ -136,6 +103,7 @@ class Cache {
     checkOptions(options)
     const { waitUntil, onError, ...nativeOptions } = options
     this.#native = new NativeCache(nativeOptions)
+    /** @type {import('./lib/native-contract').Context} */
     const ctx = {
       waitUntil,
       onError,
@@ -148,6 +116,7 @@ class Cache {
       redis: false,
       readBatch: undefined,
     }
+    // The raw entry points: lib/native-contract.d.ts says what each takes and gives.
     const fns = this.#native.install(ctx, lead, softWait)
     for (const name of [
       'attachFlight',
@@ -213,7 +182,7 @@ class Cache {
       if (value === null || value === undefined) {
         throw herdError(
           TypeError,
-          'ERR_HERDCACHE_INVALID_VALUE',
+          codes.INVALID_VALUE,
           `set() was given ${value}; "not found" is cached by a loader returning null, and delete() removes a key`,
         )
       }
@@ -223,13 +192,13 @@ class Cache {
       } catch (cause) {
         throw herdError(
           TypeError,
-          'ERR_HERDCACHE_INVALID_VALUE',
+          codes.INVALID_VALUE,
           `set() was given a value JSON cannot represent (${cause.message}); give plain data`,
           cause,
         )
       }
       if (json === undefined) {
-        throw herdError(TypeError, 'ERR_HERDCACHE_INVALID_VALUE', `set() was given a ${typeof value}; give plain data`)
+        throw herdError(TypeError, codes.INVALID_VALUE, `set() was given a ${typeof value}; give plain data`)
       }
       const tooLarge = sizeProblem(json, this.#ctx.maxValueBytes)
       if (tooLarge !== undefined) throw tooLarge
@@ -258,7 +227,7 @@ class Cache {
   close() {
     if (this.#closing === undefined) {
       this.#native.close()
-      const reason = herdError(Error, 'ERR_HERDCACHE_CLOSED', 'the cache was closed while this load ran')
+      const reason = herdError(Error, codes.CLOSED, 'the cache was closed while this load ran')
       const pending = [...this.#ctx.active].map((flight) => {
         flight.abort(reason)
         return flight.promise.then(noop, noop)

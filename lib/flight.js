@@ -8,6 +8,7 @@
 // them without keeping any Cache alive.
 
 const { herdError, describeKey } = require('./errors')
+const { codes } = require('./names')
 
 const { parse, stringify } = JSON
 const noop = () => {}
@@ -17,7 +18,7 @@ const noop = () => {}
  * It settles after the flight has left the table (`endFlight`), so the
  * callers it wakes see the key free, and it never rejects unhandled.
  *
- * @param {object} ctx the cache's context (raw functions, timeouts, hooks)
+ * @param {import('./native-contract').Context} ctx the cache's context (raw functions, timeouts, hooks)
  * @param {string} key the encoded key
  * @param {unknown} userKey the key as the caller passed it
  * @param {Function} loader
@@ -279,7 +280,7 @@ function expireDue(ctx) {
 function timeoutError(ctx, userKey) {
   return herdError(
     Error,
-    'ERR_HERDCACHE_TIMEOUT',
+    codes.TIMEOUT,
     `the loader for key ${describeKey(userKey)} did not settle within hardTimeout (${ctx.hardTimeout} ms); its signal was aborted`,
   )
 }
@@ -287,7 +288,7 @@ function timeoutError(ctx, userKey) {
 function unserializable(userKey, cause) {
   return herdError(
     TypeError,
-    'ERR_HERDCACHE_UNSERIALIZABLE',
+    codes.UNSERIALIZABLE,
     `the loader for key ${describeKey(userKey)} returned a value JSON cannot represent` +
       (cause ? ` (${cause.message})` : ' (a function, a symbol or undefined inside)') +
       '; return plain data: objects, arrays, strings, numbers, booleans, null',
@@ -306,7 +307,7 @@ function sizeProblem(json, maxValueBytes) {
   if (bytes <= maxValueBytes) return undefined
   return herdError(
     RangeError,
-    'ERR_HERDCACHE_VALUE_TOO_LARGE',
+    codes.VALUE_TOO_LARGE,
     `the value is ${json.length > maxValueBytes ? 'over ' : ''}${bytes} bytes of JSON, more than maxValueBytes (${maxValueBytes}); nothing was stored. Cache something smaller, or raise maxValueBytes`,
   )
 }

@@ -10,7 +10,7 @@
 
 const fs = require('node:fs')
 const path = require('node:path')
-const { herdError } = require('./errors')
+const { herdError, JS_CODES } = require('./errors')
 const { name: packageName, napi, repository } = require('../package.json')
 
 // `napi.targets` as napi names their packages (platform-arch[-abi]); kept
@@ -74,7 +74,7 @@ function fromSource(platform) {
 }
 
 function noBinary(message, cause) {
-  return herdError(Error, 'ERR_HERDCACHE_NO_BINARY', message, cause)
+  return herdError(Error, JS_CODES.NO_BINARY, message, cause)
 }
 
 /**

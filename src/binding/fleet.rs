@@ -275,7 +275,8 @@ pub unsafe fn clear(env: Env, fleet: Arc<Fleet>) -> RawResult<Value> {
   promise(env, future, |env, ()| raw::undefined(env))
 }
 
-/// `peek(key, stale?)`: `get` past the L1: `{ json, negative }` or null.
+/// `peek(key, stale?)`: `get` past the L1: the value's JSON text, or null
+/// (absent, negative, or stale when `stale` is false).
 pub unsafe extern "C" fn peek(env: Env, info: sys::napi_callback_info) -> Value {
   keyed::<2>(env, info, AfterClose::Rejects, |inner, key, argv| {
     let fleet = inner.fleet().ok_or_else(super::hot::closed)?;

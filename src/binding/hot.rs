@@ -13,17 +13,36 @@ use crate::engine::{Decision, Refresh};
 use napi::sys;
 use std::rc::Rc;
 
-/// How a call was answered, written to the cache's outcome slot (a byte
-/// the JS wrapper reads right after the call, to fill `status.outcome`):
-/// setting a property from native code costs more than the whole hit.
-#[derive(Clone, Copy)]
-#[repr(u8)]
-enum Outcome {
-  Hit = 1,
-  Stale = 2,
-  Negative = 3,
-  Miss = 4,
-  Coalesced = 5,
+/// Declares [`Outcome`] and its `status.outcome` names once: the byte of a
+/// variant is its position in the list, from 1 (0: no outcome written), and
+/// `Outcome::NAMES` (exported by `names()`) is in that order.
+macro_rules! outcomes {
+  ($first:ident => $first_name:literal, $($variant:ident => $name:literal,)*) => {
+    /// How a call was answered, written to the cache's outcome slot (a byte
+    /// the JS wrapper reads right after the call, to fill `status.outcome`):
+    /// setting a property from native code costs more than the whole hit.
+    #[derive(Clone, Copy)]
+    #[repr(u8)]
+    pub(super) enum Outcome {
+      $first = 1,
+      $($variant,)*
+    }
+
+    impl Outcome {
+      /// The `status.outcome` of byte `b` is `NAMES[b - 1]`. Read by
+      /// `names()` only, which `cfg(test)` builds do not register.
+      #[cfg_attr(test, allow(dead_code))]
+      pub(super) const NAMES: &'static [&'static str] = &[$first_name, $($name,)*];
+    }
+  };
+}
+
+outcomes! {
+  Hit => "hit",
+  Stale => "stale",
+  Negative => "negative",
+  Miss => "miss",
+  Coalesced => "coalesced",
 }
 
 /// The per-call options, passed positionally by the JS wrapper (it reads

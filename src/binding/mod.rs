@@ -6,6 +6,10 @@ mod fleet;
 mod held;
 mod hot;
 mod key;
+// Reached only through the module registration napi-derive emits, which it
+// leaves out of `cfg(test)` builds.
+#[cfg_attr(test, allow(dead_code))]
+mod names;
 mod options;
 mod raw;
 
@@ -138,7 +142,7 @@ pub struct NativeCache {
 impl NativeCache {
   #[napi(constructor)]
   pub fn new(env: Env, options: Option<CacheOptions>) -> Result<Self> {
-    let raw_options = options.unwrap_or_default().to_raw();
+    let raw_options = options.unwrap_or_default().into_raw();
     let config = CacheConfig::from_raw(&raw_options).map_err(|e| {
       // SAFETY: `env` is the env napi-rs passed to this constructor, which
       // runs now on its JS thread; the error value is made in its scope.
@@ -253,6 +257,34 @@ impl NativeCache {
   }
 }
 
+type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;
+
+/// The raw functions `install()` returns (with `outcomeBuffer`), by JS name.
+/// `lib/native-contract.d.ts` describes each for the JS side, and
+/// `__test__/native-contract.test.js` checks that it lists these.
+const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 20] = [
+  (c"getOrLoad", hot::get_or_load),
+  (c"attachFlight", hot::attach_flight),
+  (c"fill", hot::fill),
+  (c"fail", hot::fail),
+  (c"endFlight", hot::end_flight),
+  (c"recordSoftWait", hot::record_soft_wait),
+  (c"get", hot::get),
+  (c"set", hot::set),
+  (c"delete", hot::delete),
+  (c"clear", hot::clear),
+  (c"stats", hot::stats),
+  (c"metrics", hot::metrics),
+  (c"startRefresh", hot::start_refresh),
+  (c"acquire", fleet::acquire),
+  (c"readMany", fleet::read_many),
+  (c"acceptsStale", fleet::accepts_stale),
+  (c"adopt", fleet::adopt),
+  (c"peek", fleet::peek),
+  (c"releaseLock", fleet::release_lock),
+  (c"forget", fleet::forget),
+];
+
 impl NativeCache {
   unsafe fn install_raw<'env>(
     &self,
@@ -301,33 +333,11 @@ impl NativeCache {
     )?;
     let mut object = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));
-    type Entry = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;
-    let entries: [(&std::ffi::CStr, &str, Entry); 20] = [
-      (c"getOrLoad", "getOrLoad", hot::get_or_load),
-      (c"attachFlight", "attachFlight", hot::attach_flight),
-      (c"fill", "fill", hot::fill),
-      (c"fail", "fail", hot::fail),
-      (c"endFlight", "endFlight", hot::end_flight),
-      (c"recordSoftWait", "recordSoftWait", hot::record_soft_wait),
-      (c"get", "get", hot::get),
-      (c"set", "set", hot::set),
-      (c"delete", "delete", hot::delete),
-      (c"clear", "clear", hot::clear),
-      (c"stats", "stats", hot::stats),
-      (c"metrics", "metrics", hot::metrics),
-      (c"startRefresh", "startRefresh", hot::start_refresh),
-      (c"acquire", "acquire", fleet::acquire),
-      (c"readMany", "readMany", fleet::read_many),
-      (c"acceptsStale", "acceptsStale", fleet::accepts_stale),
-      (c"adopt", "adopt", fleet::adopt),
-      (c"peek", "peek", fleet::peek),
-      (c"releaseLock", "releaseLock", fleet::release_lock),
-      (c"forget", "forget", fleet::forget),
-    ];
     raw::set_property(env, object, c"outcomeBuffer", buffer)?;
     // Every entry reads its data pointer as `Rc<Inner>` (`raw::args`), the
     // type given here: `raw::function`'s requirement.
-    for (prop, name, callback) in entries {
+    for (prop, callback) in ENTRY_POINTS {
+      let name = prop.to_str().unwrap_or_default();
       let f = raw::function(env, name, callback, Rc::clone(&self.inner))?;
       raw::set_property(env, object, prop, f)?;
     }

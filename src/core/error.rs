@@ -3,34 +3,44 @@
 
 use std::fmt;
 
-/// The stable `code` strings of errors herdcache makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Code {
-  InvalidKey,
-  InvalidLoader,
-  InvalidOption,
-  InvalidValue,
-  Unserializable,
-  Timeout,
-  Closed,
-  /// A Node-API or runtime call failed: a bug to report, not a usage error.
-  Internal,
+/// Declares [`Code`] and its strings once: `Code::as_str` and `Code::ALL`
+/// (which the binding exports, so the JS wrapper and the README's error
+/// table are checked against it) come from the same list.
+macro_rules! codes {
+  ($($(#[doc = $doc:tt])* $variant:ident => $code:literal,)*) => {
+    /// The stable `code` strings of the cache's errors, made natively or by
+    /// the JS wrapper for these rules (`INVALID_VALUE` in `set()`, `TIMEOUT`
+    /// at `hardTimeout`). The codes of what only JavaScript does (JSON
+    /// serialisation, the value size, loading the binary) are in
+    /// `lib/errors.js`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum Code {
+      $($(#[doc = $doc])* $variant,)*
+    }
+
+    impl Code {
+      /// Every code, in declaration order.
+      pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+
+      pub fn as_str(self) -> &'static str {
+        match self {
+          $(Code::$variant => $code,)*
+        }
+      }
+    }
+  };
 }
 
-impl Code {
-  pub fn as_str(self) -> &'static str {
-    match self {
-      Code::InvalidKey => "ERR_HERDCACHE_INVALID_KEY",
-      Code::InvalidLoader => "ERR_HERDCACHE_INVALID_LOADER",
-      Code::InvalidOption => "ERR_HERDCACHE_INVALID_OPTION",
-      Code::InvalidValue => "ERR_HERDCACHE_INVALID_VALUE",
-      Code::Unserializable => "ERR_HERDCACHE_UNSERIALIZABLE",
-      Code::Timeout => "ERR_HERDCACHE_TIMEOUT",
-      Code::Closed => "ERR_HERDCACHE_CLOSED",
-      Code::Internal => "ERR_HERDCACHE_INTERNAL",
-    }
-  }
+codes! {
+  InvalidKey => "ERR_HERDCACHE_INVALID_KEY",
+  InvalidLoader => "ERR_HERDCACHE_INVALID_LOADER",
+  InvalidOption => "ERR_HERDCACHE_INVALID_OPTION",
+  InvalidValue => "ERR_HERDCACHE_INVALID_VALUE",
+  Timeout => "ERR_HERDCACHE_TIMEOUT",
+  Closed => "ERR_HERDCACHE_CLOSED",
+  /// A Node-API or runtime call failed: a bug to report, not a usage error.
+  Internal => "ERR_HERDCACHE_INTERNAL",
 }
 
 /// Which JS error class the binding builds: a wrong type is a `TypeError`,

@@ -30,26 +30,136 @@ pub const MAX_TTL: f64 = (1u64 << 40) as f64;
 /// JS timers fire at once past 2^31 - 1 ms, so timeouts stop there.
 pub const MAX_TIMEOUT: f64 = 2_147_483_647.0;
 
-/// Cache options as they arrive from JS: absent fields take the defaults.
-#[derive(Debug, Clone, Default)]
-pub struct RawCacheOptions {
-  pub ttl: Option<f64>,
-  pub hard_ttl: Option<f64>,
-  pub jitter: Option<f64>,
-  pub beta: Option<f64>,
-  pub negative_ttl: Option<f64>,
-  pub soft_timeout: Option<f64>,
-  pub hard_timeout: Option<f64>,
-  pub refresh_backoff: Option<f64>,
-  pub max_entries: Option<f64>,
-  pub prefix: Option<String>,
-  pub redis: Option<String>,
-  pub lock_ttl: Option<f64>,
-  pub l1: Option<bool>,
-  pub redis_timeout: Option<f64>,
-  pub circuit_breaker_duration: Option<f64>,
-  pub max_value_bytes: Option<f64>,
+/// Every option of `new Cache(options)` that the native side takes, declared
+/// once: its doc (which napi-rs copies into `binding.d.ts`), its Rust type
+/// (which gives its JS type), its JS name and its default as the README's
+/// option tables write it (`None`: no default). `$then` is a macro that
+/// receives the list: `raw_cache_options` below makes [`RawCacheOptions`]
+/// and [`CACHE_OPTIONS`]; the binding makes its `#[napi(object)]` struct.
+/// A new option goes here, into [`CacheConfig::from_raw`] and into the
+/// README; `__test__/names.test.js` fails until the README has it. The docs
+/// are `#[doc = "..."]` attributes, not `///`: passed through a macro, `///`
+/// becomes a raw string, which napi-derive copies with its `r"` into the
+/// `.d.ts`.
+macro_rules! cache_options {
+  ($then:ident) => {
+    $then! {
+      #[doc = " Soft TTL, ms: how long a value is fresh. Default 60 000. Past it, the"]
+      #[doc = " value is served stale while one background refresh runs."]
+      ttl: f64 => "ttl", default = Some("60000");
+      #[doc = " Hard TTL, ms: how long a value may still be served stale; must be"]
+      #[doc = " >= `ttl`. Default 10 × `ttl`. Past it, the entry is a miss."]
+      hard_ttl: f64 => "hardTtl", default = Some("10 × ttl");
+      #[doc = " Spread of every TTL written, a fraction in [0, 1): each TTL is drawn"]
+      #[doc = " uniformly from ttl × (1 ± jitter), so keys written together do not"]
+      #[doc = " expire together. Default 0.1."]
+      jitter: f64 => "jitter", default = Some("0.1");
+      #[doc = " XFetch eagerness (>= 0): a fresh entry is refreshed early when"]
+      #[doc = " `now - computeMs * beta * ln(u) >= freshUntil`. Default 1; 0 turns"]
+      #[doc = " early refresh off; > 1 refreshes earlier."]
+      beta: f64 => "beta", default = Some("1");
+      #[doc = " How long, ms, a \"not found\" result (a loader returning `null` or"]
+      #[doc = " `undefined`) is cached. Default 5 000; 0 turns negative caching off."]
+      negative_ttl: f64 => "negativeTtl", default = Some("5000");
+      #[doc = " How long, ms, a caller holding a stale value waits for the refresh"]
+      #[doc = " before it is answered with the stale value. Default 0: at once."]
+      soft_timeout: f64 => "softTimeout", default = Some("0");
+      #[doc = " How long, ms, a load may run: past it its waiters reject with"]
+      #[doc = " `ERR_HERDCACHE_TIMEOUT` and the loader's `signal` aborts. Default 30 000."]
+      hard_timeout: f64 => "hardTimeout", default = Some("30000");
+      #[doc = " How long, ms, a key is not refreshed in the background again after a"]
+      #[doc = " refresh failed; the stale value is served meanwhile. Default 10 000."]
+      refresh_backoff: f64 => "refreshBackoff", default = Some("10000");
+      #[doc = " Bound of the embedded store; the least recently used entry is evicted"]
+      #[doc = " past it. Default 10 000."]
+      max_entries: f64 => "maxEntries", default = Some("10000");
+      #[doc = " A namespace put before every key (in Redis: the value of key `k` is"]
+      #[doc = " stored under `{<prefix>k}`). Default ''."]
+      prefix: String => "prefix", default = Some("''");
+      #[doc = " A `redis://` or `rediss://` URL (user, password and db in the URL)."]
+      #[doc = " With it, all instances sharing the Redis recompute a key once per"]
+      #[doc = " expiry between them. Without it, the embedded in-process store."]
+      redis: String => "redis", default = None;
+      #[doc = " Lease of the fleet lock, ms (Redis only). The winner extends it every"]
+      #[doc = " lockTtl/3 while its loader runs (up to `hardTimeout`), so a crashed"]
+      #[doc = " winner frees the key within lockTtl. Default 5 000."]
+      lock_ttl: f64 => "lockTtl", default = Some("5000");
+      #[doc = " Keep an in-process L1 in front of Redis (bounded by `maxEntries`,"]
+      #[doc = " default 1 000 with Redis), invalidated on every instance when a key is"]
+      #[doc = " set, deleted or refreshed elsewhere. Default true."]
+      l1: bool => "l1", default = Some("true");
+      #[doc = " Bound of each Redis command and connection attempt, ms. Default 1 000."]
+      redis_timeout: f64 => "redisTimeout", default = Some("1000");
+      #[doc = " After a Redis failure, Redis is skipped for this long, ms (calls are"]
+      #[doc = " served from memory or by the loader), then one call probes it again."]
+      #[doc = " Default 5 000."]
+      circuit_breaker_duration: f64 => "circuitBreakerDuration", default = Some("5000");
+      #[doc = " Bound of one value, in UTF-8 bytes of its JSON text. A loader result"]
+      #[doc = " or `set()` value past it is refused with `ERR_HERDCACHE_VALUE_TOO_LARGE`"]
+      #[doc = " (nothing is stored; a background refresh keeps the stale value), so a"]
+      #[doc = " runaway result is not copied into Redis and every instance's memory."]
+      #[doc = " Default 8 MiB (8 388 608); at most 512 MiB, Redis's limit."]
+      max_value_bytes: f64 => "maxValueBytes", default = Some("8388608");
+    }
+  };
 }
+// For the binding, whose `#[napi(object)]` form of the list is the only
+// other user.
+#[cfg(feature = "napi")]
+pub(crate) use cache_options;
+
+/// The JS type (`typeof`) of an option's Rust type.
+pub trait JsType {
+  const JS_TYPE: &'static str;
+}
+
+impl JsType for f64 {
+  const JS_TYPE: &'static str = "number";
+}
+
+impl JsType for String {
+  const JS_TYPE: &'static str = "string";
+}
+
+impl JsType for bool {
+  const JS_TYPE: &'static str = "boolean";
+}
+
+/// One entry of [`CACHE_OPTIONS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionSpec {
+  /// The JS name (camelCase).
+  pub name: &'static str,
+  /// `number`, `string` or `boolean`, as `typeof` says.
+  pub js_type: &'static str,
+  /// As the README's option tables write it; `None`: no default.
+  pub default: Option<&'static str>,
+  /// The doc comment, one line per `///` line.
+  pub doc: &'static str,
+  /// The Rust field's name, to check the JS name against (tests).
+  pub field: &'static str,
+}
+
+macro_rules! raw_cache_options {
+  ($($(#[doc = $doc:tt])* $field:ident: $ty:tt => $js:literal, default = $default:expr;)*) => {
+    /// Cache options as they arrive from JS: absent fields take the defaults.
+    #[derive(Debug, Clone, Default)]
+    pub struct RawCacheOptions {
+      $(pub $field: Option<$ty>,)*
+    }
+
+    /// The native options of `new Cache(options)`, in declaration order.
+    pub const CACHE_OPTIONS: &[OptionSpec] = &[$(OptionSpec {
+      name: $js,
+      js_type: <$ty as JsType>::JS_TYPE,
+      default: $default,
+      doc: concat!($($doc, "\n"),*),
+      field: stringify!($field),
+    },)*];
+  };
+}
+
+cache_options!(raw_cache_options);
 
 /// The Redis part of the configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -331,6 +441,77 @@ impl EntryPolicy {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  /// napi-rs names an object field by camel-casing it; the table's JS
+  /// names must be those names.
+  #[test]
+  fn option_names_are_the_camel_cased_fields() {
+    let camel = |field: &str| {
+      let mut out = String::new();
+      let mut upper = false;
+      for c in field.chars() {
+        if c == '_' {
+          upper = true;
+        } else if upper {
+          out.extend(c.to_uppercase());
+          upper = false;
+        } else {
+          out.push(c);
+        }
+      }
+      out
+    };
+    let mut seen = std::collections::HashSet::new();
+    for option in CACHE_OPTIONS {
+      assert_eq!(option.name, camel(option.field), "{option:?}");
+      assert!(seen.insert(option.name), "{} declared twice", option.name);
+      assert!(!option.doc.trim().is_empty(), "{} has no doc", option.name);
+    }
+    assert_eq!(CACHE_OPTIONS.len(), 16);
+    let types: Vec<_> = CACHE_OPTIONS.iter().map(|o| (o.name, o.js_type)).collect();
+    assert!(types.contains(&("ttl", "number")));
+    assert!(types.contains(&("redis", "string")));
+    assert!(types.contains(&("l1", "boolean")));
+  }
+
+  /// The defaults the table declares (for the README) are the ones
+  /// `from_raw` applies. A new option must be added here.
+  #[test]
+  fn declared_defaults_are_the_applied_ones() {
+    let local = CacheConfig::from_raw(&RawCacheOptions::default()).unwrap();
+    let with_redis = RawCacheOptions {
+      redis: Some("redis://127.0.0.1:6379".into()),
+      ..RawCacheOptions::default()
+    };
+    let redis = CacheConfig::from_raw(&with_redis).unwrap().redis.unwrap();
+    for option in CACHE_OPTIONS {
+      let applied = match option.name {
+        "ttl" => Some(local.entry.ttl.to_string()),
+        "hardTtl" => Some(format!("{} × ttl", local.entry.hard_ttl / local.entry.ttl)),
+        "jitter" => Some(local.jitter.to_string()),
+        "beta" => Some(local.entry.beta.to_string()),
+        "negativeTtl" => Some(local.entry.negative_ttl.to_string()),
+        "softTimeout" => Some(local.soft_timeout.to_string()),
+        "hardTimeout" => Some(local.hard_timeout.to_string()),
+        "refreshBackoff" => Some(local.refresh_backoff.to_string()),
+        "maxEntries" => Some(local.max_entries.to_string()),
+        "prefix" => Some(format!("'{}'", local.prefix)),
+        "redis" => local.redis.as_ref().map(|r| r.url.clone()),
+        "lockTtl" => Some(redis.lock_ttl.to_string()),
+        "l1" => Some(redis.l1.to_string()),
+        "redisTimeout" => Some(redis.timeout.to_string()),
+        "circuitBreakerDuration" => Some(redis.breaker_cooldown.to_string()),
+        "maxValueBytes" => Some(local.max_value_bytes.to_string()),
+        other => panic!("option `{other}`: check its declared default here"),
+      };
+      assert_eq!(
+        applied.as_deref(),
+        option.default,
+        "the default of `{}`",
+        option.name
+      );
+    }
+  }
 
   #[test]
   fn defaults() {

@@ -1,0 +1,205 @@
+'use strict'
+// Each public name is declared once (options, error codes and outcomes in Rust, the JS-made codes in
+// lib/errors.js); the README tables and the .d.ts files are checked against those declarations here.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { Cache } = require('..')
+const { names } = require('../lib/native')
+const { JS_CODES, NEST_CODES } = require('../lib/errors')
+const libNames = require('../lib/names')
+const h = require('./helpers')
+
+const { T, ROOT } = h
+const read = (file) => fs.readFileSync(path.join(ROOT, file), 'utf8')
+const README = read('README.md')
+const INDEX_DTS = read('index.d.ts')
+const BINDING_DTS = read('binding.d.ts')
+const declared = names()
+
+/** Asserts that two lists of names hold the same names, saying which name is missing where. */
+function sameNames(actual, actualWhere, expected, expectedWhere) {
+  const missingHere = [...new Set(expected)].filter((name) => !actual.includes(name))
+  const extraHere = [...new Set(actual)].filter((name) => !expected.includes(name))
+  const problems = [
+    ...missingHere.map((name) => `\`${name}\` is in ${expectedWhere} but missing in ${actualWhere}`),
+    ...extraHere.map((name) => `\`${name}\` is in ${actualWhere} but missing in ${expectedWhere}`),
+  ]
+  assert.deepEqual(problems, [], problems.join('\n'))
+  assert.equal(new Set(actual).size, actual.length, `${actualWhere} lists a name twice: ${actual.join(', ')}`)
+}
+
+/** The text of the README section under `heading` (a whole line, e.g. '### Errors'), up to the next heading. */
+function section(heading) {
+  const lines = README.split('\n')
+  const start = lines.indexOf(heading)
+  assert.notEqual(start, -1, `README.md has a section "${heading}"`)
+  const level = heading.indexOf(' ')
+  const end = lines.findIndex((line, i) => i > start && /^#+ /.test(line) && line.indexOf(' ') <= level)
+  return lines.slice(start + 1, end === -1 ? undefined : end).join('\n')
+}
+
+/** The rows of the first Markdown table in `text`, as arrays of trimmed cells (header and rule left out). */
+function tableRows(text) {
+  const rows = text.split('\n').filter((line) => line.startsWith('|'))
+  assert.ok(rows.length > 2, `a table in:\n${text.slice(0, 200)}`)
+  return rows.slice(2).map((row) => row.slice(1, -1).split(' | ').map((cell) => cell.trim()))
+}
+
+/** The `code spans` of a Markdown cell. */
+const codeSpans = (cell) => [...cell.matchAll(/`([^`]+)`/g)].map((m) => m[1])
+
+/** The members of `export interface <name> ... {` in a .d.ts text, as [name, type] pairs. */
+function interfaceMembers(dts, name, where) {
+  const match = new RegExp(`export interface ${name}\\b[^{]*\\{\\n([\\s\\S]*?)\\n\\}`).exec(dts)
+  assert.ok(match, `${where} declares interface ${name}`)
+  return [...match[1].matchAll(/^ {2}(\w+)\??: (.+)$/gm)].map((m) => [m[1], m[2]])
+}
+
+/** The string-literal members of a union (`'a' | 'b'`) starting at `start` in `dts`. */
+function unionMembers(dts, start, where) {
+  const at = dts.indexOf(start)
+  assert.notEqual(at, -1, `${where} has \`${start}\``)
+  const union = /^[\s|]*('[^']*'[\s|]*)+/.exec(dts.slice(at + start.length))
+  assert.ok(union, `${where}: \`${start}\` is followed by a union of string literals`)
+  return [...union[0].matchAll(/'([^']*)'/g)].map((m) => m[1])
+}
+
+const NATIVE_OPTIONS = declared.options.map((option) => option.name)
+const OPTION_TABLES = [
+  ['README "new Cache(options?)" table', tableRows(section('### `new Cache(options?)`'))],
+  ['README "With Redis" table', tableRows(section('## With Redis: one recompute for the whole fleet'))],
+]
+
+test('the addon declares options, codes, outcomes, counters and entry points, and lib/names.js passes them on', T, () => {
+  for (const list of ['options', 'codes', 'outcomes', 'counters', 'entryPoints']) {
+    assert.ok(Array.isArray(declared[list]) && declared[list].length > 0, `names().${list} is a non-empty array`)
+  }
+  for (const option of declared.options) {
+    assert.ok(['number', 'string', 'boolean'].includes(option.jsType), `${option.name}: ${option.jsType}`)
+  }
+  sameNames([...libNames.NATIVE_OPTIONS.keys()], 'lib/names.js NATIVE_OPTIONS', NATIVE_OPTIONS, 'names().options')
+  assert.deepEqual(libNames.OUTCOMES, [undefined, ...declared.outcomes])
+  for (const code of [...declared.codes, ...Object.values(JS_CODES)]) {
+    assert.equal(libNames.codes[code.slice('ERR_HERDCACHE_'.length)], code, `codes has ${code}`)
+  }
+  for (const code of Object.values(JS_CODES)) {
+    assert.ok(!declared.codes.includes(code), `${code} is declared once: in lib/errors.js or in Rust, not both`)
+  }
+})
+
+test('every native option has one row in the README option tables, with the default the Rust declaration gives', T, () => {
+  const rows = new Map()
+  const pointers = []
+  for (const [where, table] of OPTION_TABLES) {
+    for (const [names, defaultCell] of table) {
+      const spans = codeSpans(names)
+      if (spans.length > 1) {
+        pointers.push(...spans)
+        continue
+      }
+      assert.ok(!rows.has(spans[0]), `\`${spans[0]}\` has two rows in the README option tables`)
+      rows.set(spans[0], { where, defaultCell })
+    }
+  }
+  const jsOptions = interfaceMembers(INDEX_DTS, 'CacheOptions', 'index.d.ts').map(([name]) => name)
+  sameNames([...rows.keys()], 'the README option tables', [...NATIVE_OPTIONS, ...jsOptions], 'names().options + index.d.ts CacheOptions')
+  // A row naming several options points at the section that has them.
+  sameNames(pointers, 'the README row pointing at "With Redis"', OPTION_TABLES[1][1].map(([n]) => codeSpans(n)[0]), 'the "With Redis" table')
+  for (const option of declared.options) {
+    const { where, defaultCell } = rows.get(option.name)
+    const written = defaultCell === '—' ? undefined : codeSpans(defaultCell)[0]
+    assert.equal(written, option.default, `the default of \`${option.name}\` in ${where} (${defaultCell}) is the declared one`)
+  }
+})
+
+test('binding.d.ts declares CacheOptions from the Rust declaration: names, types and docs', T, () => {
+  const members = interfaceMembers(BINDING_DTS, 'CacheOptions', 'binding.d.ts')
+  sameNames(members.map(([name]) => name), 'binding.d.ts CacheOptions', NATIVE_OPTIONS, 'names().options')
+  for (const [name, type] of members) {
+    assert.equal(type, declared.options.find((option) => option.name === name).jsType, `the type of ${name}`)
+  }
+  const body = /export interface CacheOptions \{([\s\S]*?)\n\}/.exec(BINDING_DTS)[1]
+  assert.equal(body.match(/\/\*\*/g)?.length, members.length, 'every option has its doc comment in binding.d.ts')
+  assert.doesNotMatch(body, /r#?"/, 'the docs are plain text, not raw string tokens')
+  assert.match(INDEX_DTS, /import type \{ CacheOptions as NativeCacheOptions \} from '\.\/binding'/)
+  assert.match(INDEX_DTS, /export interface CacheOptions extends NativeCacheOptions/)
+})
+
+test('the counters: stats(), names().counters, the README table and index.d.ts CacheStats agree', T, (t) => {
+  const cache = h.track(t, new Cache())
+  const stats = Object.keys(cache.stats())
+  const counters = declared.counters.map((counter) => counter.name)
+  assert.deepEqual(stats, counters, 'stats() has the declared keys, in order')
+  const rows = tableRows(section('### Counters (`stats()`; `metrics()` names in brackets)'))
+  const readme = rows.map(([cell]) => codeSpans(cell))
+  sameNames(readme.map(([name]) => name), 'the README counters table', counters, 'names().counters')
+  for (const [name, metric] of readme) {
+    const counter = declared.counters.find((c) => c.name === name)
+    assert.equal(metric, counter.metric, `the README's metrics() name of ${name}`)
+  }
+  const metrics = cache.metrics()
+  for (const { metric, gauge } of declared.counters) {
+    assert.match(metrics, new RegExp(`^# TYPE ${metric} ${gauge ? 'gauge' : 'counter'}$`, 'm'), metric)
+  }
+  const dts = interfaceMembers(INDEX_DTS, 'CacheStats', 'index.d.ts')
+  sameNames(dts.map(([name]) => name), 'index.d.ts CacheStats', counters, 'names().counters')
+  for (const [name, type] of dts) assert.equal(type, 'number', `CacheStats.${name}`)
+})
+
+test('the error codes: the README table, index.d.ts HerdcacheError and the declared codes agree', T, () => {
+  const codes = [...declared.codes, ...Object.values(JS_CODES)]
+  const readme = tableRows(section('### Errors')).map(([cell]) => codeSpans(cell)[0])
+  sameNames(readme, 'the README error table', codes, 'names().codes + lib/errors.js JS_CODES')
+  const dts = unionMembers(INDEX_DTS, 'export interface HerdcacheError extends Error {\n  code:', 'index.d.ts')
+  sameNames(dts, 'index.d.ts HerdcacheError code', codes, 'names().codes + lib/errors.js JS_CODES')
+  const nest = [...section('## NestJS: `herdcache/nest`').matchAll(/ERR_HERDCACHE_NEST_\w+/g)].map((m) => m[0])
+  sameNames([...new Set(nest)], 'the README NestJS section', Object.values(NEST_CODES), 'lib/errors.js NEST_CODES')
+})
+
+test('index.js, lib/ and nest/ make only declared codes, and index.js and lib/ spell none out', T, () => {
+  const known = new Set([...declared.codes, ...Object.values(JS_CODES), ...Object.values(NEST_CODES)])
+  const sources = ['index.js', 'index.mjs', ...['lib', 'nest'].flatMap((dir) => fs.readdirSync(path.join(ROOT, dir)).map((f) => `${dir}/${f}`))]
+  for (const file of sources.filter((f) => f.endsWith('.js') || f.endsWith('.mjs'))) {
+    const text = read(file)
+    for (const [literal] of text.matchAll(/ERR_HERDCACHE_[A-Z_]+/g)) {
+      assert.ok(known.has(literal), `${file} uses ${literal}, which is declared nowhere (core::error::Code or lib/errors.js)`)
+    }
+    if ((file.startsWith('lib/') && file !== 'lib/errors.js') || file === 'index.js') {
+      const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '')
+      const spelled = [...code.matchAll(/['"`](ERR_HERDCACHE_[A-Z_]+)['"`]/g)].map((m) => m[1])
+      assert.deepEqual(spelled, [], `${file} takes its codes from lib/names.js (codes.X), not string literals`)
+    }
+    for (const [, name] of text.matchAll(/\bcodes\.([A-Z_]+)/g)) {
+      assert.ok(name in libNames.codes, `${file} uses codes.${name}, which lib/names.js does not have`)
+    }
+  }
+})
+
+test('the outcomes: names().outcomes, index.d.ts Outcome, the README and status.outcome agree', T, async (t) => {
+  const dts = unionMembers(INDEX_DTS, 'export type Outcome =', 'index.d.ts')
+  assert.deepEqual(dts, declared.outcomes, 'index.d.ts Outcome lists names().outcomes, in the same order')
+  const readme = section('### `cache.getOrLoad(key, loader, callOptions?)` → `Promise<value>`')
+  for (const outcome of declared.outcomes) {
+    assert.ok(readme.includes(`'${outcome}'`), `the README's getOrLoad section names the outcome '${outcome}'`)
+  }
+  // The byte order: a miss, then a hit of the same key.
+  const cache = h.track(t, new Cache())
+  const miss = {}
+  await cache.getOrLoad('k', () => 1, { status: miss })
+  const hit = {}
+  await cache.getOrLoad('k', () => 1, { status: hit })
+  assert.deepEqual([miss.outcome, hit.outcome], ['miss', 'hit'])
+})
+
+test('new Cache checks the option types the addon declares', T, (t) => {
+  const wrong = { number: 'x', string: 1, boolean: 'yes' }
+  for (const { name, jsType } of declared.options) {
+    const err = h.throwsWith(() => new Cache({ [name]: wrong[jsType] }), 'ERR_HERDCACHE_INVALID_OPTION', TypeError)
+    assert.match(err.message, new RegExp(`option \`${name}\` must be a ${jsType}`))
+  }
+  const err = h.throwsWith(() => new Cache({ tll: 1 }), 'ERR_HERDCACHE_INVALID_OPTION', TypeError)
+  for (const name of [...NATIVE_OPTIONS, 'waitUntil', 'onError']) assert.ok(err.message.includes(name), name)
+  h.track(t, new Cache({ ttl: 1000, prefix: 'p:', waitUntil: () => {}, onError: () => {} }))
+})

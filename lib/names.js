@@ -1,0 +1,47 @@
+'use strict'
+
+// The public names, taken from the addon where they are declared (see
+// `names()` in src/binding/names.rs), so the wrapper has no copy of them.
+
+const { names } = require('./native')
+const { herdError, JS_CODES } = require('./errors')
+
+if (typeof names !== 'function') {
+  // A binary built from older sources (HERDCACHE_NATIVE_PATH, or a stale local build).
+  throw herdError(
+    Error,
+    JS_CODES.NO_BINARY,
+    'the herdcache native binary is older than its JavaScript (it has no names()): rebuild it with `npm run build`',
+  )
+}
+const declared = names()
+const PREFIX = 'ERR_HERDCACHE_'
+
+/**
+ * Every error code of the core package by its name after `ERR_HERDCACHE_`:
+ * `codes.TIMEOUT === 'ERR_HERDCACHE_TIMEOUT'`. The native ones, then those
+ * only JavaScript makes.
+ *
+ * @type {Readonly<Record<string, string>>}
+ */
+const codes = Object.freeze({
+  ...Object.fromEntries(declared.codes.map((code) => [code.slice(PREFIX.length), code])),
+  ...JS_CODES,
+})
+
+/**
+ * `status.outcome` by the byte the addon leaves in its outcome buffer (0:
+ * none). Not frozen: read on every call with `status`, and a frozen array's
+ * element read cost ~5 ns more there (node 20). Nobody outside holds it.
+ */
+const OUTCOMES = [undefined, ...declared.outcomes]
+
+/**
+ * The options of `new Cache(options)` the addon takes, by name, with the
+ * `typeof` each value must have.
+ *
+ * @type {ReadonlyMap<string, 'number' | 'string' | 'boolean'>}
+ */
+const NATIVE_OPTIONS = new Map(declared.options.map(({ name, jsType }) => [name, jsType]))
+
+module.exports = { codes, OUTCOMES, NATIVE_OPTIONS }
