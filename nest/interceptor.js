@@ -8,7 +8,7 @@ const { Injectable, SetMetadata, UseInterceptors, applyDecorators, StreamableFil
 const { Reflector, ModuleRef, HttpAdapterHost } = require('@nestjs/core')
 const { of, lastValueFrom, isObservable } = require('rxjs')
 const { nestError } = require('./errors')
-const { routeKey, routeIdentity } = require('./keys')
+const { routeKey, routeIdentity, escapeRoute } = require('./keys')
 const { CACHED_ROUTE, getCacheToken, getOptionsToken, checkOptions, ROUTE } = require('./options')
 const { DEFAULT_NAME } = require('./registry')
 
@@ -214,7 +214,10 @@ class HerdcacheInterceptor {
 
   #routeKey(context, request, options, principal) {
     return routeKey({
-      route: typeof options.key === 'string' ? options.key : routeIdentity(context.getClass(), context.getHandler()),
+      route: escapeRoute(
+        typeof options.key === 'string' ? options.key : routeIdentity(context.getClass(), context.getHandler()),
+      ),
+      routeEscaped: true,
       params: request.params,
       url: request.originalUrl ?? request.url ?? '',
       query: options.query,

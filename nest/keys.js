@@ -103,20 +103,36 @@ function canonicalVary(headers, vary) {
  * @param {{ route: string, params?: object, url?: string, query?: readonly string[], headers?: object,
  *   vary?: readonly string[], principal?: string | number | null }} parts `principal` null/undefined: public
  */
-function routeKey({ route, params, url = '', query, headers = {}, vary, principal }) {
+function routeKey({ route, params, url = '', query, headers = {}, vary, principal, routeEscaped = false }) {
   // Encoded here as herdcache encodes an array key (each part's `\` and `:`
   // escaped, joined with `:`): the same key as the array, and a string key
   // is one read into the addon on every hit instead of one per part. The
   // params and the query are percent-encoded (no `:` or `\` left in them).
   const scope = principal === undefined || principal === null ? 'public' : `u\\:${hashPrincipal(principal)}`
   const varied = vary === undefined || vary.length === 0 ? '' : escapePart(canonicalVary(headers, vary))
-  return `nest:http:${escapePart(route)}:${canonicalParams(params)}:${canonicalQuery(url, query)}:${varied}:${scope}`
+  const head = routeEscaped ? route : escapePart(route)
+  return `nest:http:${head}:${canonicalParams(params)}:${canonicalQuery(url, query)}:${varied}:${scope}`
 }
 
 const SPECIAL = /[\\:]/g
 
 function escapePart(part) {
   return part.includes(':') || part.includes('\\') ? part.replace(SPECIAL, '\\$&') : part
+}
+
+// Route identities and string keys of decorators are few and fixed (a path
+// pattern has a `:` in it, so each would be escaped on every request).
+const escapedRoutes = new Map()
+
+/** `escapePart` of a route's fixed identity, made once. */
+function escapeRoute(route) {
+  let escaped = escapedRoutes.get(route)
+  if (escaped === undefined) {
+    if (escapedRoutes.size >= 10_000) escapedRoutes.clear()
+    escaped = escapePart(route)
+    escapedRoutes.set(route, escaped)
+  }
+  return escaped
 }
 
 // Nest's PATH_METADATA: the path of a controller or a route handler.
@@ -146,4 +162,13 @@ function methodKey(className, methodName, args) {
   return ['nest', 'method', `${className}.${methodName}`, stableJson(args)]
 }
 
-module.exports = { stableJson, hashPrincipal, canonicalQuery, canonicalParams, routeKey, routeIdentity, methodKey }
+module.exports = {
+  stableJson,
+  hashPrincipal,
+  canonicalQuery,
+  canonicalParams,
+  routeKey,
+  routeIdentity,
+  escapeRoute,
+  methodKey,
+}
