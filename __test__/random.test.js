@@ -8,16 +8,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const { Cache, kTesting } = require('..')
 
-function prng(seed) {
-  let s = seed >>> 0
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0
-    let t = s
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+const { mulberry32: prng } = require('../scripts/prng')
 
 class LoaderError extends Error {}
 

@@ -57,15 +57,7 @@ const VALUE_BYTES = Buffer.byteLength(JSON.stringify(VALUE))
 const isValue = (v) => v !== null && typeof v === 'object' && v.id === 42 && v.items.length === VALUE.items.length
 
 // Deterministic PRNG (mulberry32) for the distinct-key order.
-function mulberry32 (seed) {
-  return function () {
-    seed = (seed + 0x6d2b79f5) | 0
-    let t = seed
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+const { mulberry32 } = require('../scripts/prng')
 
 // ---------------------------------------------------------------- libraries
 

@@ -63,17 +63,8 @@ const out = (line = '') => process.stdout.write(line + '\n')
 
 // --------------------------------------------------------------- helpers ----
 
-// mulberry32: a small seeded PRNG, so both caches see the very same traffic.
-function prng(seed) {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+// A seeded PRNG, so both caches see the very same traffic.
+const { mulberry32: prng } = require('../scripts/prng')
 
 // Arrival offsets (ms from the start of the phase), sorted.
 function arrivals(rand, n, windowMs) {

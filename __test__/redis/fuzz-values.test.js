@@ -27,17 +27,7 @@ const MARGIN = 3000
 const unhandled = []
 process.on('unhandledRejection', (reason) => unhandled.push(reason))
 
-/** mulberry32: a small seeded PRNG, floats in [0, 1). */
-function mulberry32(seed) {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+const { mulberry32 } = require('../../scripts/prng')
 
 function fuzzer(seed) {
   const next = mulberry32(seed)
