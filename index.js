@@ -148,7 +148,15 @@ class Cache {
     if (problem !== undefined) return Promise.reject(invalidOption(problem))
     // Options are read here, where property access is cheap, and passed
     // positionally.
-    const promise = this.#load(key, loader, options.stale, options.ttl, options.hardTtl, options.negativeTtl, options.beta)
+    const promise = this.#load(
+      key,
+      loader,
+      options.stale,
+      options.ttl,
+      options.hardTtl,
+      options.negativeTtl,
+      options.beta,
+    )
     const { status, signal } = options
     let answer = promise
     if (status !== undefined) {

@@ -32,9 +32,7 @@ test('R11: delete the key, 500 concurrent getOrLoad via Promise.all -> the loade
 test('R11: 500 concurrent callers of an array key share one load', T, async (t) => {
   const cache = h.track(t, det())
   const loader = h.slowLoader(20, 'feed-t1-en')
-  const results = await Promise.all(
-    Array.from({ length: 500 }, () => cache.getOrLoad(['feed', 't1', 'en'], loader)),
-  )
+  const results = await Promise.all(Array.from({ length: 500 }, () => cache.getOrLoad(['feed', 't1', 'en'], loader)))
   assert.equal(loader.calls, 1)
   assert.ok(results.every((r) => r === 'feed-t1-en'))
 })
@@ -97,33 +95,37 @@ test('a rejection reaches every waiter once, as the very same error object, and 
   assert.equal(ok.calls, 1)
 })
 
-test('a caller AbortSignal rejects only that caller with signal.reason; the load goes on for the others', T, async (t) => {
-  const cache = h.track(t, det())
-  const loader = h.gatedLoader()
-  const ac = new AbortController()
-  const leader = cache.getOrLoad('k', loader, { signal: ac.signal }) // this caller started the load
-  const other = cache.getOrLoad('k', loader)
-  const other2 = cache.getOrLoad('k', loader)
-  await h.waitFor(() => loader.calls === 1, 'the load to start')
+test(
+  'a caller AbortSignal rejects only that caller with signal.reason; the load goes on for the others',
+  T,
+  async (t) => {
+    const cache = h.track(t, det())
+    const loader = h.gatedLoader()
+    const ac = new AbortController()
+    const leader = cache.getOrLoad('k', loader, { signal: ac.signal }) // this caller started the load
+    const other = cache.getOrLoad('k', loader)
+    const other2 = cache.getOrLoad('k', loader)
+    await h.waitFor(() => loader.calls === 1, 'the load to start')
 
-  const reason = new Error('client went away')
-  ac.abort(reason)
-  let got
-  try {
-    await leader
-    assert.fail('the aborted caller must reject')
-  } catch (e) {
-    got = e
-  }
-  assert.equal(got, reason, 'rejects with the signal reason itself')
-  assert.equal(loader.runs[0].ctx.signal.aborted, false, "a caller's abort never aborts the loader signal")
+    const reason = new Error('client went away')
+    ac.abort(reason)
+    let got
+    try {
+      await leader
+      assert.fail('the aborted caller must reject')
+    } catch (e) {
+      got = e
+    }
+    assert.equal(got, reason, 'rejects with the signal reason itself')
+    assert.equal(loader.runs[0].ctx.signal.aborted, false, "a caller's abort never aborts the loader signal")
 
-  loader.runs[0].resolve('value')
-  assert.equal(await other, 'value')
-  assert.equal(await other2, 'value')
-  assert.equal(loader.calls, 1)
-  assert.equal(await cache.get('k'), 'value', 'the shared load is stored')
-})
+    loader.runs[0].resolve('value')
+    assert.equal(await other, 'value')
+    assert.equal(await other2, 'value')
+    assert.equal(loader.calls, 1)
+    assert.equal(await cache.get('k'), 'value', 'the shared load is stored')
+  },
+)
 
 test('a joining caller that aborts does not disturb the leader', T, async (t) => {
   const cache = h.track(t, det())

@@ -86,25 +86,34 @@ test('refreshBackoff is per key: other keys still refresh', T, async (t) => {
   assert.equal(bLoader.calls, 1)
 })
 
-test('a background refresh past hardTimeout: stale value kept, timeouts and backgroundErrors counted, onError told', T, async (t) => {
-  const errors = []
-  const cache = make(t, { ttl: 1000, hardTtl: 60000, hardTimeout: 80, onError: (err, info) => errors.push({ err, info }) })
-  await cache.getOrLoad('k', () => 'good')
-  h.advance(cache, 1500)
-  const hanging = h.hangingLoader()
-  assert.equal(await cache.getOrLoad('k', hanging), 'good')
-  await h.waitFor(() => errors.length === 1, 'onError after the refresh timed out')
-  assert.equal(errors[0].err.code, 'ERR_HERDCACHE_TIMEOUT')
-  assert.equal(errors[0].info.background, true)
-  assert.equal(hanging.ctxs[0].signal.aborted, true, 'the refresh loader signal aborted')
-  const s = cache.stats()
-  assert.equal(s.timeouts, 1)
-  assert.equal(s.backgroundErrors, 1)
-  assert.equal(s.loadErrors, 1)
-  assert.equal(s.inFlight, 0)
-  assert.equal(await cache.getOrLoad('k', hanging), 'good', 'still the last good value')
-  assert.equal(hanging.calls, 1, 'backed off after the failed refresh')
-})
+test(
+  'a background refresh past hardTimeout: stale value kept, timeouts and backgroundErrors counted, onError told',
+  T,
+  async (t) => {
+    const errors = []
+    const cache = make(t, {
+      ttl: 1000,
+      hardTtl: 60000,
+      hardTimeout: 80,
+      onError: (err, info) => errors.push({ err, info }),
+    })
+    await cache.getOrLoad('k', () => 'good')
+    h.advance(cache, 1500)
+    const hanging = h.hangingLoader()
+    assert.equal(await cache.getOrLoad('k', hanging), 'good')
+    await h.waitFor(() => errors.length === 1, 'onError after the refresh timed out')
+    assert.equal(errors[0].err.code, 'ERR_HERDCACHE_TIMEOUT')
+    assert.equal(errors[0].info.background, true)
+    assert.equal(hanging.ctxs[0].signal.aborted, true, 'the refresh loader signal aborted')
+    const s = cache.stats()
+    assert.equal(s.timeouts, 1)
+    assert.equal(s.backgroundErrors, 1)
+    assert.equal(s.loadErrors, 1)
+    assert.equal(s.inFlight, 0)
+    assert.equal(await cache.getOrLoad('k', hanging), 'good', 'still the last good value')
+    assert.equal(hanging.calls, 1, 'backed off after the failed refresh')
+  },
+)
 
 test('a background failure without onError rejects nobody', T, async (t) => {
   const cache = make(t, { ttl: 1000 })
@@ -173,7 +182,10 @@ test('errors on one key leave other keys unaffected', T, async (t) => {
   const results = await Promise.allSettled([
     cache.getOrLoad('bad', () => Promise.reject(new Error('bad'))),
     cache.getOrLoad('big', () => 1n),
-    cache.getOrLoad('slow', ({ signal }) => new Promise((_, rej) => signal.addEventListener('abort', () => rej(signal.reason)))),
+    cache.getOrLoad(
+      'slow',
+      ({ signal }) => new Promise((_, rej) => signal.addEventListener('abort', () => rej(signal.reason))),
+    ),
     cache.getOrLoad('good2', good2),
     cache.getOrLoad('good', () => 'other'),
   ])
@@ -203,10 +215,7 @@ for (const [label, make1] of [
   test(`a loader returning ${label} rejects with ERR_HERDCACHE_UNSERIALIZABLE and stores nothing`, T, async (t) => {
     const cache = make(t)
     const loader = h.counted(() => make1())
-    const settled = await Promise.allSettled([
-      cache.getOrLoad('k', loader),
-      cache.getOrLoad('k', loader),
-    ])
+    const settled = await Promise.allSettled([cache.getOrLoad('k', loader), cache.getOrLoad('k', loader)])
     for (const s of settled) {
       assert.equal(s.status, 'rejected')
       assert.equal(s.reason && s.reason.code, 'ERR_HERDCACHE_UNSERIALIZABLE')
@@ -337,7 +346,11 @@ test('Redis options: a bad URL, or a Redis-only option without redis, throw ERR_
   for (const option of [{ lockTtl: 1000 }, { l1: false }, { redisTimeout: 100 }, { circuitBreakerDuration: 0 }]) {
     h.throwsWith(() => new Cache(option), 'ERR_HERDCACHE_INVALID_OPTION')
   }
-  h.throwsWith(() => new Cache({ redis: 'redis://127.0.0.1:6379', lockTtl: -1 }), 'ERR_HERDCACHE_INVALID_OPTION', RangeError)
+  h.throwsWith(
+    () => new Cache({ redis: 'redis://127.0.0.1:6379', lockTtl: -1 }),
+    'ERR_HERDCACHE_INVALID_OPTION',
+    RangeError,
+  )
 })
 
 test('valid edge options are accepted', T, async (t) => {
@@ -453,7 +466,10 @@ test('closing one cache leaves another unaffected', T, async (t) => {
   const b = make(t)
   await a.close()
   assert.equal(await b.getOrLoad('k', () => 'b'), 'b')
-  await h.rejectsWith(a.getOrLoad('k', () => 'a'), 'ERR_HERDCACHE_CLOSED')
+  await h.rejectsWith(
+    a.getOrLoad('k', () => 'a'),
+    'ERR_HERDCACHE_CLOSED',
+  )
 })
 
 test('every error made by herdcache is an Error with a stable code', T, async (t) => {

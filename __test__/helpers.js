@@ -91,7 +91,8 @@ async function rejectsWith(promise, code, Class) {
   }
   assert.ok(rejected, `expected a rejection with ${code}, but it resolved`)
   assert.equal(err && err.code, code, `expected code ${code}, got ${err && err.code} (${err && err.message})`)
-  if (Class) assert.ok(err instanceof Class, `expected ${Class.name}, got ${err && err.constructor && err.constructor.name}`)
+  if (Class)
+    assert.ok(err instanceof Class, `expected ${Class.name}, got ${err && err.constructor && err.constructor.name}`)
   return err
 }
 
@@ -106,7 +107,8 @@ function throwsWith(fn, code, Class) {
   }
   assert.ok(threw, `expected a synchronous throw with ${code}`)
   assert.equal(err && err.code, code, `expected code ${code}, got ${err && err.code} (${err && err.message})`)
-  if (Class) assert.ok(err instanceof Class, `expected ${Class.name}, got ${err && err.constructor && err.constructor.name}`)
+  if (Class)
+    assert.ok(err instanceof Class, `expected ${Class.name}, got ${err && err.constructor && err.constructor.name}`)
   return err
 }
 
@@ -123,7 +125,8 @@ async function failsWith(fn, code, Class) {
   }
   assert.ok(failed, `expected a failure with ${code}`)
   assert.equal(err && err.code, code, `expected code ${code}, got ${err && err.code} (${err && err.message})`)
-  if (Class) assert.ok(err instanceof Class, `expected ${Class.name}, got ${err && err.constructor && err.constructor.name}`)
+  if (Class)
+    assert.ok(err instanceof Class, `expected ${Class.name}, got ${err && err.constructor && err.constructor.name}`)
   return err
 }
 

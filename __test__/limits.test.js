@@ -7,13 +7,21 @@ const { startRedis } = require('./redis-server')
 const { Cache, kTesting } = require('..')
 const h = require('./helpers')
 
-const tooLarge = (e) => e.code === 'ERR_HERDCACHE_VALUE_TOO_LARGE' && e instanceof RangeError && /maxValueBytes \(100\)/.test(e.message)
+const tooLarge = (e) =>
+  e.code === 'ERR_HERDCACHE_VALUE_TOO_LARGE' && e instanceof RangeError && /maxValueBytes \(100\)/.test(e.message)
 
 test('maxValueBytes is checked as an option', h.T, () => {
   for (const bad of [0, -1, 1.5, Infinity, NaN, 2 ** 40]) {
-    assert.throws(() => new Cache({ maxValueBytes: bad }), (e) => e.code === 'ERR_HERDCACHE_INVALID_OPTION' && /maxValueBytes/.test(e.message), String(bad))
+    assert.throws(
+      () => new Cache({ maxValueBytes: bad }),
+      (e) => e.code === 'ERR_HERDCACHE_INVALID_OPTION' && /maxValueBytes/.test(e.message),
+      String(bad),
+    )
   }
-  assert.throws(() => new Cache({ maxValueBytes: '1' }), (e) => e.code === 'ERR_HERDCACHE_INVALID_OPTION')
+  assert.throws(
+    () => new Cache({ maxValueBytes: '1' }),
+    (e) => e.code === 'ERR_HERDCACHE_INVALID_OPTION',
+  )
 })
 
 test('a loader result over maxValueBytes rejects every waiter once and is not stored', h.T, async (t) => {
@@ -35,8 +43,14 @@ test('a loader result over maxValueBytes rejects every waiter once and is not st
   assert.equal(await cache.getOrLoad('exact', () => exact), exact)
   const wide = 'é'.repeat(49) // 49 UTF-16 units, 98 + 2 bytes: fits
   assert.equal(await cache.getOrLoad('wide', () => wide), wide)
-  await assert.rejects(cache.getOrLoad('wider', () => 'é'.repeat(50)), tooLarge)
-  await assert.rejects(cache.getOrLoad('emoji', () => '😀'.repeat(25)), tooLarge) // 50 units, 102 bytes
+  await assert.rejects(
+    cache.getOrLoad('wider', () => 'é'.repeat(50)),
+    tooLarge,
+  )
+  await assert.rejects(
+    cache.getOrLoad('emoji', () => '😀'.repeat(25)),
+    tooLarge,
+  ) // 50 units, 102 bytes
 })
 
 test('set() over maxValueBytes rejects and keeps what was there', h.T, async (t) => {
@@ -48,7 +62,10 @@ test('set() over maxValueBytes rejects and keeps what was there', h.T, async (t)
 
 test('a background refresh over maxValueBytes keeps the stale value and reports the error', h.T, async (t) => {
   const errors = []
-  const cache = h.track(t, new Cache({ maxValueBytes: 100, ttl: 1000, jitter: 0, beta: 0, onError: (e) => errors.push(e) }))
+  const cache = h.track(
+    t,
+    new Cache({ maxValueBytes: 100, ttl: 1000, jitter: 0, beta: 0, onError: (e) => errors.push(e) }),
+  )
   assert.equal(await cache.getOrLoad('k', () => 'v1'), 'v1')
   cache[kTesting].advanceClock(1500)
   const status = {}
@@ -63,7 +80,10 @@ test('Redis: a value over maxValueBytes never reaches Redis', h.T, async (t) => 
   const redis = await startRedis(t)
   if (!redis) return
   const cache = h.track(t, new Cache({ redis: redis.url, prefix: 'lim:', maxValueBytes: 100 }))
-  await assert.rejects(cache.getOrLoad('big', () => 'x'.repeat(1000)), tooLarge)
+  await assert.rejects(
+    cache.getOrLoad('big', () => 'x'.repeat(1000)),
+    tooLarge,
+  )
   await assert.rejects(cache.set('big2', 'x'.repeat(1000)), tooLarge)
   assert.equal(await redis.cmd('EXISTS', '{lim:big}', '{lim:big2}'), 0)
   // The fleet lock the failed load took is released (in the background, as

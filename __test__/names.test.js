@@ -44,7 +44,12 @@ function section(heading) {
 function tableRows(text) {
   const rows = text.split('\n').filter((line) => line.startsWith('|'))
   assert.ok(rows.length > 2, `a table in:\n${text.slice(0, 200)}`)
-  return rows.slice(2).map((row) => row.slice(1, -1).split(' | ').map((cell) => cell.trim()))
+  return rows.slice(2).map((row) =>
+    row
+      .slice(1, -1)
+      .split(' | ')
+      .map((cell) => cell.trim()),
+  )
 }
 
 /** The `code spans` of a Markdown cell. */
@@ -72,51 +77,78 @@ const OPTION_TABLES = [
   ['README "With Redis" table', tableRows(section('## With Redis: one recompute for the whole fleet'))],
 ]
 
-test('the addon declares options, codes, outcomes, counters and entry points, and lib/names.js passes them on', T, () => {
-  for (const list of ['options', 'codes', 'outcomes', 'counters', 'entryPoints']) {
-    assert.ok(Array.isArray(declared[list]) && declared[list].length > 0, `names().${list} is a non-empty array`)
-  }
-  for (const option of declared.options) {
-    assert.ok(['number', 'string', 'boolean'].includes(option.jsType), `${option.name}: ${option.jsType}`)
-  }
-  sameNames([...libNames.NATIVE_OPTIONS.keys()], 'lib/names.js NATIVE_OPTIONS', NATIVE_OPTIONS, 'names().options')
-  assert.deepEqual(libNames.OUTCOMES, [undefined, ...declared.outcomes])
-  for (const code of [...declared.codes, ...Object.values(JS_CODES)]) {
-    assert.equal(libNames.codes[code.slice('ERR_HERDCACHE_'.length)], code, `codes has ${code}`)
-  }
-  for (const code of Object.values(JS_CODES)) {
-    assert.ok(!declared.codes.includes(code), `${code} is declared once: in lib/errors.js or in Rust, not both`)
-  }
-})
-
-test('every native option has one row in the README option tables, with the default the Rust declaration gives', T, () => {
-  const rows = new Map()
-  const pointers = []
-  for (const [where, table] of OPTION_TABLES) {
-    for (const [names, defaultCell] of table) {
-      const spans = codeSpans(names)
-      if (spans.length > 1) {
-        pointers.push(...spans)
-        continue
-      }
-      assert.ok(!rows.has(spans[0]), `\`${spans[0]}\` has two rows in the README option tables`)
-      rows.set(spans[0], { where, defaultCell })
+test(
+  'the addon declares options, codes, outcomes, counters and entry points, and lib/names.js passes them on',
+  T,
+  () => {
+    for (const list of ['options', 'codes', 'outcomes', 'counters', 'entryPoints']) {
+      assert.ok(Array.isArray(declared[list]) && declared[list].length > 0, `names().${list} is a non-empty array`)
     }
-  }
-  const jsOptions = interfaceMembers(INDEX_DTS, 'CacheOptions', 'index.d.ts').map(([name]) => name)
-  sameNames([...rows.keys()], 'the README option tables', [...NATIVE_OPTIONS, ...jsOptions], 'names().options + index.d.ts CacheOptions')
-  // A row naming several options points at the section that has them.
-  sameNames(pointers, 'the README row pointing at "With Redis"', OPTION_TABLES[1][1].map(([n]) => codeSpans(n)[0]), 'the "With Redis" table')
-  for (const option of declared.options) {
-    const { where, defaultCell } = rows.get(option.name)
-    const written = defaultCell === '—' ? undefined : codeSpans(defaultCell)[0]
-    assert.equal(written, option.default, `the default of \`${option.name}\` in ${where} (${defaultCell}) is the declared one`)
-  }
-})
+    for (const option of declared.options) {
+      assert.ok(['number', 'string', 'boolean'].includes(option.jsType), `${option.name}: ${option.jsType}`)
+    }
+    sameNames([...libNames.NATIVE_OPTIONS.keys()], 'lib/names.js NATIVE_OPTIONS', NATIVE_OPTIONS, 'names().options')
+    assert.deepEqual(libNames.OUTCOMES, [undefined, ...declared.outcomes])
+    for (const code of [...declared.codes, ...Object.values(JS_CODES)]) {
+      assert.equal(libNames.codes[code.slice('ERR_HERDCACHE_'.length)], code, `codes has ${code}`)
+    }
+    for (const code of Object.values(JS_CODES)) {
+      assert.ok(!declared.codes.includes(code), `${code} is declared once: in lib/errors.js or in Rust, not both`)
+    }
+  },
+)
+
+test(
+  'every native option has one row in the README option tables, with the default the Rust declaration gives',
+  T,
+  () => {
+    const rows = new Map()
+    const pointers = []
+    for (const [where, table] of OPTION_TABLES) {
+      for (const [names, defaultCell] of table) {
+        const spans = codeSpans(names)
+        if (spans.length > 1) {
+          pointers.push(...spans)
+          continue
+        }
+        assert.ok(!rows.has(spans[0]), `\`${spans[0]}\` has two rows in the README option tables`)
+        rows.set(spans[0], { where, defaultCell })
+      }
+    }
+    const jsOptions = interfaceMembers(INDEX_DTS, 'CacheOptions', 'index.d.ts').map(([name]) => name)
+    sameNames(
+      [...rows.keys()],
+      'the README option tables',
+      [...NATIVE_OPTIONS, ...jsOptions],
+      'names().options + index.d.ts CacheOptions',
+    )
+    // A row naming several options points at the section that has them.
+    sameNames(
+      pointers,
+      'the README row pointing at "With Redis"',
+      OPTION_TABLES[1][1].map(([n]) => codeSpans(n)[0]),
+      'the "With Redis" table',
+    )
+    for (const option of declared.options) {
+      const { where, defaultCell } = rows.get(option.name)
+      const written = defaultCell === '—' ? undefined : codeSpans(defaultCell)[0]
+      assert.equal(
+        written,
+        option.default,
+        `the default of \`${option.name}\` in ${where} (${defaultCell}) is the declared one`,
+      )
+    }
+  },
+)
 
 test('binding.d.ts declares CacheOptions from the Rust declaration: names, types and docs', T, () => {
   const members = interfaceMembers(BINDING_DTS, 'CacheOptions', 'binding.d.ts')
-  sameNames(members.map(([name]) => name), 'binding.d.ts CacheOptions', NATIVE_OPTIONS, 'names().options')
+  sameNames(
+    members.map(([name]) => name),
+    'binding.d.ts CacheOptions',
+    NATIVE_OPTIONS,
+    'names().options',
+  )
   for (const [name, type] of members) {
     assert.equal(type, declared.options.find((option) => option.name === name).jsType, `the type of ${name}`)
   }
@@ -134,7 +166,12 @@ test('the counters: stats(), names().counters, the README table and index.d.ts C
   assert.deepEqual(stats, counters, 'stats() has the declared keys, in order')
   const rows = tableRows(section('### Counters (`stats()`; `metrics()` names in brackets)'))
   const readme = rows.map(([cell]) => codeSpans(cell))
-  sameNames(readme.map(([name]) => name), 'the README counters table', counters, 'names().counters')
+  sameNames(
+    readme.map(([name]) => name),
+    'the README counters table',
+    counters,
+    'names().counters',
+  )
   for (const [name, metric] of readme) {
     const counter = declared.counters.find((c) => c.name === name)
     assert.equal(metric, counter.metric, `the README's metrics() name of ${name}`)
@@ -144,7 +181,12 @@ test('the counters: stats(), names().counters, the README table and index.d.ts C
     assert.match(metrics, new RegExp(`^# TYPE ${metric} ${gauge ? 'gauge' : 'counter'}$`, 'm'), metric)
   }
   const dts = interfaceMembers(INDEX_DTS, 'CacheStats', 'index.d.ts')
-  sameNames(dts.map(([name]) => name), 'index.d.ts CacheStats', counters, 'names().counters')
+  sameNames(
+    dts.map(([name]) => name),
+    'index.d.ts CacheStats',
+    counters,
+    'names().counters',
+  )
   for (const [name, type] of dts) assert.equal(type, 'number', `CacheStats.${name}`)
 })
 
@@ -160,11 +202,18 @@ test('the error codes: the README table, index.d.ts HerdcacheError and the decla
 
 test('index.js, lib/ and nest/ make only declared codes, and index.js and lib/ spell none out', T, () => {
   const known = new Set([...declared.codes, ...Object.values(JS_CODES), ...Object.values(NEST_CODES)])
-  const sources = ['index.js', 'index.mjs', ...['lib', 'nest'].flatMap((dir) => fs.readdirSync(path.join(ROOT, dir)).map((f) => `${dir}/${f}`))]
+  const sources = [
+    'index.js',
+    'index.mjs',
+    ...['lib', 'nest'].flatMap((dir) => fs.readdirSync(path.join(ROOT, dir)).map((f) => `${dir}/${f}`)),
+  ]
   for (const file of sources.filter((f) => f.endsWith('.js') || f.endsWith('.mjs'))) {
     const text = read(file)
     for (const [literal] of text.matchAll(/ERR_HERDCACHE_[A-Z_]+/g)) {
-      assert.ok(known.has(literal), `${file} uses ${literal}, which is declared nowhere (core::error::Code or lib/errors.js)`)
+      assert.ok(
+        known.has(literal),
+        `${file} uses ${literal}, which is declared nowhere (core::error::Code or lib/errors.js)`,
+      )
     }
     if ((file.startsWith('lib/') && file !== 'lib/errors.js') || file === 'index.js') {
       const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '')

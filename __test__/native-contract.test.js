@@ -24,8 +24,12 @@ function members(name) {
 /** Asserts that `actual` and `expected` hold the same names, saying which is missing where. */
 function sameNames(actual, actualWhere, expected, expectedWhere) {
   const problems = [
-    ...expected.filter((n) => !actual.includes(n)).map((n) => `\`${n}\` is in ${expectedWhere} but missing in ${actualWhere}`),
-    ...actual.filter((n) => !expected.includes(n)).map((n) => `\`${n}\` is in ${actualWhere} but missing in ${expectedWhere}`),
+    ...expected
+      .filter((n) => !actual.includes(n))
+      .map((n) => `\`${n}\` is in ${expectedWhere} but missing in ${actualWhere}`),
+    ...actual
+      .filter((n) => !expected.includes(n))
+      .map((n) => `\`${n}\` is in ${actualWhere} but missing in ${expectedWhere}`),
   ]
   assert.deepEqual(problems, [], problems.join('\n'))
 }
@@ -65,7 +69,12 @@ test('install() returns exactly the EntryPoints of lib/native-contract.d.ts', T,
     if (name === 'outcomeBuffer') assert.ok(fns[name] instanceof ArrayBuffer && fns[name].byteLength === 8, name)
     else assert.equal(typeof fns[name], 'function', name)
   }
-  sameNames(native.names().entryPoints, 'names().entryPoints', ENTRY_POINTS.filter((n) => n !== 'outcomeBuffer'), 'EntryPoints')
+  sameNames(
+    native.names().entryPoints,
+    'names().entryPoints',
+    ENTRY_POINTS.filter((n) => n !== 'outcomeBuffer'),
+    'EntryPoints',
+  )
 })
 
 test('the context holds exactly the Context fields, with the types the contract gives', T, (t) => {
@@ -83,7 +92,11 @@ test('the context holds exactly the Context fields, with the types the contract 
   )
   assert.equal(lead, require('../lib/flight').lead)
   assert.equal(softWait, require('../lib/flight').softWait)
-  const params = (type) => new RegExp(`export type ${type} = \\(([^)]*)\\)`).exec(CONTRACT)[1].split(',').filter((p) => p.trim())
+  const params = (type) =>
+    new RegExp(`export type ${type} = \\(([^)]*)\\)`)
+      .exec(CONTRACT)[1]
+      .split(',')
+      .filter((p) => p.trim())
   assert.equal(lead.length, params('Lead').length, 'lead takes the arguments Lead lists')
   assert.equal(softWait.length, params('SoftWait').length, 'softWait takes the arguments SoftWait lists')
 })
@@ -93,13 +106,22 @@ test('NativeCache has the methods the contract lists', T, () => {
 })
 
 test('index.js and lib/ use only the entry points, context fields and NativeCache methods of the contract', T, () => {
-  const files = ['index.js', ...fs.readdirSync(path.join(ROOT, 'lib')).filter((f) => f.endsWith('.js')).map((f) => `lib/${f}`)]
+  const files = [
+    'index.js',
+    ...fs
+      .readdirSync(path.join(ROOT, 'lib'))
+      .filter((f) => f.endsWith('.js'))
+      .map((f) => `lib/${f}`),
+  ]
   const uses = { ctx: 0, fns: 0, native: 0 }
   for (const file of files) {
     const text = fs.readFileSync(path.join(ROOT, file), 'utf8')
     for (const [, name] of text.matchAll(/\bctx\.(\w+)/g)) {
       uses.ctx++
-      assert.ok(CONTEXT.includes(name), `${file} uses ctx.${name}, which Context in lib/native-contract.d.ts does not list`)
+      assert.ok(
+        CONTEXT.includes(name),
+        `${file} uses ctx.${name}, which Context in lib/native-contract.d.ts does not list`,
+      )
     }
     for (const [, name] of text.matchAll(/(?:#|\b)fns\.(\w+)/g)) {
       uses.fns++
@@ -116,7 +138,19 @@ test('index.js and lib/ use only the entry points, context fields and NativeCach
 
 test('lib/native-contract.d.ts type-checks (tsc --strict)', { timeout: 30000 }, async () => {
   const tsc = path.join(ROOT, 'node_modules', '.bin', 'tsc')
-  const args = ['--noEmit', '--strict', '--target', 'es2022', '--module', 'node16', '--moduleResolution', 'node16', '--types', 'node', CONTRACT_FILE]
+  const args = [
+    '--noEmit',
+    '--strict',
+    '--target',
+    'es2022',
+    '--module',
+    'node16',
+    '--moduleResolution',
+    'node16',
+    '--types',
+    'node',
+    CONTRACT_FILE,
+  ]
   const { code, out } = await new Promise((resolve) => {
     execFile(tsc, args, { cwd: ROOT, timeout: 25000 }, (error, stdout, stderr) =>
       resolve({ code: error ? (error.code ?? 1) : 0, out: `${stdout}${stderr}` }),

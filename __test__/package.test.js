@@ -158,7 +158,10 @@ describe('the platform packages', () => {
 
     writeReleaseManifest(dir)
     const released = readJson(path.join(dir, 'package.json'))
-    assert.deepEqual(Object.values(released.optionalDependencies), PLATFORMS.map(() => '0.2.0-test.1'))
+    assert.deepEqual(
+      Object.values(released.optionalDependencies),
+      PLATFORMS.map(() => '0.2.0-test.1'),
+    )
 
     // A platform package left behind stops the release.
     const stale = path.join(dir, 'npm', 'darwin-x64', 'package.json')
@@ -426,8 +429,9 @@ export { feed, counted, code, same }
   function tsc(args, files) {
     const result = run(
       process.execPath,
-      [TSC, '--strict', '--noEmit', '--target', 'es2022', '--typeRoots', TYPE_ROOTS, '--types', 'node', ...args]
-        .concat(files),
+      [TSC, '--strict', '--noEmit', '--target', 'es2022', '--typeRoots', TYPE_ROOTS, '--types', 'node', ...args].concat(
+        files,
+      ),
       { cwd: project, timeout: 60000 },
     )
     const out = `${result.stdout}${result.stderr}`

@@ -12,7 +12,17 @@ const { mulberry32: prng } = require('../scripts/prng')
 
 class LoaderError extends Error {}
 
-const KEYS = ['a', 'b:c', ['b', 'c'], ['t1', 'feed', 'en'], ['t2', 'feed', 'en'], ['t1', 'feed:en'], ['n', 1], ['n', '1'], 'long'.repeat(40)]
+const KEYS = [
+  'a',
+  'b:c',
+  ['b', 'c'],
+  ['t1', 'feed', 'en'],
+  ['t2', 'feed', 'en'],
+  ['t1', 'feed:en'],
+  ['n', 1],
+  ['n', '1'],
+  'long'.repeat(40),
+]
 const name = (key) => (Array.isArray(key) ? key.map((p) => String(p).replace(/[\\:]/g, '\\$&')).join(':') : key)
 
 for (const seed of [1, 2, 3]) {
@@ -48,12 +58,10 @@ for (const seed of [1, 2, 3]) {
     const pending = []
     const expectValueFor = (key) => (value) => {
       if (value === null || value === undefined) return
-      assert.equal(value.key, name(key), 'a key was answered with another key\'s value')
+      assert.equal(value.key, name(key), "a key was answered with another key's value")
     }
     const allowedError = (error) =>
-      error instanceof LoaderError ||
-      error?.name === 'AbortError' ||
-      error?.code === 'ERR_HERDCACHE_TIMEOUT'
+      error instanceof LoaderError || error?.name === 'AbortError' || error?.code === 'ERR_HERDCACHE_TIMEOUT'
 
     for (let step = 0; step < 1500; step++) {
       const key = pick(KEYS)
@@ -100,7 +108,16 @@ for (const seed of [1, 2, 3]) {
     assert.ok(s.size <= 6, `size ${s.size} over maxEntries`)
     assert.equal(s.hits + s.staleServed + s.negativeHits + s.misses + s.coalesced, getOrLoadCalls)
     assert.equal(s.loads, loaderRuns)
-    for (const counter of ['hits', 'staleServed', 'negativeHits', 'misses', 'coalesced', 'loadErrors', 'backgroundRefreshes', 'timeouts']) {
+    for (const counter of [
+      'hits',
+      'staleServed',
+      'negativeHits',
+      'misses',
+      'coalesced',
+      'loadErrors',
+      'backgroundRefreshes',
+      'timeouts',
+    ]) {
       assert.ok(s[counter] > 0, `the workload never reached ${counter}: ${JSON.stringify(s)}`)
     }
     await cache.close()

@@ -98,22 +98,37 @@ test('negativeHits', T, async (t) => {
   assert.equal(cache.stats().misses, 1)
 })
 
-test('loadErrors counts thrown, rejected, timed-out and unserialisable loads; timeouts only the timed-out', T, async (t) => {
-  const cache = make(t, { hardTimeout: 60 })
-  const settle = (p) => p.then(() => 'ok', () => 'err')
-  assert.equal(await settle(cache.getOrLoad('a', () => { throw new Error('a') })), 'err')
-  assert.equal(await settle(cache.getOrLoad('b', () => Promise.reject(new Error('b')))), 'err')
-  assert.equal(await settle(cache.getOrLoad('c', h.hangingLoader())), 'err')
-  assert.equal(await settle(cache.getOrLoad('d', () => 1n)), 'err')
-  assert.equal(await settle(cache.getOrLoad('e', () => 'fine')), 'ok')
-  const s = cache.stats()
-  assert.equal(s.loadErrors, 4)
-  assert.equal(s.timeouts, 1)
-  assert.equal(s.loads, 5)
-  assert.equal(s.misses, 5)
-  assert.equal(s.backgroundErrors, 0)
-  assert.equal(s.size, 1)
-})
+test(
+  'loadErrors counts thrown, rejected, timed-out and unserialisable loads; timeouts only the timed-out',
+  T,
+  async (t) => {
+    const cache = make(t, { hardTimeout: 60 })
+    const settle = (p) =>
+      p.then(
+        () => 'ok',
+        () => 'err',
+      )
+    assert.equal(
+      await settle(
+        cache.getOrLoad('a', () => {
+          throw new Error('a')
+        }),
+      ),
+      'err',
+    )
+    assert.equal(await settle(cache.getOrLoad('b', () => Promise.reject(new Error('b')))), 'err')
+    assert.equal(await settle(cache.getOrLoad('c', h.hangingLoader())), 'err')
+    assert.equal(await settle(cache.getOrLoad('d', () => 1n)), 'err')
+    assert.equal(await settle(cache.getOrLoad('e', () => 'fine')), 'ok')
+    const s = cache.stats()
+    assert.equal(s.loadErrors, 4)
+    assert.equal(s.timeouts, 1)
+    assert.equal(s.loads, 5)
+    assert.equal(s.misses, 5)
+    assert.equal(s.backgroundErrors, 0)
+    assert.equal(s.size, 1)
+  },
+)
 
 test('backgroundErrors', T, async (t) => {
   const cache = make(t, { ttl: 100, hardTtl: 10000, onError: () => {} })

@@ -90,23 +90,27 @@ test('set() stores a JSON copy of the value', T, async (t) => {
   assert.deepEqual(await cache.get('k'), { a: 1, when: '1970-01-01T00:00:00.000Z' })
 })
 
-test('delete() during an in-flight load: the load is not stored and the next caller starts a new load', T, async (t) => {
-  const cache = make(t)
-  const loader = h.gatedLoader()
-  const old = cache.getOrLoad('k', loader)
-  await h.waitFor(() => loader.calls === 1, 'the first load')
-  await cache.delete('k')
+test(
+  'delete() during an in-flight load: the load is not stored and the next caller starts a new load',
+  T,
+  async (t) => {
+    const cache = make(t)
+    const loader = h.gatedLoader()
+    const old = cache.getOrLoad('k', loader)
+    await h.waitFor(() => loader.calls === 1, 'the first load')
+    await cache.delete('k')
 
-  const next = cache.getOrLoad('k', loader)
-  await h.waitFor(() => loader.calls === 2, 'a new load after delete()', 1000)
+    const next = cache.getOrLoad('k', loader)
+    await h.waitFor(() => loader.calls === 2, 'a new load after delete()', 1000)
 
-  loader.runs[1].resolve('new')
-  assert.equal(await next, 'new')
-  loader.runs[0].resolve('old') // the stale flight lands last
-  assert.equal(await old, 'old', 'its own waiters still get its result')
-  await h.waitFor(() => cache.stats().inFlight === 0, 'both loads to settle')
-  assert.equal(await cache.get('k'), 'new', 'the invalidated load did not overwrite')
-})
+    loader.runs[1].resolve('new')
+    assert.equal(await next, 'new')
+    loader.runs[0].resolve('old') // the stale flight lands last
+    assert.equal(await old, 'old', 'its own waiters still get its result')
+    await h.waitFor(() => cache.stats().inFlight === 0, 'both loads to settle')
+    assert.equal(await cache.get('k'), 'new', 'the invalidated load did not overwrite')
+  },
+)
 
 test('delete() during an in-flight load: its result is not stored even when nothing else loads', T, async (t) => {
   const cache = make(t)

@@ -44,7 +44,10 @@ test('stale: the old value at once, exactly one background refresh for many stal
   const statuses = Array.from({ length: 200 }, () => ({}))
   const results = await Promise.all(statuses.map((status) => cache.getOrLoad('k', loader, { status })))
   for (const r of results) assert.deepEqual(r, { v: 1 })
-  assert.ok(statuses.every((s) => s.outcome === 'stale'), 'every reader got the stale value')
+  assert.ok(
+    statuses.every((s) => s.outcome === 'stale'),
+    'every reader got the stale value',
+  )
 
   await h.waitFor(() => loader.calls === 2, 'the background refresh to start')
   // More stale reads while the refresh is still running: no second refresh.
@@ -92,10 +95,13 @@ test('the background refresh loader gets { key, signal } with the key as passed'
 
 test('stale: false never serves a stale value: the call waits for a fresh load (outcome miss)', T, async (t) => {
   const cache = make(t)
-  const loader = h.slowLoader(20, (() => {
-    let n = 0
-    return () => `v${++n}`
-  })())
+  const loader = h.slowLoader(
+    20,
+    (() => {
+      let n = 0
+      return () => `v${++n}`
+    })(),
+  )
   assert.equal(await cache.getOrLoad('balance', loader), 'v1')
   h.advance(cache, 1500)
 
@@ -241,10 +247,13 @@ test('softTimeout 0 (default) answers a stale caller at once', T, async (t) => {
 test('waitUntil receives each background refresh promise; the value is written when it settles', T, async (t) => {
   const bg = []
   const cache = make(t, { waitUntil: (p) => bg.push(p) })
-  const loader = h.slowLoader(10, (() => {
-    let n = 0
-    return () => ++n
-  })())
+  const loader = h.slowLoader(
+    10,
+    (() => {
+      let n = 0
+      return () => ++n
+    })(),
+  )
   assert.equal(await cache.getOrLoad('k', loader), 1)
 
   for (let round = 2; round <= 4; round++) {

@@ -101,7 +101,19 @@ async function startProxy(t, targetPort, targetHost = '127.0.0.1') {
     stats.accepted++
     socket.setNoDelay(true)
     const link = { dead: false, client: { socket, ready: true }, server: null }
-    link.up = pipe(link, { get socket() { return link.server.socket }, get ready() { return !!link.server && link.server.ready } }, 'bytesUp', true)
+    link.up = pipe(
+      link,
+      {
+        get socket() {
+          return link.server.socket
+        },
+        get ready() {
+          return !!link.server && link.server.ready
+        },
+      },
+      'bytesUp',
+      true,
+    )
     link.down = pipe(link, link.client, 'bytesDown', false)
     links.add(link)
     stats.open = links.size

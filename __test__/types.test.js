@@ -18,7 +18,18 @@ function tsc(args) {
   })
 }
 
-const COMMON = ['--noEmit', '--strict', '--target', 'es2022', '--module', 'node16', '--moduleResolution', 'node16', '--types', 'node']
+const COMMON = [
+  '--noEmit',
+  '--strict',
+  '--target',
+  'es2022',
+  '--module',
+  'node16',
+  '--moduleResolution',
+  'node16',
+  '--types',
+  'node',
+]
 
 test('index.d.ts exists and the package points at it', { timeout: 10000 }, () => {
   const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
@@ -26,13 +37,17 @@ test('index.d.ts exists and the package points at it', { timeout: 10000 }, () =>
   assert.ok(fs.existsSync(path.join(ROOT, 'index.d.ts')), 'index.d.ts is missing')
 })
 
-test('types.test-d.ts type-checks with tsc --noEmit --strict (including every @ts-expect-error)', { timeout: 30000 }, async () => {
+test('types.test-d.ts type-checks with tsc --noEmit --strict (including every @ts-expect-error)', {
+  timeout: 30000,
+}, async () => {
   assert.ok(fs.existsSync(TSC), 'the local typescript is installed')
   const r = await tsc([...COMMON, FILE])
   assert.equal(r.code, 0, `tsc reported:\n${r.out}`)
 })
 
-test('the type test is not vacuous: a wrong use outside @ts-expect-error fails to compile', { timeout: 30000 }, async (t) => {
+test('the type test is not vacuous: a wrong use outside @ts-expect-error fails to compile', {
+  timeout: 30000,
+}, async (t) => {
   const bad = path.join(__dirname, '.types-negative.tmp.ts')
   t.after(() => fs.rmSync(bad, { force: true }))
   fs.writeFileSync(bad, "import { Cache } from '..'\nconst c = new Cache()\nc.getOrLoad(42, () => 1)\n")

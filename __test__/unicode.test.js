@@ -62,14 +62,18 @@ test('embedded store: string values with lone surrogates come back exactly, on h
   await valuesRoundTrip(h.track(t, new Cache()), '')
 })
 
-test('Redis: keys with lone surrogates are refused; values round-trip through Redis and other instances', h.T, async (t) => {
-  const redis = await startRedis(t)
-  if (!redis) return
-  const a = h.track(t, new Cache({ redis: redis.url, prefix: 'u:' }))
-  const b = h.track(t, new Cache({ redis: redis.url, prefix: 'u:', l1: false }))
-  await refusesLoneSurrogates(a)
-  await valuesRoundTrip(a, 'r')
-  // Another instance reads what a wrote, through Redis.
-  assert.deepEqual(await b.getOrLoad('rv0', () => 'reloaded'), '\uD800x')
-  assert.deepEqual(await b.getOrLoad('rv4', () => 'reloaded'), { s: '\uD800', t: ['\uDFFF'] })
-})
+test(
+  'Redis: keys with lone surrogates are refused; values round-trip through Redis and other instances',
+  h.T,
+  async (t) => {
+    const redis = await startRedis(t)
+    if (!redis) return
+    const a = h.track(t, new Cache({ redis: redis.url, prefix: 'u:' }))
+    const b = h.track(t, new Cache({ redis: redis.url, prefix: 'u:', l1: false }))
+    await refusesLoneSurrogates(a)
+    await valuesRoundTrip(a, 'r')
+    // Another instance reads what a wrote, through Redis.
+    assert.deepEqual(await b.getOrLoad('rv0', () => 'reloaded'), '\uD800x')
+    assert.deepEqual(await b.getOrLoad('rv4', () => 'reloaded'), { s: '\uD800', t: ['\uDFFF'] })
+  },
+)

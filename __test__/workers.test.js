@@ -36,7 +36,9 @@ test('caches in several worker threads coalesce independently and exit cleanly',
   assert.deepEqual(await Promise.all(exits), [0, 0, 0])
 })
 
-test('terminating a worker in the middle of loads and hits does not crash the process', { timeout: 20000 }, async () => {
+test('terminating a worker in the middle of loads and hits does not crash the process', {
+  timeout: 20000,
+}, async () => {
   const w = worker(`
     const cache = new Cache()
     for (let k = 0; k < 100; k++) await cache.getOrLoad(['warm', k], () => ({ k }))

@@ -43,7 +43,10 @@ test('XFetch with a tiny u refreshes a fresh entry early, once, and hands it to 
 
   const statuses = Array.from({ length: 20 }, () => ({}))
   const results = await Promise.all(statuses.map((status) => cache.getOrLoad('k', loader, { status })))
-  assert.ok(results.every((r) => r === 1), 'early refresh serves the current value at once')
+  assert.ok(
+    results.every((r) => r === 1),
+    'early refresh serves the current value at once',
+  )
   assert.ok(statuses.every((s) => s.outcome === 'hit'))
   await h.waitFor(() => loader.calls === 2, 'the early refresh to start')
   await h.sleep(5)
@@ -117,7 +120,7 @@ async function freshAt(jitterU, advanceMs, opts = {}, t) {
   h.setRandom(cache, { jitter: jitterU, xfetch: 1 })
   await cache.getOrLoad('k', () => 'v')
   h.advance(cache, advanceMs)
-  return await cache.get('k', { stale: false }) === 'v'
+  return (await cache.get('k', { stale: false })) === 'v'
 }
 
 test('jitter u = 0.5 means no spread: ttl 1000 is fresh at 970, stale at 1030', T, async (t) => {

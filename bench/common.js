@@ -22,7 +22,7 @@ const opt = (name) => {
   const a = argv.find((x) => x.startsWith(`--${name}=`))
   return a === undefined ? undefined : a.slice(name.length + 3)
 }
-function rejectUnknownArgs (re, usage) {
+function rejectUnknownArgs(re, usage) {
   for (const a of argv) {
     if (!re.test(a)) {
       console.error(`unknown argument ${a}\nusage: ${usage}`)
@@ -47,7 +47,7 @@ const median = (xs) => {
 
 // ---------------------------------------------------------------- the value
 
-function makeValue (extra) {
+function makeValue(extra) {
   const v = {
     id: 42,
     kind: 'feed',
@@ -55,7 +55,7 @@ function makeValue (extra) {
     locale: 'en-GB',
     updatedAt: '2025-01-01T00:00:00.000Z',
     ...extra,
-    items: []
+    items: [],
   }
   for (let i = 0; JSON.stringify(v).length < 1000; i++) {
     v.items.push({ id: 1000 + i, title: `item number ${i}`, price: 9.99 + i, tags: ['a', 'b'], ok: i % 2 === 0 })
@@ -66,20 +66,24 @@ function makeValue (extra) {
 // ---------------------------------------------------------------- report lines
 
 const isoSeconds = (d = new Date()) => d.toISOString().replace(/\.\d+Z$/, 'Z')
-const loadAvg = () => os.loadavg().map((x) => x.toFixed(2)).join(' ')
-const fmtOps = (x) => x >= 1e6 ? `${(x / 1e6).toFixed(2)} M` : x >= 1e3 ? `${(x / 1e3).toFixed(1)} k` : x.toFixed(0)
+const loadAvg = () =>
+  os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')
+const fmtOps = (x) => (x >= 1e6 ? `${(x / 1e6).toFixed(2)} M` : x >= 1e3 ? `${(x / 1e3).toFixed(1)} k` : x.toFixed(0))
 
-function machine () {
+function machine() {
   const cpus = os.cpus()
   return {
     cpu: `${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : '?'}`,
     mem: `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
     os: `${os.type()} ${os.release()} ${os.arch()}`,
-    load: loadAvg()
+    load: loadAvg(),
   }
 }
 
-function pkgVersion (name) {
+function pkgVersion(name) {
   try {
     return require(path.join(ROOT, 'node_modules', name, 'package.json')).version
   } catch {
@@ -87,23 +91,28 @@ function pkgVersion (name) {
   }
 }
 
-function addonSha (dir) {
+function addonSha(dir) {
   try {
-    return require('node:crypto').createHash('sha256').update(fs.readFileSync(path.join(dir, ADDON))).digest('hex').slice(0, 12)
+    return require('node:crypto')
+      .createHash('sha256')
+      .update(fs.readFileSync(path.join(dir, ADDON)))
+      .digest('hex')
+      .slice(0, 12)
   } catch {
     return null
   }
 }
 
 // Which addon binary was measured (the implementation changes under the bench).
-function herdcacheBuild (dir) {
+function herdcacheBuild(dir) {
   try {
     const file = path.join(ROOT, ADDON)
     const st = fs.statSync(file)
     const sha = addonSha(dir)
     let commit = ''
     try {
-      const git = (args) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+      const git = (args) =>
+        execFileSync('git', args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
       const head = git(['rev-parse', '--short', 'HEAD'])
       const dirty = git(['status', '--porcelain', '--', 'src', 'lib', 'index.js', 'Cargo.toml', 'Cargo.lock'])
       commit = `; sources at commit ${head}${dirty ? ' with uncommitted changes in src/, lib/ or index.js' : ''}`
@@ -146,5 +155,5 @@ module.exports = {
   /** The first 12 hex digits of the sha256 of the addon binary in `dir`, or null. */
   addonSha,
   /** One line on the addon binary measured (mtime, sha256 of the copy in `dir`, git commit of the sources), or null. */
-  herdcacheBuild
+  herdcacheBuild,
 }

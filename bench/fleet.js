@@ -37,15 +37,32 @@ const path = require('node:path')
 const { spawn, spawnSync, fork } = require('node:child_process')
 const { performance } = require('node:perf_hooks')
 const {
-  argv, flag, opt, rejectUnknownArgs, gc, tick, now, median, makeValue,
-  isoSeconds, loadAvg, fmtOps, machine, pkgVersion, addonSha, herdcacheBuild
+  argv,
+  flag,
+  opt,
+  rejectUnknownArgs,
+  gc,
+  tick,
+  now,
+  median,
+  makeValue,
+  isoSeconds,
+  loadAvg,
+  fmtOps,
+  machine,
+  pkgVersion,
+  addonSha,
+  herdcacheBuild,
 } = require('./common')
 
 // ---------------------------------------------------------------- options
 
 const WORKER = opt('worker') // internal: 'stampede' | 'hits'
 if (!WORKER) {
-  rejectUnknownArgs(/^--(quick|no-stampede|no-hits|only=.+|rounds=\d+|seconds=[\d.]+|out=.+)$/, 'node bench/fleet.js [--quick] [--only=lib,lib] [--rounds=N] [--seconds=S] [--no-stampede] [--no-hits] [--out=FILE.md]')
+  rejectUnknownArgs(
+    /^--(quick|no-stampede|no-hits|only=.+|rounds=\d+|seconds=[\d.]+|out=.+)$/,
+    'node bench/fleet.js [--quick] [--only=lib,lib] [--rounds=N] [--seconds=S] [--no-stampede] [--no-hits] [--out=FILE.md]',
+  )
 }
 // where herdcache is loaded from: the snapshot the orchestrator made (see snapshotHerdcache)
 let HERD_MODULE = process.env.HERDCACHE_FLEET_MODULE || path.join(__dirname, '..')
@@ -53,9 +70,7 @@ const QUICK = flag('quick')
 const ROUNDS = Number(opt('rounds') || (QUICK ? 1 : 3))
 const SECONDS = Number(opt('seconds') || (QUICK ? 3 : 10))
 const ONLY = opt('only') ? new Set(opt('only').split(',')) : null
-const OUT = opt('out')
-  ? path.resolve(opt('out'))
-  : path.join(__dirname, QUICK ? 'out/fleet-quick.md' : 'FLEET.md')
+const OUT = opt('out') ? path.resolve(opt('out')) : path.join(__dirname, QUICK ? 'out/fleet-quick.md' : 'FLEET.md')
 
 const PROCS = 4
 const CALLERS = 50
@@ -77,14 +92,25 @@ const HOT_CONCURRENCY = 64
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 // `promise`, or `onTimeout()` after `ms`; the timer is cleared either way (no stray timer keeps a process alive)
-function race (promise, ms, onTimeout) {
+function race(promise, ms, onTimeout) {
   let timer
   const t = new Promise((resolve, reject) => {
-    timer = setTimeout(() => { try { resolve(onTimeout()) } catch (err) { reject(err) } }, Math.max(0, ms))
+    timer = setTimeout(
+      () => {
+        try {
+          resolve(onTimeout())
+        } catch (err) {
+          reject(err)
+        }
+      },
+      Math.max(0, ms),
+    )
   })
   return Promise.race([promise, t]).finally(() => clearTimeout(timer))
 }
-const timeoutError = (what) => () => { throw new Error(what) }
+const timeoutError = (what) => () => {
+  throw new Error(what)
+}
 
 // ---------------------------------------------------------------- the value
 
@@ -92,7 +118,8 @@ const timeoutError = (what) => () => { throw new Error(what) }
 const VALUE_TEMPLATE = makeValue({ loadedAt: 0 })
 const VALUE_BYTES = Buffer.byteLength(JSON.stringify(makeValue({ loadedAt: Date.now() })))
 const ITEMS = VALUE_TEMPLATE.items.length
-const isValue = (v) => v !== null && typeof v === 'object' && v.id === 42 && Array.isArray(v.items) && v.items.length === ITEMS
+const isValue = (v) =>
+  v !== null && typeof v === 'object' && v.id === 42 && Array.isArray(v.items) && v.items.length === ITEMS
 const freshValue = () => ({ ...VALUE_TEMPLATE, loadedAt: Date.now() })
 
 // ---------------------------------------------------------------- libraries
@@ -102,58 +129,65 @@ const LIBS = [
     name: 'herdcache',
     label: 'herdcache',
     version: () => require(path.join(HERD_MODULE, 'package.json')).version,
-    setup: (ttl) => `\`new Cache({ redis, ttl: ${ttl} })\` (Redis mode: L1 on, hardTtl 10 × ttl, lockTtl, jitter and XFetch at their defaults), \`getOrLoad(key, loader)\``
+    setup: (ttl) =>
+      `\`new Cache({ redis, ttl: ${ttl} })\` (Redis mode: L1 on, hardTtl 10 × ttl, lockTtl, jitter and XFetch at their defaults), \`getOrLoad(key, loader)\``,
   },
   {
     name: 'herdcache-beta0',
     label: 'herdcache (beta: 0)',
     diagnostic: true, // stampede only; not a peer, not counted in the targets
     version: () => require(path.join(HERD_MODULE, 'package.json')).version,
-    setup: () => 'the same with `beta: 0` (XFetch early refresh off): a diagnostic row in the stampede, to tell the lock from XFetch'
+    setup: () =>
+      'the same with `beta: 0` (XFetch early refresh off): a diagnostic row in the stampede, to tell the lock from XFetch',
   },
   {
     name: 'bento-l2',
     label: 'bentocache (Redis L2)',
     version: () => pkgVersion('bentocache'),
-    setup: (ttl) => `\`bentostore().useL2Layer(redisDriver({ connection }))\`, \`ttl: ${ttl}\`, \`getOrSet({ key, factory })\` (defaults: in-process lock per key, no grace period)`
+    setup: (ttl) =>
+      `\`bentostore().useL2Layer(redisDriver({ connection }))\`, \`ttl: ${ttl}\`, \`getOrSet({ key, factory })\` (defaults: in-process lock per key, no grace period)`,
   },
   {
     name: 'bento-l1-l2-bus',
     label: 'bentocache (L1 + L2 + bus)',
     version: () => pkgVersion('bentocache'),
-    setup: (ttl) => `\`bentostore().useL1Layer(memoryDriver({ maxItems: 10000 })).useL2Layer(redisDriver(…)).useBus(redisBusDriver(…))\`, \`ttl: ${ttl}\`, \`getOrSet\` (defaults otherwise)`
+    setup: (ttl) =>
+      `\`bentostore().useL1Layer(memoryDriver({ maxItems: 10000 })).useL2Layer(redisDriver(…)).useBus(redisBusDriver(…))\`, \`ttl: ${ttl}\`, \`getOrSet\` (defaults otherwise)`,
   },
   {
     name: 'cache-manager',
     label: 'cache-manager + @keyv/redis',
     version: () => `${pkgVersion('cache-manager')} / @keyv/redis ${pkgVersion('@keyv/redis')}`,
-    setup: (ttl) => `\`createCache({ stores: [createKeyv(url)], ttl: ${ttl} })\`, \`wrap(key, fn, ${ttl})\` (in-process coalescing of the whole read-or-load)`
+    setup: (ttl) =>
+      `\`createCache({ stores: [createKeyv(url)], ttl: ${ttl} })\`, \`wrap(key, fn, ${ttl})\` (in-process coalescing of the whole read-or-load)`,
   },
   {
     name: 'async-cache-dedupe',
     label: 'async-cache-dedupe (Redis)',
     version: () => pkgVersion('async-cache-dedupe'),
-    setup: (ttl) => `\`createCache({ ttl: ${ttl / 1000}, storage: { type: 'redis', options: { client: ioredis } } })\`, \`define('load', fn)\` (dedupe of the whole read-or-load; no stale)`
+    setup: (ttl) =>
+      `\`createCache({ ttl: ${ttl / 1000}, storage: { type: 'redis', options: { client: ioredis } } })\`, \`define('load', fn)\` (dedupe of the whole read-or-load; no stale)`,
   },
   {
     name: 'cache-aside',
     label: 'ioredis cache-aside',
     version: () => `ioredis ${pkgVersion('ioredis')}`,
-    setup: (ttl) => `hand-written: \`GET\`; on a miss run the loader, then \`SET key json PX ${ttl}\`; no coalescing, no lock`
+    setup: (ttl) =>
+      `hand-written: \`GET\`; on a miss run the loader, then \`SET key json PX ${ttl}\`; no coalescing, no lock`,
   },
   {
     name: 'ioredis-raw',
     label: 'ioredis GET + JSON.parse',
     hitsOnly: true,
     version: () => `ioredis ${pkgVersion('ioredis')}`,
-    setup: () => '`JSON.parse(await redis.get(key))` on a key written once: the floor (hit throughput only)'
-  }
+    setup: () => '`JSON.parse(await redis.get(key))` on a key written once: the floor (hit throughput only)',
+  },
 ]
 const libByName = new Map(LIBS.map((l) => [l.name, l]))
 
 // Makes one library instance: { ready(), get(key), close(), stats?() }.
 // `load()` is the loader (returns a promise of a fresh value).
-async function createLib (name, { port, ttl, load }) {
+async function createLib(name, { port, ttl, load }) {
   const host = '127.0.0.1'
   const url = `redis://${host}:${port}`
   switch (name) {
@@ -166,7 +200,7 @@ async function createLib (name, { port, ttl, load }) {
         ready: () => cache.get('__ready__'),
         get: (key) => cache.getOrLoad(key, loader),
         close: () => cache.close(),
-        stats: () => cache.stats()
+        stats: () => cache.stats(),
       }
     }
     case 'bento-l2':
@@ -188,7 +222,7 @@ async function createLib (name, { port, ttl, load }) {
           if (name === 'bento-l1-l2-bus') await sleep(100) // let the bus subscribe
         },
         get: (key) => bento.getOrSet({ key, factory }),
-        close: () => bento.disconnectAll()
+        close: () => bento.disconnectAll(),
       }
     }
     case 'cache-manager': {
@@ -199,19 +233,22 @@ async function createLib (name, { port, ttl, load }) {
       return {
         ready: () => cache.get('__ready__'),
         get: (key) => cache.wrap(key, fn, ttl),
-        close: () => cache.disconnect()
+        close: () => cache.disconnect(),
       }
     }
     case 'async-cache-dedupe': {
       const { createCache } = require('async-cache-dedupe')
       const Redis = require('ioredis')
       const client = new Redis({ host, port })
-      const cache = createCache({ ttl: Math.max(1, Math.round(ttl / 1000)), storage: { type: 'redis', options: { client } } })
+      const cache = createCache({
+        ttl: Math.max(1, Math.round(ttl / 1000)),
+        storage: { type: 'redis', options: { client } },
+      })
       cache.define('load', () => load())
       return {
         ready: () => client.ping(),
         get: (key) => cache.load(key),
-        close: () => client.quit()
+        close: () => client.quit(),
       }
     }
     case 'cache-aside': {
@@ -220,14 +257,14 @@ async function createLib (name, { port, ttl, load }) {
       const { parse, stringify } = JSON
       return {
         ready: () => redis.ping(),
-        async get (key) {
+        async get(key) {
           const s = await redis.get(key)
           if (s !== null) return parse(s)
           const v = await load()
           await redis.set(key, stringify(v), 'PX', ttl)
           return v
         },
-        close: () => redis.quit()
+        close: () => redis.quit(),
       }
     }
     case 'ioredis-raw': {
@@ -237,14 +274,15 @@ async function createLib (name, { port, ttl, load }) {
       const written = new Set()
       return {
         ready: () => redis.ping(),
-        async get (key) {
-          if (!written.has(key)) { // the setup write, once
+        async get(key) {
+          if (!written.has(key)) {
+            // the setup write, once
             written.add(key)
             await redis.set(key, stringify(await load()))
           }
           return parse(await redis.get(key))
         },
-        close: () => redis.quit()
+        close: () => redis.quit(),
       }
     }
     default:
@@ -265,7 +303,7 @@ const hbin = (us) => {
 }
 const hval = (i) => 2 ** ((i + 0.5) / HB_PER_OCT + HB_LOG2_MIN) // µs, the bin's middle
 
-function quantile (hist, q) {
+function quantile(hist, q) {
   let total = 0
   for (let i = 0; i < HB_N; i++) total += hist[i]
   if (total === 0) return null
@@ -282,11 +320,13 @@ const sparse = (h) => {
   for (let i = 0; i < HB_N; i++) if (h[i]) out.push(i, h[i])
   return out
 }
-const addSparse = (h, s) => { for (let j = 0; j < s.length; j += 2) h[s[j]] += s[j + 1] }
+const addSparse = (h, s) => {
+  for (let j = 0; j < s.length; j += 2) h[s[j]] += s[j + 1]
+}
 
 // ---------------------------------------------------------------- worker: stampede
 
-async function stampedeWorker () {
+async function stampedeWorker() {
   const lib = opt('lib')
   const port = Number(opt('port'))
   const proc = Number(opt('proc'))
@@ -309,7 +349,7 @@ async function stampedeWorker () {
     inst = await createLib(lib, { port, ttl: TTL, load })
     await inst.ready()
   } catch (err) {
-    process.send({ type: 'error', error: String(err && err.stack || err) })
+    process.send({ type: 'error', error: String((err && err.stack) || err) })
     return
   }
   const go = await new Promise((resolve) => {
@@ -330,7 +370,7 @@ async function stampedeWorker () {
   let inFlight = 0
   const get = inst.get
 
-  async function caller () {
+  async function caller() {
     for (;;) {
       const s = rel()
       if (s >= total) return
@@ -351,7 +391,12 @@ async function stampedeWorker () {
       h[hbin((e - s) * 1000)]++
       if (failed !== null || !isValue(v)) {
         errs[be]++
-        if (errorSamples.length < 5) errorSamples.push(failed ? String(failed.code || '') + ' ' + String(failed.message) : `unexpected value ${JSON.stringify(v).slice(0, 80)}`)
+        if (errorSamples.length < 5)
+          errorSamples.push(
+            failed
+              ? String(failed.code || '') + ' ' + String(failed.message)
+              : `unexpected value ${JSON.stringify(v).slice(0, 80)}`,
+          )
       } else {
         done[be]++
         const age = Date.now() - v.loadedAt
@@ -364,10 +409,18 @@ async function stampedeWorker () {
   }
   const callers = []
   for (let i = 0; i < CALLERS; i++) callers.push(caller())
-  const drained = await race(Promise.all(callers).then(() => true), total + DRAIN_MS - rel(), () => false)
+  const drained = await race(
+    Promise.all(callers).then(() => true),
+    total + DRAIN_MS - rel(),
+    () => false,
+  )
   const cpu = process.cpuUsage(cpu0)
   let stats = null
-  try { stats = inst.stats ? inst.stats() : null } catch (err) { stats = { error: String(err.message) } }
+  try {
+    stats = inst.stats ? inst.stats() : null
+  } catch (err) {
+    stats = { error: String(err.message) }
+  }
   const pending = drained ? 0 : inFlight
   let closeError = null
   try {
@@ -389,7 +442,7 @@ async function stampedeWorker () {
     pending,
     cpuMs: (cpu.user + cpu.system) / 1000,
     stats,
-    closeError
+    closeError,
   })
   setTimeout(() => process.exit(0), 50).unref()
 }
@@ -400,7 +453,7 @@ const HIT_SCENARIOS = [
   {
     id: 1,
     title: 'hit, 1 in flight',
-    async sample (get, key, deadline) {
+    async sample(get, key, deadline) {
       let n = 0
       let last
       do {
@@ -409,13 +462,13 @@ const HIT_SCENARIOS = [
       } while (now() < deadline)
       if (!isValue(last)) throw new Error('bad value')
       return n
-    }
+    },
   },
   {
     id: 2,
     title: `hit, ${HOT_CONCURRENCY} in flight`,
-    async sample (get, key, deadline) {
-      async function worker () {
+    async sample(get, key, deadline) {
+      async function worker() {
         let n = 0
         let last
         do {
@@ -428,11 +481,11 @@ const HIT_SCENARIOS = [
       const ws = []
       for (let w = 0; w < HOT_CONCURRENCY; w++) ws.push(worker())
       return (await Promise.all(ws)).reduce((a, b) => a + b, 0)
-    }
-  }
+    },
+  },
 ]
 
-async function hitsWorker () {
+async function hitsWorker() {
   const port = Number(opt('port'))
   const names = opt('libs').split(',')
   const out = { scenarios: [] }
@@ -440,7 +493,10 @@ async function hitsWorker () {
     const libs = []
     for (const name of names) {
       const state = { loads: 0 }
-      const load = async () => { state.loads++; return freshValue() }
+      const load = async () => {
+        state.loads++
+        return freshValue()
+      }
       const lib = { name, state, samples: [], error: null, key: `hot:${name}:${scenario.id}` }
       try {
         lib.inst = await createLib(name, { port, ttl: HIT_TTL, load })
@@ -449,7 +505,7 @@ async function hitsWorker () {
         if (!isValue(v)) throw new Error('bad value on the warming call')
         await lib.inst.get(lib.key)
       } catch (err) {
-        lib.error = String(err && err.stack || err)
+        lib.error = String((err && err.stack) || err)
       }
       libs.push(lib)
     }
@@ -463,7 +519,11 @@ async function hitsWorker () {
       return { n, ms: now() - t0 }
     }
     for (const lib of live()) {
-      try { await timed(lib, HIT_WARMUP_MS) } catch (err) { lib.error = String(err && err.stack || err) }
+      try {
+        await timed(lib, HIT_WARMUP_MS)
+      } catch (err) {
+        lib.error = String((err && err.stack) || err)
+      }
       lib.loadsBefore = lib.state.loads
     }
     for (let round = 0; round < HIT_SAMPLES; round++) {
@@ -474,7 +534,7 @@ async function hitsWorker () {
           const s = await timed(lib, HIT_SAMPLE_MS)
           lib.samples[round] = (s.n / s.ms) * 1000 // ops/s
         } catch (err) {
-          lib.error = String(err && err.stack || err)
+          lib.error = String((err && err.stack) || err)
         }
       }
     }
@@ -486,9 +546,15 @@ async function hitsWorker () {
         row.opsPerSec = median(lib.samples)
         row.spread = (Math.max(...lib.samples) - Math.min(...lib.samples)) / row.opsPerSec
         row.reloads = lib.state.loads - lib.loadsBefore
-        if (lib.inst.stats) { try { row.stats = lib.inst.stats() } catch {} }
+        if (lib.inst.stats) {
+          try {
+            row.stats = lib.inst.stats()
+          } catch {}
+        }
       }
-      try { await lib.inst.close() } catch {}
+      try {
+        await lib.inst.close()
+      } catch {}
       rows.push(row)
     }
     out.scenarios.push({ id: scenario.id, title: scenario.title, rows })
@@ -499,7 +565,7 @@ async function hitsWorker () {
 
 // ---------------------------------------------------------------- redis-server
 
-function freePort () {
+function freePort() {
   return new Promise((resolve, reject) => {
     const s = net.createServer()
     s.unref()
@@ -511,15 +577,36 @@ function freePort () {
   })
 }
 
-async function startRedis () {
+async function startRedis() {
   const Redis = require('ioredis')
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort()
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herdcache-fleet-'))
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--logfile', ''], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(
+      'redis-server',
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        '--logfile',
+        '',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    )
     let log = ''
-    child.stdout.on('data', (d) => { log += d })
-    child.stderr.on('data', (d) => { log += d })
+    child.stdout.on('data', (d) => {
+      log += d
+    })
+    child.stderr.on('data', (d) => {
+      log += d
+    })
     const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
     const deadline = Date.now() + 5000
     // wait for the server's own word before connecting (a refused ioredis connect leaves a timer behind)
@@ -540,11 +627,15 @@ async function startRedis () {
   throw new Error('could not start redis-server')
 }
 
-async function stopRedis (srv) {
-  try { await race(srv.client.quit(), 2000, () => srv.client.disconnect()) } catch {}
+async function stopRedis(srv) {
+  try {
+    await race(srv.client.quit(), 2000, () => srv.client.disconnect())
+  } catch {}
   if (srv.child.exitCode === null && srv.child.signalCode === null) {
     srv.child.kill('SIGTERM') // our own child, by its pid
-    const t = setTimeout(() => { if (srv.child.exitCode === null) srv.child.kill('SIGKILL') }, 5000)
+    const t = setTimeout(() => {
+      if (srv.child.exitCode === null) srv.child.kill('SIGKILL')
+    }, 5000)
     await srv.exited
     clearTimeout(t)
   }
@@ -553,7 +644,11 @@ async function stopRedis (srv) {
 
 const children = new Set()
 process.on('exit', () => {
-  for (const c of children) { try { if (c.exitCode === null) c.kill('SIGKILL') } catch {} }
+  for (const c of children) {
+    try {
+      if (c.exitCode === null) c.kill('SIGKILL')
+    } catch {}
+  }
 })
 for (const sig of ['SIGINT', 'SIGTERM']) {
   process.on(sig, () => {
@@ -564,10 +659,10 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
 
 // ---------------------------------------------------------------- herdcache probe
 
-async function probeHerdcache (port) {
+async function probeHerdcache(port) {
   let Cache
   try {
-    ({ Cache } = require(HERD_MODULE))
+    ;({ Cache } = require(HERD_MODULE))
   } catch (err) {
     return { ok: false, why: `require('..') failed: ${String(err.message).split('\n')[0]}` }
   }
@@ -575,24 +670,34 @@ async function probeHerdcache (port) {
   try {
     cache = new Cache({ redis: `redis://127.0.0.1:${port}`, ttl: 1000 })
   } catch (err) {
-    return { ok: false, unsupported: err.code === 'ERR_HERDCACHE_UNSUPPORTED', why: `\`new Cache({ redis })\` threw ${err.code || err.name}: ${err.message}` }
+    return {
+      ok: false,
+      unsupported: err.code === 'ERR_HERDCACHE_UNSUPPORTED',
+      why: `\`new Cache({ redis })\` threw ${err.code || err.name}: ${err.message}`,
+    }
   }
   try {
-    const v = await race(cache.getOrLoad('__probe__', () => ({ ok: 1 })), 5000, timeoutError('getOrLoad did not settle within 5 s'))
+    const v = await race(
+      cache.getOrLoad('__probe__', () => ({ ok: 1 })),
+      5000,
+      timeoutError('getOrLoad did not settle within 5 s'),
+    )
     if (!v || v.ok !== 1) throw new Error(`getOrLoad answered ${JSON.stringify(v)}`)
     const st = cache.stats()
     const missing = ['loads', 'lockAcquired', 'redisHits', 'l1Hits'].filter((k) => typeof st[k] !== 'number')
     await race(cache.close(), 5000, timeoutError('close() did not settle within 5 s'))
     return { ok: true, missingCounters: missing }
   } catch (err) {
-    try { await race(cache.close(), 2000, () => {}) } catch {}
+    try {
+      await race(cache.close(), 2000, () => {})
+    } catch {}
     return { ok: false, why: `Redis mode constructed but failed: ${err.code || ''} ${err.message}` }
   }
 }
 
 // ---------------------------------------------------------------- orchestrator: stampede
 
-function runWorker (args, onReady) {
+function runWorker(args, onReady) {
   return new Promise((resolve) => {
     const child = fork(__filename, args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] })
     children.add(child)
@@ -611,24 +716,42 @@ function runWorker (args, onReady) {
   })
 }
 
-async function stampedeRun (srv, lib) {
+async function stampedeRun(srv, lib) {
   await srv.client.flushall()
   await srv.client.config('RESETSTAT')
   const infoBefore = await srv.client.info('cpu')
   const ready = []
   let goResolve
-  const allReady = new Promise((resolve) => { goResolve = resolve })
+  const allReady = new Promise((resolve) => {
+    goResolve = resolve
+  })
   const ps = []
   for (let p = 0; p < PROCS; p++) {
-    ps.push(runWorker([`--worker=stampede`, `--lib=${lib}`, `--port=${srv.port}`, `--proc=${p}`, ...(QUICK ? ['--quick'] : []), `--seconds=${SECONDS}`], (child) => {
-      ready.push(child)
-      if (ready.length === PROCS) goResolve()
-    }))
+    ps.push(
+      runWorker(
+        [
+          `--worker=stampede`,
+          `--lib=${lib}`,
+          `--port=${srv.port}`,
+          `--proc=${p}`,
+          ...(QUICK ? ['--quick'] : []),
+          `--seconds=${SECONDS}`,
+        ],
+        (child) => {
+          ready.push(child)
+          if (ready.length === PROCS) goResolve()
+        },
+      ),
+    )
   }
   const failedEarly = Promise.all(ps).then(() => 'exited')
   const state = await race(Promise.race([allReady.then(() => 'ready'), failedEarly]), 30_000, () => 'timeout')
   if (state !== 'ready') {
-    for (const c of children) { try { c.kill('SIGKILL') } catch {} }
+    for (const c of children) {
+      try {
+        c.kill('SIGKILL')
+      } catch {}
+    }
     const outs = await Promise.all(ps)
     return { error: outs.map((o) => o.error).filter(Boolean)[0] || `workers not ready (${state})` }
   }
@@ -637,14 +760,17 @@ async function stampedeRun (srv, lib) {
   const outs = await Promise.all(ps)
   const info = await srv.client.info()
   const num = (text, k) => Number((text.match(new RegExp(`^${k}:([\\d.]+)`, 'm')) || [])[1] || 0)
-  const redisCpu = (num(info, 'used_cpu_user') + num(info, 'used_cpu_sys')) - (num(infoBefore, 'used_cpu_user') + num(infoBefore, 'used_cpu_sys'))
+  const redisCpu =
+    num(info, 'used_cpu_user') +
+    num(info, 'used_cpu_sys') -
+    (num(infoBefore, 'used_cpu_user') + num(infoBefore, 'used_cpu_sys'))
   const errors = outs.filter((o) => o.error).map((o) => o.error)
   if (errors.length) return { error: errors[0] }
   return { procs: outs.map((o) => o.result), redisCommands: num(info, 'total_commands_processed'), redisCpuS: redisCpu }
 }
 
 // Everything the tables and the plot need from one run of one library.
-function analyzeStampede (run) {
+function analyzeStampede(run) {
   const total = WARM_MS + MEASURE_MS
   const nb = Math.ceil(total / BUCKET_MS)
   const w0 = WARM_MS / BUCKET_MS
@@ -687,7 +813,11 @@ function analyzeStampede (run) {
     const loads = runs.filter((r) => r.start >= b * BUCKET_MS && r.start < (b + 1) * BUCKET_MS).length
     const p99 = quantile(h, 0.99)
     let max = null
-    for (let i = HB_N - 1; i >= 0; i--) if (h[i]) { max = hval(i); break }
+    for (let i = HB_N - 1; i >= 0; i--)
+      if (h[i]) {
+        max = hval(i)
+        break
+      }
     series.push({ t: b * BUCKET_MS, loads, p99us: p99, maxUs: max, done })
     servedTotal += done
     if (b >= w0) {
@@ -717,7 +847,9 @@ function analyzeStampede (run) {
     loaderRunsAll: runs.length,
     perTtl: measuredRuns.length / (MEASURE_MS / TTL),
     expiries: measuredEpisodes.length,
-    perExpiryMean: measuredEpisodes.length ? measuredEpisodes.reduce((a, e) => a + e.n, 0) / measuredEpisodes.length : 0,
+    perExpiryMean: measuredEpisodes.length
+      ? measuredEpisodes.reduce((a, e) => a + e.n, 0) / measuredEpisodes.length
+      : 0,
     perExpiryMax: measuredEpisodes.reduce((a, e) => Math.max(a, e.n), 0),
     perExpiryMin: measuredEpisodes.reduce((a, e) => Math.min(a, e.n), Infinity),
     procsPerExpiryMax: measuredEpisodes.reduce((a, e) => Math.max(a, e.procs.size), 0),
@@ -727,8 +859,15 @@ function analyzeStampede (run) {
     p50us: quantile(all, 0.5),
     p99us: quantile(all, 0.99),
     p999us: quantile(all, 0.999),
-    slowCalls: (() => { let n = 0; for (let i = 0; i < HB_N; i++) if (2 ** (i / HB_PER_OCT + HB_LOG2_MIN) >= SLOW_MS * 1000) n += all[i]; return n })(),
-    maxUs: (() => { for (let i = HB_N - 1; i >= 0; i--) if (all[i]) return hval(i); return null })(),
+    slowCalls: (() => {
+      let n = 0
+      for (let i = 0; i < HB_N; i++) if (2 ** (i / HB_PER_OCT + HB_LOG2_MIN) >= SLOW_MS * 1000) n += all[i]
+      return n
+    })(),
+    maxUs: (() => {
+      for (let i = HB_N - 1; i >= 0; i--) if (all[i]) return hval(i)
+      return null
+    })(),
     errors,
     staleShare: served ? stale / served : 0,
     maxAgeMs: Math.max(...run.procs.map((p) => p.maxAgeMeasured)),
@@ -739,7 +878,7 @@ function analyzeStampede (run) {
     cpuRedisS: run.redisCpuS,
     redisCmdsPerSec: run.redisCommands / ((WARM_MS + MEASURE_MS) / 1000),
     herdStats: Object.keys(stats).length ? stats : null,
-    series
+    series,
   }
 }
 
@@ -748,21 +887,36 @@ function analyzeStampede (run) {
 const fmtMs = (us) => {
   if (us === null || us === undefined) return '—'
   const ms = us / 1000
-  return ms >= 100 ? `${ms.toFixed(0)} ms` : ms >= 10 ? `${ms.toFixed(1)} ms` : ms >= 1 ? `${ms.toFixed(2)} ms` : us >= 10 ? `${us.toFixed(0)} µs` : `${us.toFixed(1)} µs`
+  return ms >= 100
+    ? `${ms.toFixed(0)} ms`
+    : ms >= 10
+      ? `${ms.toFixed(1)} ms`
+      : ms >= 1
+        ? `${ms.toFixed(2)} ms`
+        : us >= 10
+          ? `${us.toFixed(0)} µs`
+          : `${us.toFixed(1)} µs`
 }
-const fmtRatio = (x) => x === undefined || x === null || !Number.isFinite(x) ? '—' : `${x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3)}×`
-const fmtPct = (f) => { const x = f * 100; return x === 0 ? '0 %' : x < 0.01 ? `${x.toPrecision(1)} %` : x < 1 ? `${x.toFixed(2)} %` : `${x.toFixed(0)} %` }
-const fmtN = (x, d = 1) => Number.isInteger(x) ? String(x) : x.toFixed(d)
+const fmtRatio = (x) =>
+  x === undefined || x === null || !Number.isFinite(x)
+    ? '—'
+    : `${x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3)}×`
+const fmtPct = (f) => {
+  const x = f * 100
+  return x === 0 ? '0 %' : x < 0.01 ? `${x.toPrecision(1)} %` : x < 1 ? `${x.toFixed(2)} %` : `${x.toFixed(0)} %`
+}
+const fmtN = (x, d = 1) => (Number.isInteger(x) ? String(x) : x.toFixed(d))
 
 // The addon is rebuilt under the bench while herdcache is being worked on: the
 // run measures a copy of the package's runtime files taken at its start
 // (index.js, binding.js, lib/, the .node, package.json), so every process and
 // every round loads the same build.
-function snapshotHerdcache () {
+function snapshotHerdcache() {
   const root = path.join(__dirname, '..')
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herdcache-fleet-build-'))
   for (const f of fs.readdirSync(root)) {
-    if (f === 'package.json' || f === 'index.js' || f === 'binding.js' || f.endsWith('.node')) fs.copyFileSync(path.join(root, f), path.join(dir, f))
+    if (f === 'package.json' || f === 'index.js' || f === 'binding.js' || f.endsWith('.node'))
+      fs.copyFileSync(path.join(root, f), path.join(dir, f))
   }
   fs.cpSync(path.join(root, 'lib'), path.join(dir, 'lib'), { recursive: true })
   return dir
@@ -770,9 +924,11 @@ function snapshotHerdcache () {
 
 // ---------------------------------------------------------------- the plot (hand-written SVG)
 
-function esc (s) { return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;') }
+function esc(s) {
+  return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
+}
 
-function renderSvg (panels, { warmMs, totalMs, title }) {
+function renderSvg(panels, { warmMs, totalMs, title }) {
   const W = 980
   const ML = 64
   const MR = 78
@@ -790,29 +946,39 @@ function renderSvg (panels, { warmMs, totalMs, title }) {
   const minP = 0.1 // µs
   const maxP99 = Math.max(1000, ...panels.flatMap((p) => p.series.map((s) => s.p99us || 0)))
   const maxP = 10 ** Math.ceil(Math.log10(maxP99))
-  const py = (us) => PH - ((Math.log10(Math.max(minP, us)) - Math.log10(minP)) / (Math.log10(maxP) - Math.log10(minP))) * PH
+  const py = (us) =>
+    PH - ((Math.log10(Math.max(minP, us)) - Math.log10(minP)) / (Math.log10(maxP) - Math.log10(minP))) * PH
   const o = []
-  o.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">`)
+  o.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">`,
+  )
   o.push(`<rect width="${W}" height="${H}" fill="#ffffff"/>`)
   o.push(`<text x="${ML}" y="26" font-size="16" font-weight="bold">${esc(title)}</text>`)
   // legend
   o.push(`<rect x="${ML}" y="42" width="14" height="12" fill="#e8833a"/>`)
   o.push(`<text x="${ML + 20}" y="52">loader runs per ${BUCKET_MS} ms, all processes (left axis, log)</text>`)
   o.push(`<line x1="${ML + 340}" y1="48" x2="${ML + 370}" y2="48" stroke="#1f5fbf" stroke-width="2"/>`)
-  o.push(`<text x="${ML + 376}" y="52">p99 latency of the calls started in that ${BUCKET_MS} ms (right axis, log)</text>`)
-  o.push(`<line x1="${ML + 340}" y1="64" x2="${ML + 370}" y2="64" stroke="#7a9cd6" stroke-width="1" stroke-dasharray="3 2"/>`)
+  o.push(
+    `<text x="${ML + 376}" y="52">p99 latency of the calls started in that ${BUCKET_MS} ms (right axis, log)</text>`,
+  )
+  o.push(
+    `<line x1="${ML + 340}" y1="64" x2="${ML + 370}" y2="64" stroke="#7a9cd6" stroke-width="1" stroke-dasharray="3 2"/>`,
+  )
   o.push(`<text x="${ML + 376}" y="68">their max (right axis)</text>`)
   o.push(`<rect x="${ML + 560}" y="58" width="14" height="12" fill="#eeeeee" stroke="#cccccc"/>`)
   o.push(`<text x="${ML + 580}" y="68">warm-up (not counted)</text>`)
   panels.forEach((p, i) => {
     const y0 = TOP + i * (PT + PH + GAP)
     const top = y0 + PT
-    o.push(`<text x="${ML}" y="${y0 + 18}" font-size="13"><tspan font-weight="bold">${esc(p.label)}</tspan><tspan dx="12" fill="#444">${esc(p.note || '')}</tspan></text>`)
+    o.push(
+      `<text x="${ML}" y="${y0 + 18}" font-size="13"><tspan font-weight="bold">${esc(p.label)}</tspan><tspan dx="12" fill="#444">${esc(p.note || '')}</tspan></text>`,
+    )
     o.push(`<g transform="translate(0 ${top})">`)
     o.push(`<rect x="${ML}" y="0" width="${pw}" height="${PH}" fill="#fafafa" stroke="#bbbbbb"/>`)
     o.push(`<rect x="${ML}" y="0" width="${x(warmMs) - ML}" height="${PH}" fill="#eeeeee"/>`)
     // x grid every second
-    for (let t = 1000; t < totalMs; t += 1000) o.push(`<line x1="${x(t).toFixed(1)}" y1="0" x2="${x(t).toFixed(1)}" y2="${PH}" stroke="#e2e2e2"/>`)
+    for (let t = 1000; t < totalMs; t += 1000)
+      o.push(`<line x1="${x(t).toFixed(1)}" y1="0" x2="${x(t).toFixed(1)}" y2="${PH}" stroke="#e2e2e2"/>`)
     // left axis ticks (loader runs)
     for (let v = 1; v < loadTop * 1.01; v *= 10) {
       o.push(`<line x1="${ML - 4}" y1="${ly(v).toFixed(1)}" x2="${ML}" y2="${ly(v).toFixed(1)}" stroke="#e8833a"/>`)
@@ -820,9 +986,14 @@ function renderSvg (panels, { warmMs, totalMs, title }) {
     }
     // right axis ticks (p99)
     for (let v = minP; v <= maxP * 1.01; v *= 10) {
-      const lab = v >= 1e6 ? `${Math.round(v / 1e6)} s` : v >= 1000 ? `${Math.round(v / 1000)} ms` : `${+v.toPrecision(1)} µs`
-      o.push(`<line x1="${ML + pw}" y1="${py(v).toFixed(1)}" x2="${ML + pw + 4}" y2="${py(v).toFixed(1)}" stroke="#1f5fbf"/>`)
-      o.push(`<line x1="${ML}" y1="${py(v).toFixed(1)}" x2="${ML + pw}" y2="${py(v).toFixed(1)}" stroke="#1f5fbf" stroke-opacity="0.08"/>`)
+      const lab =
+        v >= 1e6 ? `${Math.round(v / 1e6)} s` : v >= 1000 ? `${Math.round(v / 1000)} ms` : `${+v.toPrecision(1)} µs`
+      o.push(
+        `<line x1="${ML + pw}" y1="${py(v).toFixed(1)}" x2="${ML + pw + 4}" y2="${py(v).toFixed(1)}" stroke="#1f5fbf"/>`,
+      )
+      o.push(
+        `<line x1="${ML}" y1="${py(v).toFixed(1)}" x2="${ML + pw}" y2="${py(v).toFixed(1)}" stroke="#1f5fbf" stroke-opacity="0.08"/>`,
+      )
       o.push(`<text x="${ML + pw + 7}" y="${(py(v) + 4).toFixed(1)}" fill="#1f5fbf">${lab}</text>`)
     }
     // bars
@@ -830,15 +1001,23 @@ function renderSvg (panels, { warmMs, totalMs, title }) {
     for (const s of p.series) {
       if (!s.loads) continue
       const yy = ly(s.loads)
-      o.push(`<rect x="${x(s.t).toFixed(1)}" y="${yy.toFixed(1)}" width="${bw.toFixed(1)}" height="${(PH - yy).toFixed(1)}" fill="#e8833a"/>`)
-      if (s.loads > 1) o.push(`<text x="${(x(s.t) + bw / 2).toFixed(1)}" y="${(yy - 3).toFixed(1)}" text-anchor="middle" font-size="9" fill="#b85a14">${s.loads}</text>`)
+      o.push(
+        `<rect x="${x(s.t).toFixed(1)}" y="${yy.toFixed(1)}" width="${bw.toFixed(1)}" height="${(PH - yy).toFixed(1)}" fill="#e8833a"/>`,
+      )
+      if (s.loads > 1)
+        o.push(
+          `<text x="${(x(s.t) + bw / 2).toFixed(1)}" y="${(yy - 3).toFixed(1)}" text-anchor="middle" font-size="9" fill="#b85a14">${s.loads}</text>`,
+        )
     }
     // p99 and max lines (broken where no call started)
     const line = (k) => {
       let d = ''
       let pen = false
       for (const s of p.series) {
-        if (s[k] === null || s[k] === undefined) { pen = false; continue }
+        if (s[k] === null || s[k] === undefined) {
+          pen = false
+          continue
+        }
         d += `${pen ? 'L' : 'M'}${x(s.t + BUCKET_MS / 2).toFixed(1)} ${py(s[k]).toFixed(1)} `
         pen = true
       }
@@ -849,19 +1028,24 @@ function renderSvg (panels, { warmMs, totalMs, title }) {
     const dp = line('p99us')
     if (dp) o.push(`<path d="${dp}" fill="none" stroke="#1f5fbf" stroke-width="1.8"/>`)
     // x labels
-    for (let t = 0; t <= totalMs; t += 1000) o.push(`<text x="${x(t).toFixed(1)}" y="${PH + 14}" text-anchor="middle" fill="#555" font-size="10">${t / 1000}</text>`)
+    for (let t = 0; t <= totalMs; t += 1000)
+      o.push(
+        `<text x="${x(t).toFixed(1)}" y="${PH + 14}" text-anchor="middle" fill="#555" font-size="10">${t / 1000}</text>`,
+      )
     o.push('</g>')
   })
-  o.push(`<text x="${ML + pw / 2}" y="${H - 12}" text-anchor="middle" fill="#333">seconds since the load started (ttl ${TTL / 1000} s, loader ${LOAD_MS} ms, ${PROCS} processes × ${CALLERS} callers)</text>`)
+  o.push(
+    `<text x="${ML + pw / 2}" y="${H - 12}" text-anchor="middle" fill="#333">seconds since the load started (ttl ${TTL / 1000} s, loader ${LOAD_MS} ms, ${PROCS} processes × ${CALLERS} callers)</text>`,
+  )
   o.push('</svg>')
   return o.join('\n') + '\n'
 }
 
-function toPng (svgFile) {
+function toPng(svgFile) {
   const png = svgFile.replace(/\.svg$/, '.png')
   const tries = [
     ['rsvg-convert', ['-o', png, svgFile]],
-    ['convert', ['-density', '110', svgFile, png]]
+    ['convert', ['-density', '110', svgFile, png]],
   ]
   for (const [cmd, args] of tries) {
     const r = spawnSync(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] })
@@ -872,37 +1056,53 @@ function toPng (svgFile) {
 
 // ---------------------------------------------------------------- markdown
 
-function methodNote (stampede, hits) {
-  const parts = [`How to read it: the callers are closed loops with one event-loop turn (\`setImmediate\`) between calls, on ${os.cpus().length} cores shared by ${PROCS} processes and redis-server, so every library runs the machine flat out; a library that answers from memory (herdcache, bentocache's L1) is then bounded by the harness's own cost per call, and the served-per-second ratios say by how much the cache is not the bottleneck rather than its exact speed.`]
+function methodNote(stampede, hits) {
+  const parts = [
+    `How to read it: the callers are closed loops with one event-loop turn (\`setImmediate\`) between calls, on ${os.cpus().length} cores shared by ${PROCS} processes and redis-server, so every library runs the machine flat out; a library that answers from memory (herdcache, bentocache's L1) is then bounded by the harness's own cost per call, and the served-per-second ratios say by how much the cache is not the bottleneck rather than its exact speed.`,
+  ]
   const h = stampede && stampede.rows.herdcache
   if (h && !h.error) {
-    parts.push(h.slowCalls === 0
-      ? `herdcache's maxima of a few milliseconds are the scheduler (${PROCS} busy processes on ${os.cpus().length} cores), not loads: none of its calls waited ${SLOW_MS} ms.`
-      : `${h.slowCalls} herdcache calls waited ${SLOW_MS} ms or more (median over the rounds).`)
+    parts.push(
+      h.slowCalls === 0
+        ? `herdcache's maxima of a few milliseconds are the scheduler (${PROCS} busy processes on ${os.cpus().length} cores), not loads: none of its calls waited ${SLOW_MS} ms.`
+        : `${h.slowCalls} herdcache calls waited ${SLOW_MS} ms or more (median over the rounds).`,
+    )
   }
   const sc1 = hits && hits.scenarios.find((x) => x.id === 1)
   if (sc1) {
-    const redisOnly = sc1.rows.filter((r) => !r.error && ['bento-l2', 'cache-manager', 'async-cache-dedupe', 'cache-aside', 'ioredis-raw'].includes(r.lib))
+    const redisOnly = sc1.rows.filter(
+      (r) =>
+        !r.error && ['bento-l2', 'cache-manager', 'async-cache-dedupe', 'cache-aside', 'ioredis-raw'].includes(r.lib),
+    )
     if (redisOnly.length) {
       const lo = Math.min(...redisOnly.map((r) => r.opsPerSec))
       const hi = Math.max(...redisOnly.map((r) => r.opsPerSec))
-      parts.push(`At 1 in flight a hit that reads Redis pays one loopback round trip, hence ${fmtOps(lo)}–${fmtOps(hi)} ops/s for those peers here.`)
+      parts.push(
+        `At 1 in flight a hit that reads Redis pays one loopback round trip, hence ${fmtOps(lo)}–${fmtOps(hi)} ops/s for those peers here.`,
+      )
     }
   }
   return parts.join(' ')
 }
 
-function markdown (ctx) {
+function markdown(ctx) {
   const { info, stampede, hits, herd, libs } = ctx
   const L = []
   L.push('# herdcache fleet benchmark (Redis mode)')
   L.push('')
   L.push(`- date: ${info.date}`)
-  L.push(`- machine: ${info.machine.cpu}, ${info.machine.mem}, ${info.machine.os}; load average at start ${info.loadStart}, at end ${info.machine.load}`)
-  L.push(`- node ${process.version} (V8 ${process.versions.v8}); ${info.redisVersion}, started by the bench on 127.0.0.1:${info.port} (\`--save '' --appendonly no\`), stopped at the end`)
+  L.push(
+    `- machine: ${info.machine.cpu}, ${info.machine.mem}, ${info.machine.os}; load average at start ${info.loadStart}, at end ${info.machine.load}`,
+  )
+  L.push(
+    `- node ${process.version} (V8 ${process.versions.v8}); ${info.redisVersion}, started by the bench on 127.0.0.1:${info.port} (\`--save '' --appendonly no\`), stopped at the end`,
+  )
   L.push(`- command: \`${info.command}\` (took ${info.seconds} s)`)
   L.push(`- value: a ~${VALUE_BYTES}-byte JSON object (the one of bench/run.js, plus \`loadedAt\`)`)
-  if (herd.ok) L.push(`- herdcache build: ${info.build || '?'}${info.buildSha ? ' (copied at the start of the run: every process loads that copy)' : ''}${info.rebuilt ? `; ${info.rebuilt}` : ''}`)
+  if (herd.ok)
+    L.push(
+      `- herdcache build: ${info.build || '?'}${info.buildSha ? ' (copied at the start of the run: every process loads that copy)' : ''}${info.rebuilt ? `; ${info.rebuilt}` : ''}`,
+    )
   else L.push(`- **herdcache was not measured**: ${herd.why}`)
   L.push('')
   L.push('Libraries (each with its own stampede protection as it comes):')
@@ -914,41 +1114,81 @@ function markdown (ctx) {
     const names = stampede.names
     L.push('## 1. Hot-key expiry stampede across processes')
     L.push('')
-    L.push(`${PROCS} processes × ${CALLERS} callers, each a loop of \`await get('${KEY}')\` then one event-loop turn; one key, ttl ${TTL / 1000} s, a loader that takes ${LOAD_MS} ms. Each library runs alone against a FLUSHALLed Redis: ${WARM_MS / 1000} s of warm-up (the cold start and the first expiry, not counted), then ${SECONDS} s measured. ${ROUNDS > 1 ? `${ROUNDS} rounds, the order of the libraries rotated per round; every figure is the median over the rounds, and **herdcache ÷ peer** is the median of the per-round ratios of served requests per second (above 1× herdcache serves more).` : 'One round (a smoke run).'}`)
+    L.push(
+      `${PROCS} processes × ${CALLERS} callers, each a loop of \`await get('${KEY}')\` then one event-loop turn; one key, ttl ${TTL / 1000} s, a loader that takes ${LOAD_MS} ms. Each library runs alone against a FLUSHALLed Redis: ${WARM_MS / 1000} s of warm-up (the cold start and the first expiry, not counted), then ${SECONDS} s measured. ${ROUNDS > 1 ? `${ROUNDS} rounds, the order of the libraries rotated per round; every figure is the median over the rounds, and **herdcache ÷ peer** is the median of the per-round ratios of served requests per second (above 1× herdcache serves more).` : 'One round (a smoke run).'}`,
+    )
     L.push('')
-    L.push(`| library | loader runs | per TTL period | per expiry (mean / max) | served / s | herdcache ÷ peer | p50 | p99 | p99.9 | max | calls that waited ≥ ${SLOW_MS} ms | stale answers | errors |`)
+    L.push(
+      `| library | loader runs | per TTL period | per expiry (mean / max) | served / s | herdcache ÷ peer | p50 | p99 | p99.9 | max | calls that waited ≥ ${SLOW_MS} ms | stale answers | errors |`,
+    )
     L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
     for (const n of names) {
       const r = stampede.rows[n]
-      if (r.error) { L.push(`| ${libByName.get(n).label} | failed: ${esc(r.error.split('\n')[0]).replace(/\|/g, '\\|')} | | | | | | | | | | | |`); continue }
-      L.push(`| ${libByName.get(n).label} | ${fmtN(r.loaderRuns, 0)} | ${fmtN(r.perTtl, 2)} | ${r.perExpiryMean.toFixed(1)} / ${fmtN(r.perExpiryMax, 0)} | ${fmtOps(r.servedPerSec)} | ${n.startsWith('herdcache') ? '—' : fmtRatio(r.ratio)} | ${fmtMs(r.p50us)} | ${fmtMs(r.p99us)} | ${fmtMs(r.p999us)} | ${fmtMs(r.maxUs)} | ${fmtN(r.slowCalls, 0)} | ${fmtPct(r.staleShare)} | ${fmtN(r.errors, 0)} |`)
+      if (r.error) {
+        L.push(
+          `| ${libByName.get(n).label} | failed: ${esc(r.error.split('\n')[0]).replace(/\|/g, '\\|')} | | | | | | | | | | | |`,
+        )
+        continue
+      }
+      L.push(
+        `| ${libByName.get(n).label} | ${fmtN(r.loaderRuns, 0)} | ${fmtN(r.perTtl, 2)} | ${r.perExpiryMean.toFixed(1)} / ${fmtN(r.perExpiryMax, 0)} | ${fmtOps(r.servedPerSec)} | ${n.startsWith('herdcache') ? '—' : fmtRatio(r.ratio)} | ${fmtMs(r.p50us)} | ${fmtMs(r.p99us)} | ${fmtMs(r.p999us)} | ${fmtMs(r.maxUs)} | ${fmtN(r.slowCalls, 0)} | ${fmtPct(r.staleShare)} | ${fmtN(r.errors, 0)} |`,
+      )
     }
     L.push('')
-    L.push(`*loader runs*: in the ${SECONDS} s measured, all processes; *per TTL period*: loader runs × ttl ÷ ${SECONDS} s; *per expiry*: loader runs that overlapped in time (one group per expiry or refresh; back-to-back refreshes are separate groups), mean and max over the groups; *served / s*: calls answered with the value, all processes; p50/p99/p99.9: the calls started in the window (latency histogram, ±2 %); *calls that waited ≥ ${SLOW_MS} ms*: how many calls started in the window waited for a load (the callers are a closed loop, so a stall holds back the next calls: the percentiles under-weight it, this count does not); *stale answers*: share of answers whose value was loaded more than ${STALE_AGE} ms before (ttl + the 10 % jitter herdcache may add).`)
+    L.push(
+      `*loader runs*: in the ${SECONDS} s measured, all processes; *per TTL period*: loader runs × ttl ÷ ${SECONDS} s; *per expiry*: loader runs that overlapped in time (one group per expiry or refresh; back-to-back refreshes are separate groups), mean and max over the groups; *served / s*: calls answered with the value, all processes; p50/p99/p99.9: the calls started in the window (latency histogram, ±2 %); *calls that waited ≥ ${SLOW_MS} ms*: how many calls started in the window waited for a load (the callers are a closed loop, so a stall holds back the next calls: the percentiles under-weight it, this count does not); *stale answers*: share of answers whose value was loaded more than ${STALE_AGE} ms before (ttl + the 10 % jitter herdcache may add).`,
+    )
     L.push('')
     L.push('Costs and counters (same runs, medians):')
     L.push('')
-    L.push('| library | expiries | node CPU s (4 procs) | redis-server CPU s | Redis commands / s | max age of a served value |')
+    L.push(
+      '| library | expiries | node CPU s (4 procs) | redis-server CPU s | Redis commands / s | max age of a served value |',
+    )
     L.push('|---|---:|---:|---:|---:|---:|')
     for (const n of names) {
       const r = stampede.rows[n]
       if (r.error) continue
-      L.push(`| ${libByName.get(n).label} | ${fmtN(r.expiries, 1)} | ${r.cpuNodeS.toFixed(1)} | ${r.cpuRedisS.toFixed(1)} | ${fmtOps(r.redisCmdsPerSec)} | ${fmtN(r.maxAgeMs, 0)} ms |`)
+      L.push(
+        `| ${libByName.get(n).label} | ${fmtN(r.expiries, 1)} | ${r.cpuNodeS.toFixed(1)} | ${r.cpuRedisS.toFixed(1)} | ${fmtOps(r.redisCmdsPerSec)} | ${fmtN(r.maxAgeMs, 0)} ms |`,
+      )
     }
     for (const n of names.filter((x) => x.startsWith('herdcache'))) {
       const hr = stampede.rows[n]
       if (!hr || hr.error || !hr.herdStats) continue
       L.push('')
       const s = hr.herdStats
-      const keys = ['loads', 'lockAcquired', 'redisHits', 'l1Hits', 'hits', 'staleServed', 'misses', 'coalesced', 'backgroundRefreshes', 'earlyRefreshes', 'loadErrors', 'timeouts', 'backgroundErrors']
-      L.push(`${libByName.get(n).label} \`stats()\`, summed over the ${PROCS} processes (last round, whole run including warm-up): ` + keys.filter((k) => k in s).map((k) => `${k} ${s[k]}`).join(', ') + '.')
+      const keys = [
+        'loads',
+        'lockAcquired',
+        'redisHits',
+        'l1Hits',
+        'hits',
+        'staleServed',
+        'misses',
+        'coalesced',
+        'backgroundRefreshes',
+        'earlyRefreshes',
+        'loadErrors',
+        'timeouts',
+        'backgroundErrors',
+      ]
+      L.push(
+        `${libByName.get(n).label} \`stats()\`, summed over the ${PROCS} processes (last round, whole run including warm-up): ` +
+          keys
+            .filter((k) => k in s)
+            .map((k) => `${k} ${s[k]}`)
+            .join(', ') +
+          '.',
+      )
       if (stampede.herdChecks[n]) L.push(stampede.herdChecks[n])
     }
     if (stampede.svg) {
       L.push('')
       L.push(`![loader runs and p99 over time, per library](${path.basename(stampede.svg)})`)
       L.push('')
-      L.push(`The plot is of round ${stampede.plotRound + 1}: per ${BUCKET_MS} ms, the loader runs started (bars, all processes) and the p99 latency of the calls started then (line); grey is the warm-up.`)
+      L.push(
+        `The plot is of round ${stampede.plotRound + 1}: per ${BUCKET_MS} ms, the loader runs started (bars, all processes) and the p99 latency of the calls started then (line); grey is the warm-up.`,
+      )
     }
     L.push('')
   }
@@ -956,15 +1196,22 @@ function markdown (ctx) {
   if (hits) {
     L.push('## 2. Hit throughput, one process')
     L.push('')
-    L.push(`A warm key (ttl 60 s), \`await get(key)\` in a loop, 1 and ${HOT_CONCURRENCY} in flight; the method of bench/run.js: one ${HIT_WARMUP_MS} ms warm-up sample, then ${HIT_SAMPLES} interleaved rounds of one ~${HIT_SAMPLE_MS} ms sample each (order rotated), medians, a full GC between samples. **herdcache ÷ peer** is the median over rounds of herdcache ops/s ÷ peer ops/s in the same round (above 1× herdcache is faster).`)
+    L.push(
+      `A warm key (ttl 60 s), \`await get(key)\` in a loop, 1 and ${HOT_CONCURRENCY} in flight; the method of bench/run.js: one ${HIT_WARMUP_MS} ms warm-up sample, then ${HIT_SAMPLES} interleaved rounds of one ~${HIT_SAMPLE_MS} ms sample each (order rotated), medians, a full GC between samples. **herdcache ÷ peer** is the median over rounds of herdcache ops/s ÷ peer ops/s in the same round (above 1× herdcache is faster).`,
+    )
     L.push('')
     L.push('| scenario | library | ops/s | µs/op | ± | herdcache ÷ peer | loader runs in the samples |')
     L.push('|---|---|---:|---:|---:|---:|---|')
     for (const sc of hits.scenarios) {
       for (const r of sc.rows) {
         const label = libByName.get(r.lib).label
-        if (r.error) { L.push(`| ${sc.title} | ${label} | failed | | | | ${esc(r.error.split('\n')[0]).replace(/\|/g, '\\|')} |`); continue }
-        L.push(`| ${sc.title} | ${label} | ${fmtOps(r.opsPerSec)} | ${(1e6 / r.opsPerSec).toFixed(2)} | ${(r.spread * 100).toFixed(0)} % | ${r.lib === 'herdcache' ? '—' : fmtRatio(r.ratio)} | ${r.reloads === 0 ? 'none (all hits)' : `**${r.reloads}**`} |`)
+        if (r.error) {
+          L.push(`| ${sc.title} | ${label} | failed | | | | ${esc(r.error.split('\n')[0]).replace(/\|/g, '\\|')} |`)
+          continue
+        }
+        L.push(
+          `| ${sc.title} | ${label} | ${fmtOps(r.opsPerSec)} | ${(1e6 / r.opsPerSec).toFixed(2)} | ${(r.spread * 100).toFixed(0)} % | ${r.lib === 'herdcache' ? '—' : fmtRatio(r.ratio)} | ${r.reloads === 0 ? 'none (all hits)' : `**${r.reloads}**`} |`,
+        )
       }
     }
     L.push('')
@@ -993,14 +1240,15 @@ function markdown (ctx) {
 
 // ---------------------------------------------------------------- main
 
-async function main () {
+async function main() {
   const t0 = now()
   const info = {
     date: isoSeconds(),
-    command: process.env.npm_lifecycle_event === 'bench:fleet'
-      ? `npm run bench:fleet${argv.length ? ' -- ' + argv.join(' ') : ''}`
-      : `node bench/fleet.js${argv.length ? ' ' + argv.join(' ') : ''}`,
-    loadStart: loadAvg()
+    command:
+      process.env.npm_lifecycle_event === 'bench:fleet'
+        ? `npm run bench:fleet${argv.length ? ' -- ' + argv.join(' ') : ''}`
+        : `node bench/fleet.js${argv.length ? ' ' + argv.join(' ') : ''}`,
+    loadStart: loadAvg(),
   }
   const rv = spawnSync('redis-server', ['--version'], { encoding: 'utf8' })
   if (rv.status !== 0) {
@@ -1020,23 +1268,30 @@ async function main () {
   }
   const srv = await startRedis()
   info.port = srv.port
-  console.log(`${info.redisVersion} on 127.0.0.1:${srv.port} (pid ${srv.child.pid}); node ${process.version}; ${os.cpus().length} CPUs`)
+  console.log(
+    `${info.redisVersion} on 127.0.0.1:${srv.port} (pid ${srv.child.pid}); node ${process.version}; ${os.cpus().length} CPUs`,
+  )
   try {
     const herd = await probeHerdcache(srv.port)
     if (!herd.ok) console.log(`herdcache SKIPPED: ${herd.why}`)
     else {
-      console.log(`herdcache Redis mode works (${info.build})${herd.missingCounters.length ? `; stats() lacks ${herd.missingCounters.join(', ')}` : ''}`)
+      console.log(
+        `herdcache Redis mode works (${info.build})${herd.missingCounters.length ? `; stats() lacks ${herd.missingCounters.join(', ')}` : ''}`,
+      )
     }
     const wanted = LIBS.filter((l) => (!ONLY || ONLY.has(l.name)) && (!l.name.startsWith('herdcache') || herd.ok))
     const odd = []
-    if (herd.ok && herd.missingCounters.length) odd.push(`herdcache \`stats()\` has no ${herd.missingCounters.map((k) => `\`${k}\``).join(', ')}.`)
+    if (herd.ok && herd.missingCounters.length)
+      odd.push(`herdcache \`stats()\` has no ${herd.missingCounters.map((k) => `\`${k}\``).join(', ')}.`)
 
     // ---- 1. stampede
     let stampede = null
     if (!flag('no-stampede')) {
       const names = wanted.filter((l) => !l.hitsOnly).map((l) => l.name)
       const perRound = names.map(() => [])
-      console.log(`\n1. expiry stampede: ${PROCS} processes × ${CALLERS} callers, ttl ${TTL} ms, loader ${LOAD_MS} ms, ${WARM_MS / 1000} s warm-up + ${SECONDS} s, ${ROUNDS} round(s)`)
+      console.log(
+        `\n1. expiry stampede: ${PROCS} processes × ${CALLERS} callers, ttl ${TTL} ms, loader ${LOAD_MS} ms, ${WARM_MS / 1000} s warm-up + ${SECONDS} s, ${ROUNDS} round(s)`,
+      )
       for (let round = 0; round < ROUNDS; round++) {
         const rot = round % names.length
         const order = names.slice(rot).concat(names.slice(0, rot))
@@ -1044,18 +1299,44 @@ async function main () {
           const run = await stampedeRun(srv, n)
           const a = run.error ? { error: run.error } : analyzeStampede(run)
           perRound[names.indexOf(n)][round] = a
-          if (a.error) console.log(`  r${round + 1} ${n.padEnd(19)} FAILED: ${a.error.split('\n').slice(0, 3).join(' | ')}`)
-          else console.log(`  r${round + 1} ${n.padEnd(19)} loader runs ${String(a.loaderRuns).padStart(5)} (${a.perTtl.toFixed(2)}/period, ${a.perExpiryMean.toFixed(1)}/expiry, max ${a.perExpiryMax})  served ${fmtOps(a.servedPerSec).padStart(8)}/s  p50 ${fmtMs(a.p50us).padStart(8)}  p99 ${fmtMs(a.p99us).padStart(8)}  stale ${(a.staleShare * 100).toFixed(0)} %  errors ${a.errors}${a.pending ? `  PENDING ${a.pending}` : ''}  cpu ${a.cpuNodeS.toFixed(1)}+${a.cpuRedisS.toFixed(1)} s`)
+          if (a.error)
+            console.log(`  r${round + 1} ${n.padEnd(19)} FAILED: ${a.error.split('\n').slice(0, 3).join(' | ')}`)
+          else
+            console.log(
+              `  r${round + 1} ${n.padEnd(19)} loader runs ${String(a.loaderRuns).padStart(5)} (${a.perTtl.toFixed(2)}/period, ${a.perExpiryMean.toFixed(1)}/expiry, max ${a.perExpiryMax})  served ${fmtOps(a.servedPerSec).padStart(8)}/s  p50 ${fmtMs(a.p50us).padStart(8)}  p99 ${fmtMs(a.p99us).padStart(8)}  stale ${(a.staleShare * 100).toFixed(0)} %  errors ${a.errors}${a.pending ? `  PENDING ${a.pending}` : ''}  cpu ${a.cpuNodeS.toFixed(1)}+${a.cpuRedisS.toFixed(1)} s`,
+            )
         }
       }
       const rows = {}
       names.forEach((n, i) => {
         const rs = perRound[i]
         const ok = rs.filter((r) => r && !r.error)
-        if (!ok.length) { rows[n] = { error: (rs.find((r) => r && r.error) || { error: 'no run' }).error }; return }
+        if (!ok.length) {
+          rows[n] = { error: (rs.find((r) => r && r.error) || { error: 'no run' }).error }
+          return
+        }
         const med = (k) => median(ok.map((r) => r[k]).filter((x) => x !== null && x !== undefined))
         const row = { rounds: ok.length, failedRounds: rs.length - ok.length }
-        for (const k of ['medianGapMs', 'loaderRuns', 'perTtl', 'expiries', 'perExpiryMean', 'servedPerSec', 'p50us', 'p99us', 'p999us', 'maxUs', 'slowCalls', 'staleShare', 'maxAgeMs', 'cpuNodeS', 'cpuRedisS', 'redisCmdsPerSec', 'errors']) row[k] = med(k)
+        for (const k of [
+          'medianGapMs',
+          'loaderRuns',
+          'perTtl',
+          'expiries',
+          'perExpiryMean',
+          'servedPerSec',
+          'p50us',
+          'p99us',
+          'p999us',
+          'maxUs',
+          'slowCalls',
+          'staleShare',
+          'maxAgeMs',
+          'cpuNodeS',
+          'cpuRedisS',
+          'redisCmdsPerSec',
+          'errors',
+        ])
+          row[k] = med(k)
         row.perExpiryMax = Math.max(...ok.map((r) => r.perExpiryMax))
         row.pending = ok.reduce((a, r) => a + r.pending, 0)
         row.herdStats = ok[ok.length - 1].herdStats
@@ -1086,9 +1367,16 @@ async function main () {
           checked++
           const s = a.herdStats
           const tag = ROUNDS > 1 ? `round ${r + 1}: ` : ''
-          if (s.loads !== a.loaderRunsAll) problems.push(`${tag}\`stats().loads\` summed to ${s.loads} but the loader ran ${a.loaderRunsAll} times`)
-          if (typeof s.lockAcquired === 'number' && s.lockAcquired < s.loads) problems.push(`${tag}\`lockAcquired\` ${s.lockAcquired} < \`loads\` ${s.loads} (loads without the Redis lock)`)
-          if (s.loadErrors || s.timeouts || s.backgroundErrors) problems.push(`${tag}errors: loadErrors ${s.loadErrors}, timeouts ${s.timeouts}, backgroundErrors ${s.backgroundErrors}`)
+          if (s.loads !== a.loaderRunsAll)
+            problems.push(`${tag}\`stats().loads\` summed to ${s.loads} but the loader ran ${a.loaderRunsAll} times`)
+          if (typeof s.lockAcquired === 'number' && s.lockAcquired < s.loads)
+            problems.push(
+              `${tag}\`lockAcquired\` ${s.lockAcquired} < \`loads\` ${s.loads} (loads without the Redis lock)`,
+            )
+          if (s.loadErrors || s.timeouts || s.backgroundErrors)
+            problems.push(
+              `${tag}errors: loadErrors ${s.loadErrors}, timeouts ${s.timeouts}, backgroundErrors ${s.backgroundErrors}`,
+            )
         })
         if (!checked) continue
         const label = libByName.get(n).label
@@ -1103,20 +1391,42 @@ async function main () {
         const a = perRound[i][plotRound]
         const lbl = libByName.get(n).label
         if (!a || a.error) return { label: lbl, note: 'failed', series: [] }
-        return { label: lbl, note: `${a.loaderRuns} loader runs in ${SECONDS} s (${a.perExpiryMean.toFixed(1)} per expiry), ${fmtOps(a.servedPerSec)} served/s, p99 ${fmtMs(a.p99us)}`, series: a.series }
+        return {
+          label: lbl,
+          note: `${a.loaderRuns} loader runs in ${SECONDS} s (${a.perExpiryMean.toFixed(1)} per expiry), ${fmtOps(a.servedPerSec)} served/s, p99 ${fmtMs(a.p99us)}`,
+          series: a.series,
+        }
       })
       const svgFile = !QUICK && !opt('out') ? path.join(__dirname, 'fleet.svg') : OUT.replace(/\.md$/, '') + '.svg'
       fs.mkdirSync(path.dirname(svgFile), { recursive: true })
-      fs.writeFileSync(svgFile, renderSvg(panels, { warmMs: WARM_MS, totalMs: WARM_MS + MEASURE_MS, title: `Hot-key expiry across ${PROCS} processes: loader runs and p99 over time` }))
+      fs.writeFileSync(
+        svgFile,
+        renderSvg(panels, {
+          warmMs: WARM_MS,
+          totalMs: WARM_MS + MEASURE_MS,
+          title: `Hot-key expiry across ${PROCS} processes: loader runs and p99 over time`,
+        }),
+      )
       const png = toPng(svgFile)
-      console.log(`plot: ${path.relative(process.cwd(), svgFile)}${png ? `, ${path.relative(process.cwd(), png.png)} (${png.tool})` : ' (no SVG→PNG converter found)'}`)
+      console.log(
+        `plot: ${path.relative(process.cwd(), svgFile)}${png ? `, ${path.relative(process.cwd(), png.png)} (${png.tool})` : ' (no SVG→PNG converter found)'}`,
+      )
       stampede = { names, rows, svg: svgFile, png, plotRound, herdChecks }
       for (const n of names) {
         const r = rows[n]
-        if (r.error) { odd.push(`${libByName.get(n).label} failed: ${r.error.split('\n')[0]}`); continue }
+        if (r.error) {
+          odd.push(`${libByName.get(n).label} failed: ${r.error.split('\n')[0]}`)
+          continue
+        }
         if (r.failedRounds) odd.push(`${libByName.get(n).label}: ${r.failedRounds} round(s) failed.`)
-        if (r.errors) odd.push(`${libByName.get(n).label}: ${r.errors} calls failed or returned a wrong value (median per round), e.g. ${r.errorSamples.map((x) => `\`${x}\``).join(', ')}.`)
-        if (r.pending) odd.push(`${libByName.get(n).label}: ${r.pending} calls still pending ${DRAIN_MS / 1000} s after the end of the run.`)
+        if (r.errors)
+          odd.push(
+            `${libByName.get(n).label}: ${r.errors} calls failed or returned a wrong value (median per round), e.g. ${r.errorSamples.map((x) => `\`${x}\``).join(', ')}.`,
+          )
+        if (r.pending)
+          odd.push(
+            `${libByName.get(n).label}: ${r.pending} calls still pending ${DRAIN_MS / 1000} s after the end of the run.`,
+          )
         if (r.closeErrors.length) odd.push(`${libByName.get(n).label}: close(): ${r.closeErrors[0]}.`)
       }
     }
@@ -1127,7 +1437,10 @@ async function main () {
       const names = wanted.filter((l) => !l.diagnostic).map((l) => l.name)
       console.log(`\n2. hit throughput, one process: ${names.join(', ')}`)
       await srv.client.flushall()
-      const { result, error } = await runWorker(['--worker=hits', `--port=${srv.port}`, `--libs=${names.join(',')}`, ...(QUICK ? ['--quick'] : [])], () => {})
+      const { result, error } = await runWorker(
+        ['--worker=hits', `--port=${srv.port}`, `--libs=${names.join(',')}`, ...(QUICK ? ['--quick'] : [])],
+        () => {},
+      )
       if (error) {
         console.log(`  hit worker FAILED: ${error}`)
         odd.push(`the hit-throughput worker failed: ${error.split('\n')[0]}`)
@@ -1138,15 +1451,25 @@ async function main () {
           for (const r of sc.rows) {
             if (!r.error && h && r !== h) {
               const ratios = []
-              for (let i = 0; i < HIT_SAMPLES; i++) if (h.samples[i] && r.samples[i]) ratios.push(h.samples[i] / r.samples[i])
+              for (let i = 0; i < HIT_SAMPLES; i++)
+                if (h.samples[i] && r.samples[i]) ratios.push(h.samples[i] / r.samples[i])
               r.ratio = ratios.length ? median(ratios) : undefined
             }
           }
           console.log(`  ${sc.title}`)
           for (const r of sc.rows) {
-            if (r.error) { console.log(`    ${r.lib.padEnd(19)} FAILED: ${r.error.split('\n')[0]}`); odd.push(`hit throughput, ${sc.title}, ${libByName.get(r.lib).label} failed: ${r.error.split('\n')[0]}`); continue }
-            console.log(`    ${r.lib.padEnd(19)} ${fmtOps(r.opsPerSec).padStart(9)} ops/s  ±${(r.spread * 100).toFixed(0).padStart(3)} %  ${r.lib === 'herdcache' ? '' : 'h/p ' + fmtRatio(r.ratio)}  reloads ${r.reloads}`)
-            if (r.reloads) odd.push(`hit throughput, ${sc.title}: ${libByName.get(r.lib).label} ran its loader ${r.reloads} times during the samples of a warm key.`)
+            if (r.error) {
+              console.log(`    ${r.lib.padEnd(19)} FAILED: ${r.error.split('\n')[0]}`)
+              odd.push(`hit throughput, ${sc.title}, ${libByName.get(r.lib).label} failed: ${r.error.split('\n')[0]}`)
+              continue
+            }
+            console.log(
+              `    ${r.lib.padEnd(19)} ${fmtOps(r.opsPerSec).padStart(9)} ops/s  ±${(r.spread * 100).toFixed(0).padStart(3)} %  ${r.lib === 'herdcache' ? '' : 'h/p ' + fmtRatio(r.ratio)}  reloads ${r.reloads}`,
+            )
+            if (r.reloads)
+              odd.push(
+                `hit throughput, ${sc.title}: ${libByName.get(r.lib).label} ran its loader ${r.reloads} times during the samples of a warm key.`,
+              )
           }
         }
       }
@@ -1163,23 +1486,62 @@ async function main () {
       const bestPeer = peers.reduce((b, n) => (!b || rows[n].servedPerSec > rows[b].servedPerSec ? n : b), null)
       const fewest = peers.reduce((b, n) => (!b || rows[n].perTtl < rows[b].perTtl ? n : b), null)
       if (h && !h.error) {
-        targets.push({ target: 'expiry: herdcache loader runs ≈ 1 per TTL period across all processes', measured: `${fmtN(h.perTtl, 2)} per TTL period (${h.loaderRuns} runs in ${SECONDS} s; ${h.perExpiryMean.toFixed(1)} per expiry, max ${h.perExpiryMax}); peers: ${peers.map((n) => `${libByName.get(n).label} ${fmtN(rows[n].perTtl, 2)}`).join(', ')}`, met: h.perExpiryMax <= 1 && h.perTtl <= 1.5 ? 'yes' : h.perTtl <= 1.5 ? `per period yes; per expiry max ${h.perExpiryMax}` : '**no**' })
-        if (bestPeer) targets.push({ target: 'expiry: served requests / s ≥ the best peer', measured: `${fmtOps(h.servedPerSec)}/s vs ${libByName.get(bestPeer).label} ${fmtOps(rows[bestPeer].servedPerSec)}/s (${fmtRatio(rows[bestPeer].ratio)})`, met: rows[bestPeer].ratio >= 1 ? 'yes' : '**no**' })
+        targets.push({
+          target: 'expiry: herdcache loader runs ≈ 1 per TTL period across all processes',
+          measured: `${fmtN(h.perTtl, 2)} per TTL period (${h.loaderRuns} runs in ${SECONDS} s; ${h.perExpiryMean.toFixed(1)} per expiry, max ${h.perExpiryMax}); peers: ${peers.map((n) => `${libByName.get(n).label} ${fmtN(rows[n].perTtl, 2)}`).join(', ')}`,
+          met:
+            h.perExpiryMax <= 1 && h.perTtl <= 1.5
+              ? 'yes'
+              : h.perTtl <= 1.5
+                ? `per period yes; per expiry max ${h.perExpiryMax}`
+                : '**no**',
+        })
+        if (bestPeer)
+          targets.push({
+            target: 'expiry: served requests / s ≥ the best peer',
+            measured: `${fmtOps(h.servedPerSec)}/s vs ${libByName.get(bestPeer).label} ${fmtOps(rows[bestPeer].servedPerSec)}/s (${fmtRatio(rows[bestPeer].ratio)})`,
+            met: rows[bestPeer].ratio >= 1 ? 'yes' : '**no**',
+          })
       } else {
-        targets.push({ target: 'expiry: herdcache loader runs ≈ 1 per TTL period; served / s ≥ the best peer', measured: 'herdcache not measured', met: '—' })
+        targets.push({
+          target: 'expiry: herdcache loader runs ≈ 1 per TTL period; served / s ≥ the best peer',
+          measured: 'herdcache not measured',
+          met: '—',
+        })
       }
       if (h && !h.error) {
-        sentences.push(`When the hot key expires under ${PROCS} × ${CALLERS} callers, herdcache ran its loader ${fmtN(h.perTtl, 2)} times per TTL period across the ${PROCS} processes (${h.perExpiryMean.toFixed(1)} per expiry, at most ${h.perExpiryMax} at once)${peers.length ? `, against ${peers.map((n) => `${fmtN(rows[n].perTtl, 1)} for ${libByName.get(n).label}`).join(', ')}` : ''}.`)
-        sentences.push(`It served ${fmtOps(h.servedPerSec)} requests/s with p99 ${fmtMs(h.p99us)}${bestPeer ? `; the best peer, ${libByName.get(bestPeer).label}, ${fmtOps(rows[bestPeer].servedPerSec)}/s with p99 ${fmtMs(rows[bestPeer].p99us)} (herdcache ÷ it ${fmtRatio(rows[bestPeer].ratio)})` : ''}; ${fmtPct(h.staleShare)} of herdcache's answers were stale (loaded more than ${STALE_AGE} ms before; the oldest ${fmtN(h.maxAgeMs, 0)} ms).`)
+        sentences.push(
+          `When the hot key expires under ${PROCS} × ${CALLERS} callers, herdcache ran its loader ${fmtN(h.perTtl, 2)} times per TTL period across the ${PROCS} processes (${h.perExpiryMean.toFixed(1)} per expiry, at most ${h.perExpiryMax} at once)${peers.length ? `, against ${peers.map((n) => `${fmtN(rows[n].perTtl, 1)} for ${libByName.get(n).label}`).join(', ')}` : ''}.`,
+        )
+        sentences.push(
+          `It served ${fmtOps(h.servedPerSec)} requests/s with p99 ${fmtMs(h.p99us)}${bestPeer ? `; the best peer, ${libByName.get(bestPeer).label}, ${fmtOps(rows[bestPeer].servedPerSec)}/s with p99 ${fmtMs(rows[bestPeer].p99us)} (herdcache ÷ it ${fmtRatio(rows[bestPeer].ratio)})` : ''}; ${fmtPct(h.staleShare)} of herdcache's answers were stale (loaded more than ${STALE_AGE} ms before; the oldest ${fmtN(h.maxAgeMs, 0)} ms).`,
+        )
         const hs = h.herdStats
-        if (hs && h.perTtl > 1.5 && hs.earlyRefreshes > 0.5 * hs.loads && h.medianGapMs !== null && h.medianGapMs < 2 * LOAD_MS) {
+        if (
+          hs &&
+          h.perTtl > 1.5 &&
+          hs.earlyRefreshes > 0.5 * hs.loads &&
+          h.medianGapMs !== null &&
+          h.medianGapMs < 2 * LOAD_MS
+        ) {
           const b0 = rows['herdcache-beta0']
-          sentences.push(`Those extra runs are XFetch early refreshes (${hs.earlyRefreshes} early refreshes for ${hs.loads} loads in the last round), one at a time under the lock: at ${fmtOps(h.servedPerSec / PROCS)} calls/s per process some call's draw fires within moments of every write, so the key is reloaded back to back, about once per loader time${b0 && !b0.error ? `; with \`beta: 0\` the same fleet ran ${fmtN(b0.perTtl, 2)} loads per TTL period (${b0.perExpiryMean.toFixed(1)} per expiry, at most ${b0.perExpiryMax} at once)` : ''}.`)
+          sentences.push(
+            `Those extra runs are XFetch early refreshes (${hs.earlyRefreshes} early refreshes for ${hs.loads} loads in the last round), one at a time under the lock: at ${fmtOps(h.servedPerSec / PROCS)} calls/s per process some call's draw fires within moments of every write, so the key is reloaded back to back, about once per loader time${b0 && !b0.error ? `; with \`beta: 0\` the same fleet ran ${fmtN(b0.perTtl, 2)} loads per TTL period (${b0.perExpiryMean.toFixed(1)} per expiry, at most ${b0.perExpiryMax} at once)` : ''}.`,
+          )
         }
       } else if (peers.length) {
         const slow = peers.filter((n) => rows[n].p99us >= LOAD_MS * 1000 * 0.9)
-        sentences.push(`herdcache was not measured (${herd.why}). Of the peers, ${libByName.get(fewest).label} ran the loader least (${fmtN(rows[fewest].perTtl, 2)} per TTL period, ${rows[fewest].perExpiryMean.toFixed(1)} per expiry across ${PROCS} processes); ${peers.filter((n) => rows[n].perExpiryMean >= PROCS * 0.75 && rows[n].perExpiryMean <= PROCS * 1.5).map((n) => libByName.get(n).label).join(', ') || 'none'} ran it about once per expiry per process, and the cache-aside ${fmtN(rows['cache-aside'] ? rows['cache-aside'].perExpiryMean : 0, 0)} times per expiry.`)
-        sentences.push(`${libByName.get(bestPeer).label} served the most, ${fmtOps(rows[bestPeer].servedPerSec)} requests/s; ${slow.length ? `${slow.map((n) => libByName.get(n).label).join(', ')} had a p99 at or above the ${LOAD_MS} ms loader, since no peer serves a stale value by default and every caller of an expired key waits for the reload` : 'no peer had a p99 near the loader time'}.`)
+        sentences.push(
+          `herdcache was not measured (${herd.why}). Of the peers, ${libByName.get(fewest).label} ran the loader least (${fmtN(rows[fewest].perTtl, 2)} per TTL period, ${rows[fewest].perExpiryMean.toFixed(1)} per expiry across ${PROCS} processes); ${
+            peers
+              .filter((n) => rows[n].perExpiryMean >= PROCS * 0.75 && rows[n].perExpiryMean <= PROCS * 1.5)
+              .map((n) => libByName.get(n).label)
+              .join(', ') || 'none'
+          } ran it about once per expiry per process, and the cache-aside ${fmtN(rows['cache-aside'] ? rows['cache-aside'].perExpiryMean : 0, 0)} times per expiry.`,
+        )
+        sentences.push(
+          `${libByName.get(bestPeer).label} served the most, ${fmtOps(rows[bestPeer].servedPerSec)} requests/s; ${slow.length ? `${slow.map((n) => libByName.get(n).label).join(', ')} had a p99 at or above the ${LOAD_MS} ms loader, since no peer serves a stale value by default and every caller of an expired key waits for the reload` : 'no peer had a p99 near the loader time'}.`,
+        )
       }
     }
     if (hits) {
@@ -1189,21 +1551,49 @@ async function main () {
       const h1 = get(sc1, 'herdcache')
       const h2 = get(sc2, 'herdcache')
       const raw1 = get(sc1, 'ioredis-raw')
-      const peerRows2 = sc2 ? sc2.rows.filter((r) => !r.error && !r.lib.startsWith('herdcache') && r.lib !== 'ioredis-raw') : []
+      const peerRows2 = sc2
+        ? sc2.rows.filter((r) => !r.error && !r.lib.startsWith('herdcache') && r.lib !== 'ioredis-raw')
+        : []
       const best2 = peerRows2.reduce((b, r) => (!b || r.opsPerSec > b.opsPerSec ? r : b), null)
-      const peerRows1 = sc1 ? sc1.rows.filter((r) => !r.error && !r.lib.startsWith('herdcache') && r.lib !== 'ioredis-raw') : []
+      const peerRows1 = sc1
+        ? sc1.rows.filter((r) => !r.error && !r.lib.startsWith('herdcache') && r.lib !== 'ioredis-raw')
+        : []
       const best1 = peerRows1.reduce((b, r) => (!b || r.opsPerSec > b.opsPerSec ? r : b), null)
-      if (h2 && best2) targets.push({ target: `hits, ${HOT_CONCURRENCY} in flight: ≥ the best peer`, measured: `${fmtOps(h2.opsPerSec)} ops/s vs ${libByName.get(best2.lib).label} ${fmtOps(best2.opsPerSec)} (${fmtRatio(best2.ratio)})`, met: best2.ratio >= 1 ? 'yes' : '**no**' })
-      else targets.push({ target: `hits, ${HOT_CONCURRENCY} in flight: ≥ the best peer`, measured: 'herdcache not measured', met: '—' })
-      if (h1 && raw1) targets.push({ target: 'hits, 1 in flight: ≥ raw ioredis GET + JSON.parse', measured: `${fmtOps(h1.opsPerSec)} ops/s vs ${fmtOps(raw1.opsPerSec)} (${fmtRatio(raw1.ratio)})`, met: raw1.ratio >= 1 ? 'yes' : '**no**' })
-      else targets.push({ target: 'hits, 1 in flight: ≥ raw ioredis GET + JSON.parse', measured: 'herdcache not measured', met: '—' })
+      if (h2 && best2)
+        targets.push({
+          target: `hits, ${HOT_CONCURRENCY} in flight: ≥ the best peer`,
+          measured: `${fmtOps(h2.opsPerSec)} ops/s vs ${libByName.get(best2.lib).label} ${fmtOps(best2.opsPerSec)} (${fmtRatio(best2.ratio)})`,
+          met: best2.ratio >= 1 ? 'yes' : '**no**',
+        })
+      else
+        targets.push({
+          target: `hits, ${HOT_CONCURRENCY} in flight: ≥ the best peer`,
+          measured: 'herdcache not measured',
+          met: '—',
+        })
+      if (h1 && raw1)
+        targets.push({
+          target: 'hits, 1 in flight: ≥ raw ioredis GET + JSON.parse',
+          measured: `${fmtOps(h1.opsPerSec)} ops/s vs ${fmtOps(raw1.opsPerSec)} (${fmtRatio(raw1.ratio)})`,
+          met: raw1.ratio >= 1 ? 'yes' : '**no**',
+        })
+      else
+        targets.push({
+          target: 'hits, 1 in flight: ≥ raw ioredis GET + JSON.parse',
+          measured: 'herdcache not measured',
+          met: '—',
+        })
       if (h1 && h2) {
-        sentences.push(`On a warm key in one process, a herdcache hit (L1 in front of Redis) ran at ${fmtOps(h1.opsPerSec)} ops/s at 1 in flight (${raw1 ? `${fmtRatio(raw1.ratio)} raw ioredis GET + JSON.parse` : ''}${best1 ? `, ${fmtRatio(best1.ratio)} the best peer, ${libByName.get(best1.lib).label}` : ''}) and ${fmtOps(h2.opsPerSec)} ops/s at ${HOT_CONCURRENCY} in flight (${best2 ? `${fmtRatio(best2.ratio)} ${libByName.get(best2.lib).label}` : ''}).`)
+        sentences.push(
+          `On a warm key in one process, a herdcache hit (L1 in front of Redis) ran at ${fmtOps(h1.opsPerSec)} ops/s at 1 in flight (${raw1 ? `${fmtRatio(raw1.ratio)} raw ioredis GET + JSON.parse` : ''}${best1 ? `, ${fmtRatio(best1.ratio)} the best peer, ${libByName.get(best1.lib).label}` : ''}) and ${fmtOps(h2.opsPerSec)} ops/s at ${HOT_CONCURRENCY} in flight (${best2 ? `${fmtRatio(best2.ratio)} ${libByName.get(best2.lib).label}` : ''}).`,
+        )
       } else if (best1 && best2) {
-        sentences.push(`On a warm key in one process the fastest peer was ${libByName.get(best1.lib).label} at 1 in flight (${fmtOps(best1.opsPerSec)} ops/s${raw1 ? `; raw ioredis GET + JSON.parse ${fmtOps(raw1.opsPerSec)}` : ''}) and ${libByName.get(best2.lib).label} at ${HOT_CONCURRENCY} in flight (${fmtOps(best2.opsPerSec)} ops/s).`)
+        sentences.push(
+          `On a warm key in one process the fastest peer was ${libByName.get(best1.lib).label} at 1 in flight (${fmtOps(best1.opsPerSec)} ops/s${raw1 ? `; raw ioredis GET + JSON.parse ${fmtOps(raw1.opsPerSec)}` : ''}) and ${libByName.get(best2.lib).label} at ${HOT_CONCURRENCY} in flight (${fmtOps(best2.opsPerSec)} ops/s).`,
+        )
       }
     }
-    if (!herd.ok) sentences.push('These are the peers only: herdcache\'s Redis mode was not available to this run.')
+    if (!herd.ok) sentences.push("These are the peers only: herdcache's Redis mode was not available to this run.")
 
     if (herd.ok && info.buildSha) {
       const nowSha = addonSha(path.join(__dirname, '..'))
@@ -1215,14 +1605,48 @@ async function main () {
     info.seconds = ((now() - t0) / 1000).toFixed(0)
     info.machine = machine()
     const libsUsed = wanted
-    const md = markdown({ info, stampede, hits, herd, libs: libsUsed, targets, summary: sentences.join(' '), methodNote: methodNote(stampede, hits), odd })
+    const md = markdown({
+      info,
+      stampede,
+      hits,
+      herd,
+      libs: libsUsed,
+      targets,
+      summary: sentences.join(' '),
+      methodNote: methodNote(stampede, hits),
+      odd,
+    })
     fs.mkdirSync(path.dirname(OUT), { recursive: true })
     fs.writeFileSync(OUT, md)
     const jsonOut = path.join(__dirname, 'out', QUICK ? 'fleet-quick.json' : 'fleet.json')
     fs.mkdirSync(path.dirname(jsonOut), { recursive: true })
-    fs.writeFileSync(jsonOut, JSON.stringify({ info, herd, stampede: stampede && { ...stampede, rows: Object.fromEntries(Object.entries(stampede.rows).map(([k, v]) => [k, { ...v, all: (v.all || []).map((a) => a && { ...a, series: undefined }) }])) }, hits, targets, odd }, null, 1))
+    fs.writeFileSync(
+      jsonOut,
+      JSON.stringify(
+        {
+          info,
+          herd,
+          stampede: stampede && {
+            ...stampede,
+            rows: Object.fromEntries(
+              Object.entries(stampede.rows).map(([k, v]) => [
+                k,
+                { ...v, all: (v.all || []).map((a) => a && { ...a, series: undefined }) },
+              ]),
+            ),
+          },
+          hits,
+          targets,
+          odd,
+        },
+        null,
+        1,
+      ),
+    )
     console.log('\n' + md)
-    console.log(`written to ${path.relative(process.cwd(), OUT)} (raw figures: ${path.relative(process.cwd(), jsonOut)})`)
+    console.log(
+      `written to ${path.relative(process.cwd(), OUT)} (raw figures: ${path.relative(process.cwd(), jsonOut)})`,
+    )
   } finally {
     await stopRedis(srv)
     if (snapshot) fs.rmSync(snapshot, { recursive: true, force: true })
@@ -1230,9 +1654,15 @@ async function main () {
 }
 
 if (WORKER === 'stampede') {
-  stampedeWorker().catch((err) => { process.send({ type: 'error', error: String(err && err.stack || err) }); setTimeout(() => process.exit(1), 50) })
+  stampedeWorker().catch((err) => {
+    process.send({ type: 'error', error: String((err && err.stack) || err) })
+    setTimeout(() => process.exit(1), 50)
+  })
 } else if (WORKER === 'hits') {
-  hitsWorker().catch((err) => { process.send({ type: 'error', error: String(err && err.stack || err) }); setTimeout(() => process.exit(1), 50) })
+  hitsWorker().catch((err) => {
+    process.send({ type: 'error', error: String((err && err.stack) || err) })
+    setTimeout(() => process.exit(1), 50)
+  })
 } else {
   main().catch((err) => {
     console.error(err)

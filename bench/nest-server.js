@@ -6,9 +6,15 @@
 
 const { startFeedApp } = require('../demo/nest-apps')
 
-async function main () {
+async function main() {
   const [library, ttl, queryMs, redisUrl, prefix] = process.argv.slice(2)
-  const app = await startFeedApp({ library, ttl: Number(ttl), queryMs: Number(queryMs), redisUrl: redisUrl || undefined, prefix })
+  const app = await startFeedApp({
+    library,
+    ttl: Number(ttl),
+    queryMs: Number(queryMs),
+    redisUrl: redisUrl || undefined,
+    prefix,
+  })
   process.stdout.write(JSON.stringify({ url: app.url }) + '\n')
   process.stdin.setEncoding('utf8')
   process.stdin.on('data', async (d) => {

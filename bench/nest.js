@@ -19,7 +19,18 @@ const fs = require('node:fs')
 const http = require('node:http')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { argv, flag, rejectUnknownArgs, now, median, isoSeconds, fmtOps, machine, pkgVersion, herdcacheBuild } = require('./common')
+const {
+  argv,
+  flag,
+  rejectUnknownArgs,
+  now,
+  median,
+  isoSeconds,
+  fmtOps,
+  machine,
+  pkgVersion,
+  herdcacheBuild,
+} = require('./common')
 const { startRedis } = require('../__test__/redis-server')
 
 rejectUnknownArgs(/^--quick$/, 'node bench/nest.js [--quick]')
@@ -37,17 +48,23 @@ const VARIANTS = [
   { id: 'herdcache/nest (memory)', library: 'herdcache/nest', redis: false },
   { id: 'CacheInterceptor (memory)', library: '@nestjs/cache-manager', redis: false },
   { id: 'herdcache/nest (Redis, 2 apps)', library: 'herdcache/nest', redis: true },
-  { id: 'CacheInterceptor (@keyv/redis, 2 apps)', library: '@nestjs/cache-manager', redis: true }
+  { id: 'CacheInterceptor (@keyv/redis, 2 apps)', library: '@nestjs/cache-manager', redis: true },
 ]
 
 // ---------------------------------------------------------------- servers
 
-function startServer (library, ttl, redisUrl, prefix) {
+function startServer(library, ttl, redisUrl, prefix) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(__dirname, 'nest-server.js'), library, String(ttl), String(QUERY_MS), redisUrl || '', prefix],
-      { stdio: ['pipe', 'pipe', 'inherit'] })
+    const child = spawn(
+      process.execPath,
+      [path.join(__dirname, 'nest-server.js'), library, String(ttl), String(QUERY_MS), redisUrl || '', prefix],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    )
     let buf = ''
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`${library} server did not start`)) }, 20000)
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`${library} server did not start`))
+    }, 20000)
     child.stdout.setEncoding('utf8')
     child.stdout.on('data', (d) => {
       buf += d
@@ -58,11 +75,16 @@ function startServer (library, ttl, redisUrl, prefix) {
         resolve(child)
       }
     })
-    child.on('exit', (code) => { if (!child.url) { clearTimeout(timer); reject(new Error(`${library} server exited with ${code}`)) } })
+    child.on('exit', (code) => {
+      if (!child.url) {
+        clearTimeout(timer)
+        reject(new Error(`${library} server exited with ${code}`))
+      }
+    })
   })
 }
 
-async function stopServer (child) {
+async function stopServer(child) {
   const exited = new Promise((resolve) => child.once('exit', resolve))
   child.stdin.write('close\n')
   const timer = setTimeout(() => child.kill('SIGKILL'), 5000)
@@ -74,14 +96,18 @@ async function stopServer (child) {
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY })
 
-function get (url) {
+function get(url) {
   return new Promise((resolve, reject) => {
-    http.get(url, { agent }, (res) => {
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (d) => { body += d })
-      res.on('end', () => resolve({ status: res.statusCode, body }))
-    }).on('error', reject)
+    http
+      .get(url, { agent }, (res) => {
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (d) => {
+          body += d
+        })
+        res.on('end', () => resolve({ status: res.statusCode, body }))
+      })
+      .on('error', reject)
   })
 }
 
@@ -92,7 +118,7 @@ const handlerRuns = async (servers) => {
 }
 
 /** CONCURRENCY closed loops for `ms`, round-robin over the servers: { requests, errors, latencies (ms, sorted) }. */
-async function load (servers, pathname, ms) {
+async function load(servers, pathname, ms) {
   const latencies = []
   let errors = 0
   const end = now() + ms
@@ -117,19 +143,20 @@ async function load (servers, pathname, ms) {
   return { requests: latencies.length, errors, latencies, elapsed }
 }
 
-const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p / 100 * sorted.length))]
+const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
 
-async function startVariant (variant, ttl, redis, tag) {
+async function startVariant(variant, ttl, redis, tag) {
   const count = variant.redis ? 2 : 1
   const prefix = `bench-nest:${tag}:${variant.library}:`
   const servers = []
-  for (let i = 0; i < count; i++) servers.push(await startServer(variant.library, ttl, variant.redis ? redis.url : '', prefix))
+  for (let i = 0; i < count; i++)
+    servers.push(await startServer(variant.library, ttl, variant.redis ? redis.url : '', prefix))
   return servers
 }
 
 // ---------------------------------------------------------------- scenarios
 
-async function hotKey (redis) {
+async function hotKey(redis) {
   const rows = new Map(VARIANTS.map((v) => [v.id, []]))
   for (let round = 0; round < ROUNDS; round++) {
     const order = VARIANTS.map((_, i) => VARIANTS[(i + round) % VARIANTS.length])
@@ -142,9 +169,11 @@ async function hotKey (redis) {
           rps: r.requests / (r.elapsed / 1000),
           p50: pct(r.latencies, 50),
           p99: pct(r.latencies, 99),
-          errors: r.errors
+          errors: r.errors,
         })
-        console.log(`  hot key  ${variant.id.padEnd(40)} ${fmtOps(r.requests / (r.elapsed / 1000)).padStart(7)} req/s  p50 ${pct(r.latencies, 50).toFixed(2)} ms  p99 ${pct(r.latencies, 99).toFixed(2)} ms  errors ${r.errors}`)
+        console.log(
+          `  hot key  ${variant.id.padEnd(40)} ${fmtOps(r.requests / (r.elapsed / 1000)).padStart(7)} req/s  p50 ${pct(r.latencies, 50).toFixed(2)} ms  p99 ${pct(r.latencies, 99).toFixed(2)} ms  errors ${r.errors}`,
+        )
       } finally {
         for (const s of servers) await stopServer(s)
       }
@@ -157,12 +186,12 @@ async function hotKey (redis) {
       rps: median(samples.map((s) => s.rps)),
       p50: median(samples.map((s) => s.p50)),
       p99: median(samples.map((s) => s.p99)),
-      errors: samples.reduce((a, s) => a + s.errors, 0)
+      errors: samples.reduce((a, s) => a + s.errors, 0),
     }
   })
 }
 
-async function expiryUnderLoad (redis) {
+async function expiryUnderLoad(redis) {
   const rows = []
   for (const variant of VARIANTS) {
     const servers = await startVariant(variant, EXPIRY_TTL, redis, 'expiry')
@@ -181,10 +210,12 @@ async function expiryUnderLoad (redis) {
         p99: pct(r.latencies, 99),
         max: r.latencies[r.latencies.length - 1],
         slow: r.latencies.filter((ms) => ms >= QUERY_MS).length,
-        errors: r.errors
+        errors: r.errors,
       }
       rows.push(row)
-      console.log(`  expiry   ${variant.id.padEnd(40)} handler runs ${String(runs).padStart(5)} (${row.perExpiry.toFixed(1)} per expiry)  p99 ${row.p99.toFixed(2)} ms  waited ≥ ${QUERY_MS} ms: ${row.slow}  errors ${r.errors}`)
+      console.log(
+        `  expiry   ${variant.id.padEnd(40)} handler runs ${String(runs).padStart(5)} (${row.perExpiry.toFixed(1)} per expiry)  p99 ${row.p99.toFixed(2)} ms  waited ≥ ${QUERY_MS} ms: ${row.slow}  errors ${r.errors}`,
+      )
     } finally {
       for (const s of servers) await stopServer(s)
     }
@@ -194,23 +225,31 @@ async function expiryUnderLoad (redis) {
 
 // ---------------------------------------------------------------- report
 
-const ms = (x) => x >= 100 ? `${x.toFixed(0)} ms` : `${x.toFixed(2)} ms`
+const ms = (x) => (x >= 100 ? `${x.toFixed(0)} ms` : `${x.toFixed(2)} ms`)
 
-function markdown ({ hot, expiry, info }) {
+function markdown({ hot, expiry, info }) {
   const L = []
   L.push('# herdcache/nest benchmark: a cached Nest route')
   L.push('')
   L.push(`- date: ${info.date}`)
-  L.push(`- machine: ${info.machine.cpu}, ${info.machine.mem}, ${info.machine.os}; load average at start ${info.loadStart}, at end ${info.machine.load}`)
-  L.push(`- node ${process.version}; @nestjs/core ${pkgVersion('@nestjs/core')}, @nestjs/platform-express ${pkgVersion('@nestjs/platform-express')}, @nestjs/cache-manager ${pkgVersion('@nestjs/cache-manager')}, cache-manager ${pkgVersion('cache-manager')}, @keyv/redis ${pkgVersion('@keyv/redis')}; redis-server started by the bench on 127.0.0.1`)
+  L.push(
+    `- machine: ${info.machine.cpu}, ${info.machine.mem}, ${info.machine.os}; load average at start ${info.loadStart}, at end ${info.machine.load}`,
+  )
+  L.push(
+    `- node ${process.version}; @nestjs/core ${pkgVersion('@nestjs/core')}, @nestjs/platform-express ${pkgVersion('@nestjs/platform-express')}, @nestjs/cache-manager ${pkgVersion('@nestjs/cache-manager')}, cache-manager ${pkgVersion('cache-manager')}, @keyv/redis ${pkgVersion('@keyv/redis')}; redis-server started by the bench on 127.0.0.1`,
+  )
   L.push(`- command: \`${info.command}\` (took ${info.seconds} s)`)
   if (info.build) L.push(`- herdcache build: ${info.build}`)
   L.push('')
-  L.push(`The app (demo/nest-apps.js): \`GET /feed/:name\` returns a ~1 KB JSON object after a simulated ${QUERY_MS} ms query, cached by \`@Cached()\` (herdcache/nest) or by \`@UseInterceptors(CacheInterceptor)\` with \`CacheModule.register({ ttl })\` (@nestjs/cache-manager; Redis through \`stores: [createKeyv(url)]\`). Servers run in child processes; the Redis variants run two apps on one redis-server. The client is this process: ${CONCURRENCY} closed loops of keep-alive HTTP GETs on 127.0.0.1, round-robin over the apps. Everything shares ${info.machine.cpu.split(' ')[0]} cores, so req/s is bounded by the machine and says how much the cache costs next to Nest and HTTP, not the cache alone.`)
+  L.push(
+    `The app (demo/nest-apps.js): \`GET /feed/:name\` returns a ~1 KB JSON object after a simulated ${QUERY_MS} ms query, cached by \`@Cached()\` (herdcache/nest) or by \`@UseInterceptors(CacheInterceptor)\` with \`CacheModule.register({ ttl })\` (@nestjs/cache-manager; Redis through \`stores: [createKeyv(url)]\`). Servers run in child processes; the Redis variants run two apps on one redis-server. The client is this process: ${CONCURRENCY} closed loops of keep-alive HTTP GETs on 127.0.0.1, round-robin over the apps. Everything shares ${info.machine.cpu.split(' ')[0]} cores, so req/s is bounded by the machine and says how much the cache costs next to Nest and HTTP, not the cache alone.`,
+  )
   L.push('')
   L.push(`## 1. Hot key (ttl 60 s, warm)`)
   L.push('')
-  L.push(`${ROUNDS} round(s) of ${HOT_MS / 1000} s after ${WARM_MS / 1000} s of warm-up, variant order rotated per round; medians over the rounds.`)
+  L.push(
+    `${ROUNDS} round(s) of ${HOT_MS / 1000} s after ${WARM_MS / 1000} s of warm-up, variant order rotated per round; medians over the rounds.`,
+  )
   L.push('')
   L.push('| variant | req/s | p50 | p99 | errors |')
   L.push('|---|---:|---:|---:|---:|')
@@ -218,18 +257,30 @@ function markdown ({ hot, expiry, info }) {
   L.push('')
   L.push(`## 2. Expiry under load (ttl ${EXPIRY_TTL / 1000} s, ${EXPIRY_MS / 1000} s of load)`)
   L.push('')
-  L.push('| variant | handler runs | per expiry (whole fleet) | req/s | p50 | p99 | max | requests that waited ≥ the query | errors |')
+  L.push(
+    '| variant | handler runs | per expiry (whole fleet) | req/s | p50 | p99 | max | requests that waited ≥ the query | errors |',
+  )
   L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
-  for (const r of expiry) L.push(`| ${r.id} | ${r.runs} | ${r.perExpiry.toFixed(1)} | ${fmtOps(r.rps)} | ${ms(r.p50)} | ${ms(r.p99)} | ${ms(r.max)} | ${r.slow} | ${r.errors} |`)
+  for (const r of expiry)
+    L.push(
+      `| ${r.id} | ${r.runs} | ${r.perExpiry.toFixed(1)} | ${fmtOps(r.rps)} | ${ms(r.p50)} | ${ms(r.p99)} | ${ms(r.max)} | ${r.slow} | ${r.errors} |`,
+    )
   L.push('')
-  L.push('How to read it: CacheInterceptor does `get`, then runs the handler and `set`s the result, with no coalescing, so at each expiry every request in flight runs the handler (up to the number of concurrent requests). herdcache/nest answers through `getOrLoad`: one run per expiry (per fleet with Redis; a little more than one per TTL period, as XFetch refreshes just before expiry), while the other requests get the stale value at once.')
+  L.push(
+    'How to read it: CacheInterceptor does `get`, then runs the handler and `set`s the result, with no coalescing, so at each expiry every request in flight runs the handler (up to the number of concurrent requests). herdcache/nest answers through `getOrLoad`: one run per expiry (per fleet with Redis; a little more than one per TTL period, as XFetch refreshes just before expiry), while the other requests get the stale value at once.',
+  )
   L.push('')
   return L.join('\n')
 }
 
-async function main () {
+async function main() {
   const t0 = now()
-  const info = { date: isoSeconds(), loadStart: machine().load, command: `node bench/nest.js${argv.length ? ' ' + argv.join(' ') : ''}`, build: herdcacheBuild(path.join(__dirname, '..')) }
+  const info = {
+    date: isoSeconds(),
+    loadStart: machine().load,
+    command: `node bench/nest.js${argv.length ? ' ' + argv.join(' ') : ''}`,
+    build: herdcacheBuild(path.join(__dirname, '..')),
+  }
   const redis = await startRedis(null)
   if (!redis) throw new Error('redis-server is not installed (apt-get install redis-server)')
   try {

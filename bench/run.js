@@ -26,22 +26,36 @@ const os = require('node:os')
 const path = require('node:path')
 const util = require('node:util')
 const {
-  argv, flag, opt, rejectUnknownArgs, gc, tick, now, median, makeValue,
-  isoSeconds, loadAvg, fmtOps, machine, pkgVersion, herdcacheBuild
+  argv,
+  flag,
+  opt,
+  rejectUnknownArgs,
+  gc,
+  tick,
+  now,
+  median,
+  makeValue,
+  isoSeconds,
+  loadAvg,
+  fmtOps,
+  machine,
+  pkgVersion,
+  herdcacheBuild,
 } = require('./common')
 
 // ---------------------------------------------------------------- options
 
-rejectUnknownArgs(/^--(quick|only=.+|scenarios=.+|out=.+)$/, 'node bench/run.js [--quick] [--only=lib,lib] [--scenarios=1,2] [--out=FILE]')
+rejectUnknownArgs(
+  /^--(quick|only=.+|scenarios=.+|out=.+)$/,
+  'node bench/run.js [--quick] [--only=lib,lib] [--scenarios=1,2] [--out=FILE]',
+)
 const QUICK = flag('quick')
 const SAMPLES = QUICK ? 3 : 5
 const SAMPLE_MS = QUICK ? 100 : 300
 const WARMUP_MS = QUICK ? 100 : 300
 const ONLY = opt('only') ? new Set(opt('only').split(',')) : null
 const SCENARIOS = opt('scenarios') ? new Set(opt('scenarios').split(',').map(Number)) : null
-const OUT = opt('out')
-  ? path.resolve(opt('out'))
-  : path.join(__dirname, QUICK ? 'out/quick.md' : 'RESULTS.md')
+const OUT = opt('out') ? path.resolve(opt('out')) : path.join(__dirname, QUICK ? 'out/quick.md' : 'RESULTS.md')
 
 const TTL = 60_000
 const MAX_ENTRIES = 10_000 // herdcache's default maxEntries; the bounded peers get the same
@@ -76,13 +90,13 @@ try {
 // The floor: a hand-written Map<key, Promise> coalescer over a Map store
 // (with a TTL check, no eviction, values kept as object references).
 class JsMapCoalescer {
-  constructor (ttl) {
+  constructor(ttl) {
     this.ttl = ttl
     this.store = new Map()
     this.flights = new Map()
   }
 
-  getOrLoad (key, loader) {
+  getOrLoad(key, loader) {
     const e = this.store.get(key)
     if (e !== undefined && e.exp > Date.now()) return Promise.resolve(e.v)
     let p = this.flights.get(key)
@@ -96,13 +110,13 @@ class JsMapCoalescer {
       (err) => {
         this.flights.delete(key)
         throw err
-      }
+      },
     )
     this.flights.set(key, p)
     return p
   }
 
-  clear () {
+  clear() {
     this.store.clear()
   }
 }
@@ -113,25 +127,31 @@ class JsMapCoalescer {
 const copyAsync = (v) => (v instanceof Promise ? v.then(jsonCopy) : jsonCopy(v))
 const jsonCopy = (v) => JSON.parse(JSON.stringify(v))
 
-async function loadLibraries () {
+async function loadLibraries() {
   const libs = []
 
   if (herdcacheModule) {
     const { Cache } = herdcacheModule
     libs.push({
       name: 'herdcache',
-      version: (() => { try { return require('../package.json').version } catch { return '?' } })(),
+      version: (() => {
+        try {
+          return require('../package.json').version
+        } catch {
+          return '?'
+        }
+      })(),
       setup: '`new Cache({ ttl: 60_000 })`, `getOrLoad(key, loader)`',
-      create (loader) {
+      create(loader) {
         const cache = new Cache({ ttl: TTL })
         const l = ({ key }) => loader(key)
         return {
           cache,
           get: (key) => cache.getOrLoad(key, l),
           clear: () => cache.clear(),
-          close: () => cache.close()
+          close: () => cache.close(),
         }
-      }
+      },
     })
   }
 
@@ -140,10 +160,10 @@ async function loadLibraries () {
     name: 'lru-cache',
     version: pkgVersion('lru-cache'),
     setup: `\`new LRUCache({ max: ${MAX_ENTRIES}, ttl: 60_000, fetchMethod })\`, \`fetch(key)\``,
-    create (loader) {
+    create(loader) {
       const cache = new LRUCache({ max: MAX_ENTRIES, ttl: TTL, fetchMethod: (key) => loader(key) })
       return { cache, get: (key) => cache.fetch(key), clear: () => cache.clear() }
-    }
+    },
   })
 
   const { BentoCache, bentostore } = await import('bentocache')
@@ -152,19 +172,19 @@ async function loadLibraries () {
     name: 'bentocache',
     version: pkgVersion('bentocache'),
     setup: `memory-only L1 (\`memoryDriver({ maxItems: ${MAX_ENTRIES} })\`, serialized L1: the default), \`getOrSet({ key, factory })\``,
-    create (loader) {
+    create(loader) {
       const bento = new BentoCache({
         default: 'memory',
         ttl: TTL,
-        stores: { memory: bentostore().useL1Layer(memoryDriver({ maxItems: MAX_ENTRIES })) }
+        stores: { memory: bentostore().useL1Layer(memoryDriver({ maxItems: MAX_ENTRIES })) },
       })
       return {
         cache: bento,
         get: (key) => bento.getOrSet({ key, factory: () => loader(key) }),
         clear: () => bento.clear(),
-        close: () => bento.disconnectAll()
+        close: () => bento.disconnectAll(),
       }
-    }
+    },
   })
 
   const { createCache } = require('cache-manager')
@@ -172,36 +192,38 @@ async function loadLibraries () {
     name: 'cache-manager',
     version: pkgVersion('cache-manager'),
     setup: '`createCache({ ttl: 60_000 })` (default in-memory Keyv, unbounded), `wrap(key, fn, 60_000)`',
-    create (loader) {
+    create(loader) {
       const cache = createCache({ ttl: TTL })
       return {
         cache,
         get: (key) => cache.wrap(key, () => loader(key), TTL),
         clear: () => cache.clear(),
-        close: () => cache.disconnect()
+        close: () => cache.disconnect(),
       }
-    }
+    },
   })
 
   libs.push({
     name: 'js-map',
     version: '—',
-    setup: 'hand-written `Map<key, Promise>` coalescer over a `Map` (TTL check, no eviction, object references): the floor',
-    create (loader) {
+    setup:
+      'hand-written `Map<key, Promise>` coalescer over a `Map` (TTL check, no eviction, object references): the floor',
+    create(loader) {
       const c = new JsMapCoalescer(TTL)
       return { cache: c, get: (key) => c.getOrLoad(key, loader), clear: () => c.clear() }
-    }
+    },
   })
 
   libs.push({
     name: 'js-map-copy',
     version: '—',
-    setup: 'the same floor making one JSON copy per load (`JSON.parse(JSON.stringify(v))`), shared by every hit: herdcache\'s value semantics',
-    create (loader) {
+    setup:
+      "the same floor making one JSON copy per load (`JSON.parse(JSON.stringify(v))`), shared by every hit: herdcache's value semantics",
+    create(loader) {
       const c = new JsMapCoalescer(TTL)
       const copying = (key) => copyAsync(loader(key))
       return { cache: c, get: (key) => c.getOrLoad(key, copying), clear: () => c.clear() }
-    }
+    },
   })
 
   return ONLY ? libs.filter((l) => ONLY.has(l.name)) : libs
@@ -218,7 +240,7 @@ const hotLoader = (state) => (key) => {
   return Promise.resolve(VALUE)
 }
 
-async function checkedGet (inst, key) {
+async function checkedGet(inst, key) {
   const v = await inst.get(key)
   if (!isValue(v)) throw new Error(`unexpected value for ${key}: ${util.inspect(v, { depth: 1 })}`)
   return v
@@ -231,11 +253,11 @@ const scenarios = [
     what: "`await get('hot')` in a loop on a warm key",
     loaderFor: hotLoader,
     hitPath: true,
-    async prepare (inst) {
+    async prepare(inst) {
       await checkedGet(inst, 'hot')
       return 1
     },
-    async sample (inst, state, deadline) {
+    async sample(inst, state, deadline) {
       const get = inst.get
       let n = 0
       let last
@@ -245,7 +267,7 @@ const scenarios = [
       } while (now() < deadline)
       if (!isValue(last)) throw new Error('bad value')
       return n
-    }
+    },
   },
   {
     id: 2,
@@ -253,13 +275,13 @@ const scenarios = [
     what: `${HOT_CONCURRENCY} async loops of \`await get('hot')\` on one warm key`,
     loaderFor: hotLoader,
     hitPath: true,
-    async prepare (inst) {
+    async prepare(inst) {
       await checkedGet(inst, 'hot')
       return 1
     },
-    async sample (inst, state, deadline) {
+    async sample(inst, state, deadline) {
       const get = inst.get
-      async function worker () {
+      async function worker() {
         let n = 0
         let last
         do {
@@ -273,7 +295,7 @@ const scenarios = [
       for (let w = 0; w < HOT_CONCURRENCY; w++) workers.push(worker())
       const counts = await Promise.all(workers)
       return counts.reduce((a, b) => a + b, 0)
-    }
+    },
   },
   {
     id: 3,
@@ -283,17 +305,17 @@ const scenarios = [
     hitPath: true,
     keys: null,
     order: null,
-    init () {
+    init() {
       this.keys = Array.from({ length: DISTINCT_KEYS }, (_, i) => `item:${i}`)
       const rnd = mulberry32(0x5eed)
       this.order = new Uint16Array(1 << 16)
       for (let i = 0; i < this.order.length; i++) this.order[i] = Math.floor(rnd() * DISTINCT_KEYS)
     },
-    async prepare (inst) {
+    async prepare(inst) {
       for (const k of this.keys) await checkedGet(inst, k)
       return this.keys.length
     },
-    async sample (inst, state, deadline) {
+    async sample(inst, state, deadline) {
       const get = inst.get
       const keys = this.keys
       const order = this.order
@@ -307,7 +329,7 @@ const scenarios = [
       } while (now() < deadline)
       if (!isValue(last)) throw new Error('bad value')
       return n
-    }
+    },
   },
   {
     id: 4,
@@ -318,8 +340,10 @@ const scenarios = [
       return new Promise((resolve) => setImmediate(resolve, VALUE))
     },
     clearBetweenSamples: true,
-    async prepare () { return 0 },
-    async sample (inst, state, deadline) {
+    async prepare() {
+      return 0
+    },
+    async sample(inst, state, deadline) {
       const get = inst.get
       const ps = new Array(BURST)
       let n = 0
@@ -336,7 +360,7 @@ const scenarios = [
         n += BURST
       } while (now() < deadline)
       return n
-    }
+    },
   },
   {
     id: 5,
@@ -344,8 +368,10 @@ const scenarios = [
     what: '`await get(newKey)` with a new key per call (the leader: one load each; the loader returns `Promise.resolve(value)`)',
     loaderFor: hotLoader,
     clearBetweenSamples: true,
-    async prepare () { return 0 },
-    async sample (inst, state, deadline) {
+    async prepare() {
+      return 0
+    },
+    async sample(inst, state, deadline) {
       const get = inst.get
       let n = 0
       let last
@@ -357,13 +383,13 @@ const scenarios = [
       state.seq = seq
       if (!isValue(last)) throw new Error('bad value')
       return n
-    }
-  }
+    },
+  },
 ].filter((s) => !SCENARIOS || SCENARIOS.has(s.id))
 
 // ---------------------------------------------------------------- harness
 
-async function timedSample (scenario, lib, deadlineMs) {
+async function timedSample(scenario, lib, deadlineMs) {
   gc()
   await tick()
   const t0 = now()
@@ -374,7 +400,7 @@ async function timedSample (scenario, lib, deadlineMs) {
   return { ops, ms: t1 - t0 }
 }
 
-async function runScenario (scenario, libDefs) {
+async function runScenario(scenario, libDefs) {
   if (scenario.init) scenario.init()
   const libs = libDefs.map((def) => {
     const state = { loads: 0, calls: 0, seq: 0, bursts: 0, minRuns: Infinity, maxRuns: 0 }
@@ -447,31 +473,51 @@ async function runScenario (scenario, libDefs) {
       }
       row.ratio = ratios.length ? median(ratios) : undefined
     }
-    if (scenario.hitPath) row.loadsNote = row.loadsInSamples === 0 ? 'none (all hits)' : `${row.loadsInSamples} reloads during hits!`
-    else if (scenario.id === 4) row.loadsNote = row.minRuns === 1 && row.maxRuns === 1 ? `1 per burst (${row.bursts} bursts)` : `**${row.minRuns === row.maxRuns ? row.minRuns : `${row.minRuns}–${row.maxRuns}`} per burst** (${row.bursts} bursts)`
-    else if (scenario.id === 5) row.loadsNote = row.loadsInSamples === row.ops ? '1 per call' : `${row.loadsInSamples} for ${row.ops} calls`
+    if (scenario.hitPath)
+      row.loadsNote = row.loadsInSamples === 0 ? 'none (all hits)' : `${row.loadsInSamples} reloads during hits!`
+    else if (scenario.id === 4)
+      row.loadsNote =
+        row.minRuns === 1 && row.maxRuns === 1
+          ? `1 per burst (${row.bursts} bursts)`
+          : `**${row.minRuns === row.maxRuns ? row.minRuns : `${row.minRuns}–${row.maxRuns}`} per burst** (${row.bursts} bursts)`
+    else if (scenario.id === 5)
+      row.loadsNote = row.loadsInSamples === row.ops ? '1 per call' : `${row.loadsInSamples} for ${row.ops} calls`
     return row
   })
 
   // herdcache's own counters must agree with what the bench saw
   for (const lib of libs) {
     const row = rows.find((r) => r.lib === lib.def.name)
-    if (lib.error || !lib.inst.cache || typeof lib.inst.cache.stats !== 'function' || lib.def.name !== 'herdcache') continue
+    if (lib.error || !lib.inst.cache || typeof lib.inst.cache.stats !== 'function' || lib.def.name !== 'herdcache')
+      continue
     const st = lib.inst.cache.stats()
     const counted = st.hits + st.staleServed + st.negativeHits + st.misses + st.coalesced
     const problems = []
-    if (st.loads !== lib.state.loads) problems.push(`stats().loads ${st.loads} but the loader ran ${lib.state.loads} times`)
-    if (counted !== lib.state.calls) problems.push(`stats() counts ${counted} calls (hits ${st.hits}, stale ${st.staleServed}, negative ${st.negativeHits}, misses ${st.misses}, coalesced ${st.coalesced}) but the bench made ${lib.state.calls}`)
-    if (st.loadErrors || st.timeouts || st.backgroundErrors) problems.push(`errors: loadErrors ${st.loadErrors}, timeouts ${st.timeouts}, backgroundErrors ${st.backgroundErrors}`)
-    if (scenario.hitPath && (st.staleServed || st.backgroundRefreshes)) problems.push(`stale ${st.staleServed}, background refreshes ${st.backgroundRefreshes} on a hit path`)
-    if (scenario.id === 4 && st.coalesced !== st.misses * (BURST - 1)) problems.push(`coalesced ${st.coalesced} ≠ misses ${st.misses} × ${BURST - 1}`)
-    row.statsCheck = problems.length ? problems.join('; ') : `ok (hits ${st.hits}, misses ${st.misses}, coalesced ${st.coalesced}, loads ${st.loads}, evictions ${st.evictions})`
+    if (st.loads !== lib.state.loads)
+      problems.push(`stats().loads ${st.loads} but the loader ran ${lib.state.loads} times`)
+    if (counted !== lib.state.calls)
+      problems.push(
+        `stats() counts ${counted} calls (hits ${st.hits}, stale ${st.staleServed}, negative ${st.negativeHits}, misses ${st.misses}, coalesced ${st.coalesced}) but the bench made ${lib.state.calls}`,
+      )
+    if (st.loadErrors || st.timeouts || st.backgroundErrors)
+      problems.push(
+        `errors: loadErrors ${st.loadErrors}, timeouts ${st.timeouts}, backgroundErrors ${st.backgroundErrors}`,
+      )
+    if (scenario.hitPath && (st.staleServed || st.backgroundRefreshes))
+      problems.push(`stale ${st.staleServed}, background refreshes ${st.backgroundRefreshes} on a hit path`)
+    if (scenario.id === 4 && st.coalesced !== st.misses * (BURST - 1))
+      problems.push(`coalesced ${st.coalesced} ≠ misses ${st.misses} × ${BURST - 1}`)
+    row.statsCheck = problems.length
+      ? problems.join('; ')
+      : `ok (hits ${st.hits}, misses ${st.misses}, coalesced ${st.coalesced}, loads ${st.loads}, evictions ${st.evictions})`
     row.statsOk = problems.length === 0
   }
 
   for (const lib of libs) {
     if (lib.inst.close) {
-      try { await lib.inst.close() } catch {}
+      try {
+        await lib.inst.close()
+      } catch {}
     }
   }
   return rows
@@ -484,7 +530,7 @@ async function runScenario (scenario, libDefs) {
 // the promise state synchronously), and its reaction must run before that of a
 // `Promise.resolve()` chained after it (it is queued at `.then` time, so no
 // thread hop, no extra microtask turns).
-async function syncHitProbe (def) {
+async function syncHitProbe(def) {
   const state = { loads: 0 }
   const inst = def.create(hotLoader(state))
   await inst.get('hot')
@@ -505,7 +551,9 @@ async function syncHitProbe (def) {
   // how many microtask turns until it settles
   let turns = -1
   let settled = false
-  p.then(() => { settled = true })
+  p.then(() => {
+    settled = true
+  })
   for (let i = 0; i < 50 && !settled; i++) {
     turns = i
     await null
@@ -519,17 +567,21 @@ async function syncHitProbe (def) {
   out.sameObjectOnHits = a === b // every hit hands out one shared object
   out.loaderObject = a === VALUE // ... which is the loader's own object (no copy)
   out.loads = state.loads
-  if (inst.close) { try { await inst.close() } catch {} }
+  if (inst.close) {
+    try {
+      await inst.close()
+    } catch {}
+  }
   return out
 }
 
 // ---------------------------------------------------------------- output
 
-const fmtUs = (x) => x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 1 ? x.toFixed(2) : x.toFixed(3)
-const fmtTimes = (x) => x < 1 ? `${(1 / x).toFixed(1)}× faster` : `${x.toFixed(1)}× slower`
-const fmtRatio = (x) => x === undefined ? '—' : `${x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3)}×`
+const fmtUs = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 1 ? x.toFixed(2) : x.toFixed(3))
+const fmtTimes = (x) => (x < 1 ? `${(1 / x).toFixed(1)}× faster` : `${x.toFixed(1)}× slower`)
+const fmtRatio = (x) => (x === undefined ? '—' : `${x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3)}×`)
 
-function summarize (results, probes) {
+function summarize(results, probes) {
   const get = (id, lib) => {
     const r = results.find((x) => x.scenario.id === id)
     return r && r.rows.find((x) => x.lib === lib && !x.error)
@@ -560,24 +612,35 @@ function summarize (results, probes) {
     if (slower.length) s += slower.join(' and ')
     sentences.push(s + '.')
   } else if (hp) {
-    sentences.push(syncHit ? 'A herdcache hit is synchronous (the promise is already fulfilled on return).' : '**A herdcache hit is not answered synchronously.**')
+    sentences.push(
+      syncHit
+        ? 'A herdcache hit is synchronous (the promise is already fulfilled on return).'
+        : '**A herdcache hit is not answered synchronously.**',
+    )
   }
   const b = results.find((x) => x.scenario.id === 4)
   if (b) {
     const hb = b.rows.find((x) => x.lib === 'herdcache' && !x.error)
     const more = b.rows.filter((x) => !x.error && x.maxRuns > 1).map((x) => `${x.lib} (up to ${x.maxRuns})`)
     let s = 'In the 1 000-caller burst'
-    s += more.length ? ` the loader ran more than once per burst for ${more.join(', ')}, once for the others` : ' every library ran the loader exactly once per burst'
+    s += more.length
+      ? ` the loader ran more than once per burst for ${more.join(', ')}, once for the others`
+      : ' every library ran the loader exactly once per burst'
     if (hb) {
       const f = b.rows.find((x) => x.lib === 'js-map' && !x.error)
       const l = b.rows.find((x) => x.lib === 'lru-cache' && !x.error)
-      s += `; a herdcache caller costs ${fmtUs(hb.usPerOp)} µs` + (f ? `, ${fmtRatio(f.ratio)} the floor` : '') + (l ? ` and ${fmtRatio(l.ratio)} lru-cache` : '')
+      s +=
+        `; a herdcache caller costs ${fmtUs(hb.usPerOp)} µs` +
+        (f ? `, ${fmtRatio(f.ratio)} the floor` : '') +
+        (l ? ` and ${fmtRatio(l.ratio)} lru-cache` : '')
     }
     const c = results.find((x) => x.scenario.id === 5)
     const hc = c && c.rows.find((x) => x.lib === 'herdcache' && !x.error)
     if (hc) {
       const f = c.rows.find((x) => x.lib === 'js-map-copy' && !x.error)
-      s += `, and a cold key (the leader) ${fmtUs(hc.usPerOp)} µs` + (f ? `, ${fmtRatio(f.ratio)} js-map-copy, which makes the same JSON copy of the value` : '')
+      s +=
+        `, and a cold key (the leader) ${fmtUs(hc.usPerOp)} µs` +
+        (f ? `, ${fmtRatio(f.ratio)} js-map-copy, which makes the same JSON copy of the value` : '')
     }
     sentences.push(s + '.')
   }
@@ -585,33 +648,42 @@ function summarize (results, probes) {
 }
 
 // What a hit hands out, as probed: that decides what a hit costs.
-function semanticsNote (probes) {
+function semanticsNote(probes) {
   const ok = probes.filter((p) => !p.error)
   const names = (f) => ok.filter(f).map((p) => p.lib)
-  const list = (xs) => xs.length ? xs.join(', ') : 'none'
+  const list = (xs) => (xs.length ? xs.join(', ') : 'none')
   const same = names((p) => p.sameObjectOnHits && p.loaderObject)
   const shared = names((p) => p.sameObjectOnHits && !p.loaderObject)
   const fresh = names((p) => !p.sameObjectOnHits)
-  return 'Read the columns with what a hit hands out (probed on a warm key): ' +
+  return (
+    'Read the columns with what a hit hands out (probed on a warm key): ' +
     `the loader's own object, no copy: ${list(same)}; ` +
     `one shared copy made once per load (\`JSON.parse(JSON.stringify(v))\`), no work per hit: ${list(shared)}; ` +
     `a new object per hit (the value is stored as JSON text and parsed on every hit): ${list(fresh)}. ` +
-    'herdcache, lru-cache and bentocache are bounded to 10 000 entries (in scenario 5 they evict once a sample passes 10 000 new keys); cache-manager\'s Keyv `Map` and the js-map floors are unbounded. ' +
+    "herdcache, lru-cache and bentocache are bounded to 10 000 entries (in scenario 5 they evict once a sample passes 10 000 new keys); cache-manager's Keyv `Map` and the js-map floors are unbounded. " +
     'bentocache and cache-manager take a closure per call (`factory`, `fn`), as their APIs ask; the others a loader fixed once. ' +
     'In scenarios 4 and 5 every store is cleared between samples, outside the timing.'
+  )
 }
 
-function markdown ({ results, probes, libs, info }) {
+function markdown({ results, probes, libs, info }) {
   const L = []
   L.push('# herdcache benchmark')
   L.push('')
   L.push(`- date: ${info.date}`)
-  L.push(`- machine: ${info.machine.cpu}, ${info.machine.mem}, ${info.machine.os}; load average at start ${info.loadStart}, at end ${info.machine.load}`)
+  L.push(
+    `- machine: ${info.machine.cpu}, ${info.machine.mem}, ${info.machine.os}; load average at start ${info.loadStart}, at end ${info.machine.load}`,
+  )
   L.push(`- node ${process.version} (V8 ${process.versions.v8}, napi ${process.versions.napi})`)
-  L.push(`- command: \`${info.command}\` (${SAMPLES} interleaved samples of ~${SAMPLE_MS} ms per library after one ${WARMUP_MS} ms warm-up; median; took ${info.seconds} s)`)
+  L.push(
+    `- command: \`${info.command}\` (${SAMPLES} interleaved samples of ~${SAMPLE_MS} ms per library after one ${WARMUP_MS} ms warm-up; median; took ${info.seconds} s)`,
+  )
   L.push(`- value: a ${VALUE_BYTES}-byte JSON object; ttl 60 s everywhere`)
   if (info.build) L.push(`- herdcache build: ${info.build}`)
-  if (herdcacheError) L.push(`- **herdcache was not measured**: \`require('..')\` failed: ${String(herdcacheError.message).split('\n')[0]}`)
+  if (herdcacheError)
+    L.push(
+      `- **herdcache was not measured**: \`require('..')\` failed: ${String(herdcacheError.message).split('\n')[0]}`,
+    )
   L.push('')
   L.push('Libraries:')
   L.push('')
@@ -620,7 +692,9 @@ function markdown ({ results, probes, libs, info }) {
   L.push('## Results')
   L.push('')
   L.push('µs/op and ops/s are medians over the samples; ± is the spread (max − min) of the samples over the median.')
-  L.push('**herdcache ÷ peer** is the median over rounds of herdcache µs/op ÷ peer µs/op, both taken in the same round: below 1× herdcache is faster, above 1× slower.')
+  L.push(
+    '**herdcache ÷ peer** is the median over rounds of herdcache µs/op ÷ peer µs/op, both taken in the same round: below 1× herdcache is faster, above 1× slower.',
+  )
   L.push('')
   L.push('| scenario | library | ops/s | µs/op | ± | herdcache ÷ peer | loader runs in the timed samples |')
   L.push('|---|---|---:|---:|---:|---:|---|')
@@ -631,16 +705,21 @@ function markdown ({ results, probes, libs, info }) {
         L.push(`| ${sc} | ${r.lib} | failed | | | | ${String(r.error.message).split('\n')[0].replace(/\|/g, '\\|')} |`)
         continue
       }
-      L.push(`| ${sc} | ${r.lib} | ${fmtOps(r.opsPerSec)} | ${fmtUs(r.usPerOp)} | ${(r.spread * 100).toFixed(0)} % | ${r.lib === 'herdcache' ? '—' : fmtRatio(r.ratio)} | ${r.loadsNote} |`)
+      L.push(
+        `| ${sc} | ${r.lib} | ${fmtOps(r.opsPerSec)} | ${fmtUs(r.usPerOp)} | ${(r.spread * 100).toFixed(0)} % | ${r.lib === 'herdcache' ? '—' : fmtRatio(r.ratio)} | ${r.loadsNote} |`,
+      )
     }
   }
   const checks = results.flatMap(({ scenario, rows }) => rows.filter((r) => r.statsCheck).map((r) => [scenario, r]))
   if (checks.length) {
     L.push('')
     if (checks.every(([, r]) => r.statsOk)) {
-      L.push('herdcache\'s own `stats()` agreed with the bench in every scenario (calls counted once each as hit/miss/coalesced, `loads` equal to the loader runs, no errors, no stale serves; in the burst, 999 coalesced per miss).')
+      L.push(
+        "herdcache's own `stats()` agreed with the bench in every scenario (calls counted once each as hit/miss/coalesced, `loads` equal to the loader runs, no errors, no stale serves; in the burst, 999 coalesced per miss).",
+      )
     } else {
-      for (const [scenario, r] of checks) L.push(`- herdcache \`stats()\` in scenario ${scenario.id}: ${r.statsOk ? 'ok' : '**' + r.statsCheck + '**'}`)
+      for (const [scenario, r] of checks)
+        L.push(`- herdcache \`stats()\` in scenario ${scenario.id}: ${r.statsOk ? 'ok' : '**' + r.statsCheck + '**'}`)
     }
   }
   L.push('')
@@ -652,20 +731,31 @@ function markdown ({ results, probes, libs, info }) {
   L.push('')
   L.push('## Is a hit synchronous?')
   L.push('')
-  L.push('On a warm key: is the returned promise already fulfilled when `get` returns (`util.inspect`), and does its reaction run before that of a `Promise.resolve()` chained after it?')
+  L.push(
+    'On a warm key: is the returned promise already fulfilled when `get` returns (`util.inspect`), and does its reaction run before that of a `Promise.resolve()` chained after it?',
+  )
   L.push('')
-  L.push('| library | native Promise | fulfilled on return | first reaction | microtask turns to settle | what a hit hands out |')
+  L.push(
+    '| library | native Promise | fulfilled on return | first reaction | microtask turns to settle | what a hit hands out |',
+  )
   L.push('|---|---|---|---|---:|---|')
   for (const p of probes) {
-    if (p.error) { L.push(`| ${p.lib} | failed: ${p.error} | | | |`); continue }
-    L.push(`| ${p.lib} | ${p.nativePromise ? 'yes' : 'no'} | ${p.settledOnReturn ? 'yes' : '**no**'} | ${p.first} | ${p.microtaskTurns} | ${p.sameObjectOnHits ? (p.loaderObject ? 'the loader\'s object' : 'one shared copy') : 'a new object per hit'} |`)
+    if (p.error) {
+      L.push(`| ${p.lib} | failed: ${p.error} | | | |`)
+      continue
+    }
+    L.push(
+      `| ${p.lib} | ${p.nativePromise ? 'yes' : 'no'} | ${p.settledOnReturn ? 'yes' : '**no**'} | ${p.first} | ${p.microtaskTurns} | ${p.sameObjectOnHits ? (p.loaderObject ? "the loader's object" : 'one shared copy') : 'a new object per hit'} |`,
+    )
   }
   const hp = probes.find((p) => p.lib === 'herdcache')
   if (hp && !hp.error) {
     L.push('')
-    L.push(hp.settledOnReturn && hp.first === 'lib'
-      ? `herdcache: **a hit is a synchronous path** — the promise is fulfilled when \`getOrLoad\` returns${hp.hitCountedSync ? ', and `stats().hits` has already been counted' : ''}.`
-      : '**herdcache: a hit is NOT answered synchronously** — the promise is still pending on return or settles after `Promise.resolve()`.')
+    L.push(
+      hp.settledOnReturn && hp.first === 'lib'
+        ? `herdcache: **a hit is a synchronous path** — the promise is fulfilled when \`getOrLoad\` returns${hp.hitCountedSync ? ', and `stats().hits` has already been counted' : ''}.`
+        : '**herdcache: a hit is NOT answered synchronously** — the promise is still pending on return or settles after `Promise.resolve()`.',
+    )
   }
   L.push('')
   L.push('## What the numbers say')
@@ -677,21 +767,24 @@ function markdown ({ results, probes, libs, info }) {
 
 // ---------------------------------------------------------------- main
 
-async function main () {
+async function main() {
   const t0 = now()
   const info = {
     date: isoSeconds(),
-    command: process.env.npm_lifecycle_event === 'bench'
-      ? `npm run bench${argv.length ? ' -- ' + argv.join(' ') : ''}`
-      : `node ${path.relative(process.cwd(), __filename) || 'bench/run.js'}${argv.length ? ' ' + argv.join(' ') : ''}`,
-    loadStart: loadAvg()
+    command:
+      process.env.npm_lifecycle_event === 'bench'
+        ? `npm run bench${argv.length ? ' -- ' + argv.join(' ') : ''}`
+        : `node ${path.relative(process.cwd(), __filename) || 'bench/run.js'}${argv.length ? ' ' + argv.join(' ') : ''}`,
+    loadStart: loadAvg(),
   }
   info.build = herdcacheModule ? herdcacheBuild(path.join(__dirname, '..')) : null
   if (herdcacheError) {
     console.log(`herdcache skipped: require('..') failed (${String(herdcacheError.message).split('\n')[0]})`)
   }
   const libs = await loadLibraries()
-  console.log(`node ${process.version}; ${os.cpus().length} CPUs; ${SAMPLES} samples × ${SAMPLE_MS} ms; value ${VALUE_BYTES} bytes`)
+  console.log(
+    `node ${process.version}; ${os.cpus().length} CPUs; ${SAMPLES} samples × ${SAMPLE_MS} ms; value ${VALUE_BYTES} bytes`,
+  )
   console.log(`libraries: ${libs.map((l) => l.name).join(', ')}`)
 
   // sync-hit probe first, on fresh instances
@@ -705,15 +798,22 @@ async function main () {
   }
   console.log('\nhit returns an already-fulfilled promise?')
   for (const p of probes) {
-    if (p.error) { console.log(`  ${p.lib.padEnd(14)} probe failed: ${p.error}`); continue }
-    console.log(`  ${p.lib.padEnd(14)} fulfilled on return: ${p.settledOnReturn ? 'yes' : 'no '}  first reaction: ${p.first.padEnd(17)} microtask turns: ${p.microtaskTurns}  hits share one object: ${p.sameObjectOnHits ? (p.loaderObject ? 'yes (the loader\'s)' : 'yes (a copy)') : 'no (new per hit)'}`)
+    if (p.error) {
+      console.log(`  ${p.lib.padEnd(14)} probe failed: ${p.error}`)
+      continue
+    }
+    console.log(
+      `  ${p.lib.padEnd(14)} fulfilled on return: ${p.settledOnReturn ? 'yes' : 'no '}  first reaction: ${p.first.padEnd(17)} microtask turns: ${p.microtaskTurns}  hits share one object: ${p.sameObjectOnHits ? (p.loaderObject ? "yes (the loader's)" : 'yes (a copy)') : 'no (new per hit)'}`,
+    )
   }
   const hp = probes.find((p) => p.lib === 'herdcache')
   if (hp && !hp.error) {
     const ok = hp.nativePromise && hp.settledOnReturn && hp.first === 'lib'
-    console.log(ok
-      ? `  ASSERT ok: a herdcache hit is a synchronous path${hp.hitCountedSync ? ' (stats().hits counted synchronously)' : ''}`
-      : '  ASSERT FAILED: a herdcache hit is not answered synchronously')
+    console.log(
+      ok
+        ? `  ASSERT ok: a herdcache hit is a synchronous path${hp.hitCountedSync ? ' (stats().hits counted synchronously)' : ''}`
+        : '  ASSERT FAILED: a herdcache hit is not answered synchronously',
+    )
     if (!ok) process.exitCode = 1
   }
 
@@ -723,8 +823,14 @@ async function main () {
     const rows = await runScenario(scenario, libs)
     results.push({ scenario, rows })
     for (const r of rows) {
-      if (r.error) { console.log(`  ${r.lib.padEnd(14)} FAILED: ${r.error.stack || r.error}`); process.exitCode = 1; continue }
-      console.log(`  ${r.lib.padEnd(14)} ${fmtOps(r.opsPerSec).padStart(9)} ops/s ${fmtUs(r.usPerOp).padStart(8)} µs/op  ±${(r.spread * 100).toFixed(0).padStart(3)} %  ${r.lib === 'herdcache' ? '         ' : ('h/p ' + fmtRatio(r.ratio)).padStart(9)}  loads: ${r.loadsNote}   [${r.samples.map(fmtUs).join(' ')}]`)
+      if (r.error) {
+        console.log(`  ${r.lib.padEnd(14)} FAILED: ${r.error.stack || r.error}`)
+        process.exitCode = 1
+        continue
+      }
+      console.log(
+        `  ${r.lib.padEnd(14)} ${fmtOps(r.opsPerSec).padStart(9)} ops/s ${fmtUs(r.usPerOp).padStart(8)} µs/op  ±${(r.spread * 100).toFixed(0).padStart(3)} %  ${r.lib === 'herdcache' ? '         ' : ('h/p ' + fmtRatio(r.ratio)).padStart(9)}  loads: ${r.loadsNote}   [${r.samples.map(fmtUs).join(' ')}]`,
+      )
       if (r.statsCheck) {
         console.log(`  ${''.padEnd(14)} herdcache stats() check: ${r.statsCheck}`)
         if (!r.statsOk) process.exitCode = 1
@@ -743,7 +849,11 @@ async function main () {
   // The Nest route benchmark (bench/nest.js, writes bench/NEST.md) is part of
   // the full run; --only / --scenarios runs select in-process scenarios only.
   if (!ONLY && !SCENARIOS) {
-    const nest = require('node:child_process').spawnSync(process.execPath, [path.join(__dirname, 'nest.js'), ...(QUICK ? ['--quick'] : [])], { stdio: 'inherit' })
+    const nest = require('node:child_process').spawnSync(
+      process.execPath,
+      [path.join(__dirname, 'nest.js'), ...(QUICK ? ['--quick'] : [])],
+      { stdio: 'inherit' },
+    )
     if (nest.status !== 0) process.exitCode = nest.status || 1
   }
 }

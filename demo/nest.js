@@ -30,7 +30,9 @@ function request(agent, url) {
     http
       .get(url, { agent }, (res) => {
         res.resume()
-        res.on('end', () => resolve({ ms: performance.now() - start, status: res.statusCode, xCache: res.headers['x-cache'] }))
+        res.on('end', () =>
+          resolve({ ms: performance.now() - start, status: res.statusCode, xCache: res.headers['x-cache'] }),
+        )
       })
       .on('error', reject)
   })

@@ -118,8 +118,7 @@ class Database {
       const version = ++this.queries
       const others = this.running++
       if (this.running > this.peak) this.peak = this.running
-      const ms =
-        CONFIG.baseQueryMs + CONFIG.perConcurrentMs * others + (this.rand() * 2 - 1) * CONFIG.noiseMs
+      const ms = CONFIG.baseQueryMs + CONFIG.perConcurrentMs * others + (this.rand() * 2 - 1) * CONFIG.noiseMs
       const finish = () => {
         this.running--
         this.lastQueryEnd = performance.now()
@@ -276,11 +275,14 @@ function totals(results) {
 // --------------------------------------------------------------- report ----
 
 function printTable(naive, herd) {
-  const rows = [...PHASES.map((p) => ({ label: p.label, a: naive[p.id], b: herd && herd[p.id] })), {
-    label: 'total',
-    a: totals(naive),
-    b: herd && totals(herd),
-  }]
+  const rows = [
+    ...PHASES.map((p) => ({ label: p.label, a: naive[p.id], b: herd && herd[p.id] })),
+    {
+      label: 'total',
+      a: totals(naive),
+      b: herd && totals(herd),
+    },
+  ]
   const W_LABEL = 18
   const W_Q = 8
   const W_MS = 7
@@ -302,12 +304,16 @@ function printTable(naive, herd) {
   const compare = (ca, cb) => {
     if (!useColour) return [ca, cb]
     const num = (c) => parseFloat(c)
-    return [ca.map((c, i) => [c, cb[i]]).map(([x, y]) => {
-      const a = num(x)
-      const b = num(y)
-      if (!Number.isFinite(a) || !Number.isFinite(b) || a === b) return [x, y]
-      return a < b ? [green(x), red(y)] : [red(x), green(y)]
-    })].flatMap((pairs) => [pairs.map((p) => p[0]), pairs.map((p) => p[1])])
+    return [
+      ca
+        .map((c, i) => [c, cb[i]])
+        .map(([x, y]) => {
+          const a = num(x)
+          const b = num(y)
+          if (!Number.isFinite(a) || !Number.isFinite(b) || a === b) return [x, y]
+          return a < b ? [green(x), red(y)] : [red(x), green(y)]
+        }),
+    ].flatMap((pairs) => [pairs.map((p) => p[0]), pairs.map((p) => p[1])])
   }
 
   const title = (t) => {
@@ -315,9 +321,7 @@ function printTable(naive, herd) {
     const left = Math.floor((groupWidth - inner.length) / 2)
     return '─'.repeat(Math.max(0, left)) + inner + '─'.repeat(Math.max(0, groupWidth - left - inner.length))
   }
-  const head = ['DB qry', 'p50', 'p95', 'p99', 'max']
-    .map((h, i) => h.padStart(i === 0 ? W_Q : W_MS))
-    .join('')
+  const head = ['DB qry', 'p50', 'p95', 'p99', 'max'].map((h, i) => h.padStart(i === 0 ? W_Q : W_MS)).join('')
   out(' '.repeat(W_LABEL) + bold(title('naive cache-aside')) + SEP + bold(title('herdcache')))
   out(bold('phase'.padEnd(W_LABEL)) + dim(head) + SEP + dim(head))
   for (const row of rows) {
@@ -447,7 +451,10 @@ async function main() {
   printOutcomes(naive, herd)
   printVerdict(naive, herd)
 
-  for (const [name, r] of [['naive', naive], ['herdcache', herd]]) {
+  for (const [name, r] of [
+    ['naive', naive],
+    ['herdcache', herd],
+  ]) {
     const errs = r ? totals(r).errors : []
     if (errs.length) {
       out(red(`${name}: first error: ${errs[0] && (errs[0].code || '')} ${errs[0] && errs[0].message}`))

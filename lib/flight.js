@@ -205,8 +205,7 @@ function readFirst(ctx, key, id) {
 function flushReads(ctx, batch) {
   ctx.readBatch = undefined
   const { keys, ids, answers } = batch
-  const proceed = (i) =>
-    ctx.acquire(keys[i], ids[i], false).then(answers[i], () => answers[i](undefined))
+  const proceed = (i) => ctx.acquire(keys[i], ids[i], false).then(answers[i], () => answers[i](undefined))
   let read
   try {
     read = ctx.readMany(keys, ids)

@@ -79,7 +79,7 @@ async function evictCached(target, methodName, ...args) {
 
 function methodMeta(target, methodName) {
   const isClass = typeof target === 'function'
-  const fn = isClass ? target.prototype?.[methodName] ?? target[methodName] : target?.[methodName]
+  const fn = isClass ? (target.prototype?.[methodName] ?? target[methodName]) : target?.[methodName]
   const meta = typeof fn === 'function' ? Reflect.getMetadata(CACHED_METHOD, fn) : undefined
   if (meta === undefined) {
     throw nestError(

@@ -43,10 +43,16 @@ if (builtAt >= changedAt) process.exit(0)
 
 const napi = path.join(root, 'node_modules', '.bin', 'napi')
 if (!fs.existsSync(napi)) {
-  console.error('herdcache: the native addon must be built, but @napi-rs/cli is not installed: run `npm install` first.')
+  console.error(
+    'herdcache: the native addon must be built, but @napi-rs/cli is not installed: run `npm install` first.',
+  )
   process.exit(1)
 }
-console.error(builtAt ? 'herdcache: sources changed, rebuilding the native addon…' : 'herdcache: building the native addon (first time: about a minute)…')
+console.error(
+  builtAt
+    ? 'herdcache: sources changed, rebuilding the native addon…'
+    : 'herdcache: building the native addon (first time: about a minute)…',
+)
 const result = spawnSync(napi, ['build', '--platform', '--release', '--js', 'binding.js', '--dts', 'binding.d.ts'], {
   cwd: root,
   stdio: 'inherit',

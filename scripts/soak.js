@@ -29,9 +29,13 @@ const ROOT = path.join(__dirname, '..')
 const { Cache } = require(ROOT)
 const { startRedis, connect } = require(path.join(ROOT, '__test__', 'redis-server.js'))
 
-const env = (name, fallback) => (process.env[name] === undefined || process.env[name] === '' ? fallback : process.env[name])
+const env = (name, fallback) =>
+  process.env[name] === undefined || process.env[name] === '' ? fallback : process.env[name]
 const SECONDS = Number(env('SOAK_SECONDS', 120))
-const MODES = String(env('SOAK_MODES', 'embedded,redis')).split(',').map((m) => m.trim()).filter(Boolean)
+const MODES = String(env('SOAK_MODES', 'embedded,redis'))
+  .split(',')
+  .map((m) => m.trim())
+  .filter(Boolean)
 const MAX_HEAP_GROWTH = Number(env('SOAK_MAX_HEAP_GROWTH_MB', 8)) * 1024 * 1024
 const MAX_RSS_GROWTH = Number(env('SOAK_MAX_RSS_GROWTH_MB', 40)) * 1024 * 1024
 const SEED = Number(env('SOAK_SEED', Date.now() % 2 ** 31)) >>> 0
@@ -60,8 +64,13 @@ const problem = (msg) => {
 
 // Counted, not kept: holding the reasons would grow the heap being measured.
 process.on('unhandledRejection', (reason) => {
-  const where = String((reason && reason.stack) || '').split('\n').find((line) => /^\s+at /.test(line)) || ''
-  problem(`unhandled rejection: ${(reason && reason.name) || 'value'}: ${(reason && reason.message) || reason} ${where.trim()}`)
+  const where =
+    String((reason && reason.stack) || '')
+      .split('\n')
+      .find((line) => /^\s+at /.test(line)) || ''
+  problem(
+    `unhandled rejection: ${(reason && reason.name) || 'value'}: ${(reason && reason.message) || reason} ${where.trim()}`,
+  )
 })
 
 if (typeof global.gc !== 'function') {
@@ -95,12 +104,21 @@ const LOADERS = [
   [6, 'sync value', ({ key }) => [key, random()]],
   [4, 'slow value', ({ key, signal }) => sleepOrAbort(5 + random() * 20, signal).then(() => ({ key, slow: true }))],
   [6, 'throws', () => Promise.reject(new SoakError('loader failed'))],
-  [2, 'throws sync', () => {
-    throw new SoakError('loader failed synchronously')
-  }],
+  [
+    2,
+    'throws sync',
+    () => {
+      throw new SoakError('loader failed synchronously')
+    },
+  ],
   [7, 'null', () => null],
   [3, 'undefined', async () => undefined],
-  [4, 'hangs', ({ signal }) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }))],
+  [
+    4,
+    'hangs',
+    ({ signal }) =>
+      new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true })),
+  ],
   [2, 'ignores its signal', () => sleep(IGNORING_LOADER_MS).then(() => 'too late')],
   [2, 'unserializable', () => ({ big: 10n })],
 ]
@@ -232,7 +250,8 @@ function checkCounters(mode, caches, tallies, options) {
     const t = tallies[i]
     const name = `${mode}[${i}]`
     const served = SERVED.reduce((sum, k) => sum + s[k], 0)
-    if (served !== t.calls) problem(`${name}: hits+staleServed+negativeHits+misses+coalesced = ${served}, calls = ${t.calls}`)
+    if (served !== t.calls)
+      problem(`${name}: hits+staleServed+negativeHits+misses+coalesced = ${served}, calls = ${t.calls}`)
     for (const [outcome, counter] of Object.entries(OUTCOMES)) {
       // Only calls without a signal are tallied, so <=.
       const seen = t.outcomes[outcome] || 0
@@ -289,11 +308,19 @@ async function soakMode(mode) {
   let probe = null
   if (mode === 'redis') {
     redis = await startRedis(null)
-    if (!redis) throw new Error('redis-server is not installed: the Redis soak needs it (SOAK_MODES=embedded to skip it)')
+    if (!redis)
+      throw new Error('redis-server is not installed: the Redis soak needs it (SOAK_MODES=embedded to skip it)')
     probe = await connect(redis.port)
   }
   try {
-    const options = { ttl: 200, hardTtl: 1000, negativeTtl: 100, hardTimeout: HARD_TIMEOUT, refreshBackoff: 200, maxEntries: MAX_ENTRIES }
+    const options = {
+      ttl: 200,
+      hardTtl: 1000,
+      negativeTtl: 100,
+      hardTimeout: HARD_TIMEOUT,
+      refreshBackoff: 200,
+      maxEntries: MAX_ENTRIES,
+    }
     if (redis) Object.assign(options, { redis: redis.url, prefix: 'soak:', lockTtl: 300, redisTimeout: 500 })
     await sleep(50)
     const baseline = resourceCounts()
@@ -310,7 +337,9 @@ async function soakMode(mode) {
           },
         }),
     )
-    console.log(`\n== ${mode}: ${ROUNDS} rounds of ${ROUND_MS / 1000} s, ${count} cache(s), maxEntries ${MAX_ENTRIES}, ${KEYS} keys`)
+    console.log(
+      `\n== ${mode}: ${ROUNDS} rounds of ${ROUND_MS / 1000} s, ${count} cache(s), maxEntries ${MAX_ENTRIES}, ${KEYS} keys`,
+    )
     const samples = []
     for (let r = 1; r <= ROUNDS; r++) {
       const started = Date.now()
@@ -326,7 +355,8 @@ async function soakMode(mode) {
     const heapGrowth = last.heapUsed - first.heapUsed
     const rssGrowth = last.rss - first.rss
     console.log(`growth from round 2 to round ${ROUNDS}: heapUsed ${mb(heapGrowth)} MB, rss ${mb(rssGrowth)} MB`)
-    if (heapGrowth > MAX_HEAP_GROWTH) problem(`${mode}: heapUsed grew ${mb(heapGrowth)} MB (limit ${mb(MAX_HEAP_GROWTH)})`)
+    if (heapGrowth > MAX_HEAP_GROWTH)
+      problem(`${mode}: heapUsed grew ${mb(heapGrowth)} MB (limit ${mb(MAX_HEAP_GROWTH)})`)
     if (rssGrowth > MAX_RSS_GROWTH) problem(`${mode}: rss grew ${mb(rssGrowth)} MB (limit ${mb(MAX_RSS_GROWTH)})`)
 
     const closing = Promise.all(caches.map((c) => c.close()))
@@ -353,7 +383,8 @@ async function soakMode(mode) {
         if (clients <= clientsBefore) break
         await sleep(20)
       }
-      if (clients > clientsBefore) problem(`${mode}: Redis has ${clients} clients after close(), ${clientsBefore} before`)
+      if (clients > clientsBefore)
+        problem(`${mode}: Redis has ${clients} clients after close(), ${clientsBefore} before`)
       else console.log(`Redis connections after close(): ${clients} (before the caches: ${clientsBefore})`)
     }
     return { mode, samples, heapGrowth, rssGrowth }

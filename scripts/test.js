@@ -43,7 +43,9 @@ if (inCI) {
   const tools = { 'redis-server': ['--version'], openssl: ['version'] }
   const missing = Object.keys(tools).filter((c) => !installed(c, tools[c]))
   if (missing.length) {
-    console.error(`error: CI=true and ${missing.join(' and ')} not installed: the Redis and TLS tests cannot be skipped in CI`)
+    console.error(
+      `error: CI=true and ${missing.join(' and ')} not installed: the Redis and TLS tests cannot be skipped in CI`,
+    )
     process.exit(1)
   }
 }

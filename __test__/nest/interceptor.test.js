@@ -361,7 +361,12 @@ test('vary headers, a custom principal resolver, scope: user, and the misconfigu
   }
   Controller('misc')(MiscController)
   decorate(MiscController, 'greeting', Get('greeting'), Cached({ vary: ['Accept-Language'] }))
-  decorate(MiscController, 'tenant', Get('tenant'), Cached({ scope: 'user', principal: (req) => req.headers['x-tenant'] }))
+  decorate(
+    MiscController,
+    'tenant',
+    Get('tenant'),
+    Cached({ scope: 'user', principal: (req) => req.headers['x-tenant'] }),
+  )
   decorate(MiscController, 'mine', Get('mine'), Cached({ scope: 'user' }))
   decorate(MiscController, 'weird', Get('weird'), Cached({ principal: () => ({ id: 1 }) }))
   decorate(MiscController, 'other', Get('other'), Cached({ cache: 'nowhere' }))

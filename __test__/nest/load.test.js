@@ -79,8 +79,20 @@ test('the package exports map and files list carry herdcache/nest', () => {
 })
 
 const TSC = path.join(ROOT, 'node_modules', '.bin', 'tsc')
-const TSC_ARGS = ['--noEmit', '--strict', '--target', 'es2022', '--module', 'nodenext', '--moduleResolution', 'nodenext',
-  '--types', 'node', '--experimentalDecorators', '--emitDecoratorMetadata']
+const TSC_ARGS = [
+  '--noEmit',
+  '--strict',
+  '--target',
+  'es2022',
+  '--module',
+  'nodenext',
+  '--moduleResolution',
+  'nodenext',
+  '--types',
+  'node',
+  '--experimentalDecorators',
+  '--emitDecoratorMetadata',
+]
 
 test('nest/index.d.ts: types.test-d.ts type-checks (with every @ts-expect-error)', { timeout: 60_000 }, async () => {
   const r = await run(TSC, [...TSC_ARGS, path.join(__dirname, 'types.test-d.ts')], 55_000)

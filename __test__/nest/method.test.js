@@ -5,7 +5,15 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const { Controller, Get, Injectable, SetMetadata, Param, Module } = require('@nestjs/common')
 const { NestFactory } = require('@nestjs/core')
-const { HerdcacheModule, Cached, CachedMethod, HERDCACHE, evictCached, evictRoute, cachedMethodKey } = require('herdcache/nest')
+const {
+  HerdcacheModule,
+  Cached,
+  CachedMethod,
+  HERDCACHE,
+  evictCached,
+  evictRoute,
+  cachedMethodKey,
+} = require('herdcache/nest')
 const { decorate, inject, startApp, sleep } = require('./apps')
 
 class Repo {
@@ -86,7 +94,11 @@ test('@CachedMethod keeps this, the arguments and the metadata, and coalesces', 
   for (const r of results) assert.deepEqual(r, { table: 'users', id: 1, name: 'users #1' })
   assert.deepEqual(await users.findOne(2), { table: 'users', id: 2, name: 'users #2' })
   await users.findTwin(1)
-  assert.deepEqual(repo.queries, ['users:1', 'users:2', 'twins:1'], 'two methods with the same arguments do not collide')
+  assert.deepEqual(
+    repo.queries,
+    ['users:1', 'users:2', 'twins:1'],
+    'two methods with the same arguments do not collide',
+  )
   await users.findOne(1)
   assert.equal(repo.queries.length, 3, 'a hit')
 
@@ -119,7 +131,10 @@ test('@CachedMethod keeps this, the arguments and the metadata, and coalesces', 
   assert.equal(await evictCached(UsersService, 'findOne', 1), false, 'already gone; by class works too')
   await users.findOne(1)
   assert.equal(repo.queries.filter((q) => q === 'users:1').length, 2, 'the evicted key ran again')
-  assert.throws(() => cachedMethodKey(users, 'nope'), (e) => e.code === 'ERR_HERDCACHE_NEST_NOT_CACHED')
+  assert.throws(
+    () => cachedMethodKey(users, 'nope'),
+    (e) => e.code === 'ERR_HERDCACHE_NEST_NOT_CACHED',
+  )
 
   assert.deepEqual((await get('/profiles')).body, { at: 1 })
   assert.equal((await get('/profiles')).headers.get('x-cache'), 'HIT')
@@ -145,12 +160,27 @@ test('@CachedMethod without HerdcacheModule rejects with ERR_HERDCACHE_NEST_NO_C
   })
   assert.deepEqual(users.repo.queries, [], 'the method did not run uncached either')
   await assert.rejects(evictCached(users, 'findOne', 1), (e) => e.code === 'ERR_HERDCACHE_NEST_NO_CACHE')
-  assert.throws(() => CachedMethod({ key: 'static' }), (e) => e.code === 'ERR_HERDCACHE_INVALID_OPTION')
+  assert.throws(
+    () => CachedMethod({ key: 'static' }),
+    (e) => e.code === 'ERR_HERDCACHE_INVALID_OPTION',
+  )
   const circular = { a: 1 }
   circular.self = circular
-  assert.throws(() => cachedMethodKey(UsersService, 'findOne', circular), (e) => e.code === 'ERR_HERDCACHE_NEST_INVALID_KEY')
   assert.throws(
-    () => decorate(class X { get y() { return 1 } }, 'y', CachedMethod()),
+    () => cachedMethodKey(UsersService, 'findOne', circular),
+    (e) => e.code === 'ERR_HERDCACHE_NEST_INVALID_KEY',
+  )
+  assert.throws(
+    () =>
+      decorate(
+        class X {
+          get y() {
+            return 1
+          }
+        },
+        'y',
+        CachedMethod(),
+      ),
     (e) => e.code === 'ERR_HERDCACHE_INVALID_OPTION',
   )
 })

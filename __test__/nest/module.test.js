@@ -88,7 +88,11 @@ test('forRootAsync with ConfigModule / ConfigService', async (t) => {
   assert.equal(r.headers.get('cache-status'), 'herdcache; hit')
   app.get(HERDCACHE)[kTesting].advanceClock(100)
   r = await get('/cfg')
-  assert.equal(r.headers.get('cache-status'), 'herdcache; hit; detail=stale', 'the ttl from ConfigService (200 ms) applies')
+  assert.equal(
+    r.headers.get('cache-status'),
+    'herdcache; hit; detail=stale',
+    'the ttl from ConfigService (200 ms) applies',
+  )
   assert.deepEqual(r.body, { n: 1 }, 'the stale value, while the refresh runs')
   assert.ok(runs.n <= 2)
 })

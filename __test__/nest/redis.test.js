@@ -113,7 +113,9 @@ test('Redis stopped mid-test: still 200, served without Redis; back when Redis i
   decorate(ItemsController, 'item', Get(':id'), Cached())
   Param('id')(ItemsController.prototype, 'item', 0)
   const { app, get } = await startApp(t, {
-    imports: [HerdcacheModule.forRoot({ redis: redis.url, prefix: 'down:', redisTimeout: 300, circuitBreakerDuration: 200 })],
+    imports: [
+      HerdcacheModule.forRoot({ redis: redis.url, prefix: 'down:', redisTimeout: 300, circuitBreakerDuration: 200 }),
+    ],
     controllers: [ItemsController],
   })
   const cache = app.get(HERDCACHE)

@@ -40,7 +40,11 @@ function makeController() {
   return { UsersController, runs }
 }
 
-const serializer = { provide: APP_INTERCEPTOR, useFactory: (r) => new ClassSerializerInterceptor(r), inject: [Reflector] }
+const serializer = {
+  provide: APP_INTERCEPTOR,
+  useFactory: (r) => new ClassSerializerInterceptor(r),
+  inject: [Reflector],
+}
 const herd = { provide: APP_INTERCEPTOR, useClass: HerdcacheInterceptor }
 const setups = {
   'ClassSerializerInterceptor outside herdcache': [serializer, herd],
@@ -66,7 +70,11 @@ for (const platform of PLATFORMS) {
         assert.equal(m.headers.get('x-cache'), expected)
         assert.deepEqual(m.body, { items: [{ id: 2 }], total: 1 })
         const g = await get('/users/grouped')
-        assert.deepEqual(g.body, { id: 3, email: 'e@example.com', role: 'r' }, '@SerializeOptions groups apply to what is stored')
+        assert.deepEqual(
+          g.body,
+          { id: 3, email: 'e@example.com', role: 'r' },
+          '@SerializeOptions groups apply to what is stored',
+        )
       }
       assert.equal(runs.n, 1)
     })

@@ -17,9 +17,7 @@ test('1 000 keys read in one tick: each answered by its own value, found, missin
   const writer = track(t, new Cache({ redis: redis.url, prefix }))
   const N = 1000
   // Even keys are in Redis; odd ones are not; every 100th holds garbage.
-  await Promise.all(
-    Array.from({ length: N / 2 }, (_, i) => writer.getOrLoad(['k', 2 * i], () => ({ i: 2 * i }))),
-  )
+  await Promise.all(Array.from({ length: N / 2 }, (_, i) => writer.getOrLoad(['k', 2 * i], () => ({ i: 2 * i }))))
   for (let i = 1; i < N; i += 100) await redis.cmd('SET', `{${prefix}k:${i}}`, 'garbage')
 
   const reader = track(t, new Cache({ redis: redis.url, prefix }))

@@ -50,7 +50,10 @@ test('the lock holder is SIGKILLed mid-load: a waiting process takes over after 
     [{ v: 'fromB', pid: b.pid, inst: 0 }],
     "B's callers get B's load",
   )
-  assert.ok(tookOver < 2500, `B answered ${tookOver} ms after A died (lockTtl ${LOCK_TTL}, hardTimeout ${HARD_TIMEOUT})`)
+  assert.ok(
+    tookOver < 2500,
+    `B answered ${tookOver} ms after A died (lockTtl ${LOCK_TTL}, hardTimeout ${HARD_TIMEOUT})`,
+  )
   const runs = log.runs('k')
   assert.equal(runs.length, 2, `A's hung load, then B's: ${JSON.stringify(runs)}`)
   assert.equal(runs[1].pid, b.pid)
@@ -61,35 +64,50 @@ test('the lock holder is SIGKILLed mid-load: a waiting process takes over after 
   await waitFor(async () => (await redis.cmd('GET', key.lock)) === null, 'the lock key to be released', 1000)
   const [cr] = (await c.call('burst', { key: 'k', n: 5, loader: { value: 'fromC' } })).perInstance
   assert.deepEqual(cr.errors, [])
-  assert.deepEqual(Object.keys(cr.values).map((j) => JSON.parse(j).v), ['fromB'], 'a third process reads the value B wrote')
+  assert.deepEqual(
+    Object.keys(cr.values).map((j) => JSON.parse(j).v),
+    ['fromB'],
+    'a third process reads the value B wrote',
+  )
   assert.equal(log.runs('k').length, 2)
   await Promise.all([b.close(), c.close()])
 })
 
-test('a holder killed with nobody waiting: its lock expires by itself within lockTtl, the next caller loads at once', T, async (t) => {
-  const redis = await startRedis(t)
-  if (!redis) return
-  const log = loaderLog(t)
-  const prefix = 'crash2:'
-  const key = names(prefix, 'k')
-  const options = { redis: redis.url, prefix, lockTtl: LOCK_TTL, hardTimeout: HARD_TIMEOUT }
-  const [a, c] = await Promise.all([0, 1].map(() => spawnChild(t, { options, log: log.file })))
+test(
+  'a holder killed with nobody waiting: its lock expires by itself within lockTtl, the next caller loads at once',
+  T,
+  async (t) => {
+    const redis = await startRedis(t)
+    if (!redis) return
+    const log = loaderLog(t)
+    const prefix = 'crash2:'
+    const key = names(prefix, 'k')
+    const options = { redis: redis.url, prefix, lockTtl: LOCK_TTL, hardTimeout: HARD_TIMEOUT }
+    const [a, c] = await Promise.all([0, 1].map(() => spawnChild(t, { options, log: log.file })))
 
-  const aBurst = a.call('burst', { key: 'k', n: 1, loader: { hang: true } }, 12000).catch((e) => e)
-  await waitFor(() => log.runs('k').length === 1, "A's loader starting", 3000)
-  assert.ok(await redis.cmd('GET', key.lock), 'A holds the lock')
-  await a.kill('SIGKILL')
-  await aBurst
-  const killedAt = Date.now()
-  // Within lockTtl the lock expires by itself in Redis.
-  await waitFor(async () => (await redis.cmd('GET', key.lock)) === null, 'the dead holder\'s lock to expire', LOCK_TTL + 500)
-  assert.ok(Date.now() - killedAt <= LOCK_TTL + 500)
+    const aBurst = a.call('burst', { key: 'k', n: 1, loader: { hang: true } }, 12000).catch((e) => e)
+    await waitFor(() => log.runs('k').length === 1, "A's loader starting", 3000)
+    assert.ok(await redis.cmd('GET', key.lock), 'A holds the lock')
+    await a.kill('SIGKILL')
+    await aBurst
+    const killedAt = Date.now()
+    // Within lockTtl the lock expires by itself in Redis.
+    await waitFor(
+      async () => (await redis.cmd('GET', key.lock)) === null,
+      "the dead holder's lock to expire",
+      LOCK_TTL + 500,
+    )
+    assert.ok(Date.now() - killedAt <= LOCK_TTL + 500)
 
-  const [r] = (await c.call('burst', { key: 'k', n: 10, loader: { value: 'fromC', ms: 20 } })).perInstance
-  assert.deepEqual(r.errors, [])
-  assert.deepEqual(Object.keys(r.values).map((j) => JSON.parse(j).v), ['fromC'])
-  assert.ok(r.maxMs < 1500, `the next caller waited ${r.maxMs} ms`)
-  assert.equal(log.runs('k').length, 2)
-  await storedEnvelope(redis, key.value, (e) => e.value.v === 'fromC')
-  await c.close()
-})
+    const [r] = (await c.call('burst', { key: 'k', n: 10, loader: { value: 'fromC', ms: 20 } })).perInstance
+    assert.deepEqual(r.errors, [])
+    assert.deepEqual(
+      Object.keys(r.values).map((j) => JSON.parse(j).v),
+      ['fromC'],
+    )
+    assert.ok(r.maxMs < 1500, `the next caller waited ${r.maxMs} ms`)
+    assert.equal(log.runs('k').length, 2)
+    await storedEnvelope(redis, key.value, (e) => e.value.v === 'fromC')
+    await c.close()
+  },
+)

@@ -4,7 +4,16 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('../redis-server')
-const { sleep, waitFor, loaderLog, spawnChild, total, names, storedEnvelope, lockReleased } = require('./fixtures/fleet')
+const {
+  sleep,
+  waitFor,
+  loaderLog,
+  spawnChild,
+  total,
+  names,
+  storedEnvelope,
+  lockReleased,
+} = require('./fixtures/fleet')
 
 const T = { timeout: 14000 }
 
@@ -36,9 +45,15 @@ test('R11: 4 processes × 100 concurrent getOrLoad on one missing key → the lo
   const options = { redis: redis.url, prefix, ttl: 60000 }
   const kids = await Promise.all([0, 1, 2, 3].map(() => spawnChild(t, { options, log: log.file })))
 
-  const bursts = await Promise.all(kids.map((k) => k.call('burst', { key: 'hot', n: 100, loader: { value: 'v1', ms: 300 } })))
+  const bursts = await Promise.all(
+    kids.map((k) => k.call('burst', { key: 'hot', n: 100, loader: { value: 'v1', ms: 300 } })),
+  )
   const runs = log.runs('hot')
-  assert.equal(runs.length, 1, `the loader must run once across 4 processes, ran ${runs.length}: ${JSON.stringify(runs)}`)
+  assert.equal(
+    runs.length,
+    1,
+    `the loader must run once across 4 processes, ran ${runs.length}: ${JSON.stringify(runs)}`,
+  )
   const { values, errors, calls, maxMs } = collect(bursts)
   assert.deepEqual(errors, [], 'no call may reject')
   assert.equal(calls, 400)
@@ -75,8 +90,11 @@ test('R11: 4 processes × 100 concurrent getOrLoad on one missing key → the lo
 
   // Delete, wait until every process sees it gone, then stampede again: once more.
   assert.equal(await kids[2].call('delete', { key: 'hot' }), true)
-  for (const k of kids) await waitFor(async () => (await k.call('get', { key: 'hot' })) == null, `process ${k.pid} seeing the delete`, 2000)
-  const again = await Promise.all(kids.map((k) => k.call('burst', { key: 'hot', n: 100, loader: { value: 'v2', ms: 200 } })))
+  for (const k of kids)
+    await waitFor(async () => (await k.call('get', { key: 'hot' })) == null, `process ${k.pid} seeing the delete`, 2000)
+  const again = await Promise.all(
+    kids.map((k) => k.call('burst', { key: 'hot', n: 100, loader: { value: 'v2', ms: 200 } })),
+  )
   assert.equal(log.runs('hot').length, 2, 'after a delete, the next stampede loads once more, once')
   const second = collect(again)
   assert.deepEqual(second.errors, [])
@@ -98,7 +116,9 @@ test('seed quiz: 30 instances (3 processes × 10 caches), one hot key expires �
   const kids = await Promise.all([0, 1, 2].map(() => spawnChild(t, { options, instances: 10, log: log.file })))
 
   // Warm-up: every instance reads the key once (each keeps it in its L1).
-  const warm = collect(await Promise.all(kids.map((k) => k.call('burst', { key: 'hot', n: 1, loader: { value: 'v1', ms: 50 } }))))
+  const warm = collect(
+    await Promise.all(kids.map((k) => k.call('burst', { key: 'hot', n: 1, loader: { value: 'v1', ms: 50 } }))),
+  )
   assert.deepEqual(warm.errors, [])
   assert.equal(warm.calls, 30)
   assert.equal(log.runs('hot').length, 1, 'the cold start is one load for 30 instances')
@@ -108,7 +128,9 @@ test('seed quiz: 30 instances (3 processes × 10 caches), one hot key expires �
   const wait = env.hardUntil - Date.now() + 150
   assert.ok(wait < 1500, `hardUntil is ${wait} ms away`)
   await sleep(Math.max(0, wait))
-  const bursts = await Promise.all(kids.map((k) => k.call('burst', { key: 'hot', n: 10, loader: { value: 'v2', ms: 300 } })))
+  const bursts = await Promise.all(
+    kids.map((k) => k.call('burst', { key: 'hot', n: 10, loader: { value: 'v2', ms: 300 } })),
+  )
   const { values, errors, calls, maxMs } = collect(bursts)
   assert.deepEqual(errors, [])
   assert.equal(calls, 300)

@@ -111,7 +111,21 @@ const WEIRD_NUMBERS = [
 ]
 const WEIRD_TAGS = ['hc0', 'hc2', 'hc9', 'HC1', 'hc1x', 'hc', 'h', 'hc10000000', 'hc12', '', ' hc1', 'hc1\u0000']
 const WEIRD_KINDS = ['x', 'V', 'vv', '', 'n v', 'nn', 'v\r', '\u0000']
-const WEIRD_JSON = ['', 'undefined', 'NaN', '{', '[1,', "'single'", '"unterminated', '{"a":1}}', '1 2', '\u0000', 'nul', '01', '.5']
+const WEIRD_JSON = [
+  '',
+  'undefined',
+  'NaN',
+  '{',
+  '[1,',
+  "'single'",
+  '"unterminated',
+  '{"a":1}}',
+  '1 2',
+  '\u0000',
+  'nul',
+  '01',
+  '.5',
+]
 const BAD_UTF8 = [
   [0xff],
   [0xc3], // a lone lead byte
@@ -231,9 +245,16 @@ async function templates(redis, prefix) {
     for (let i = 0; i < TEMPLATE_VALUES.length; i++) {
       await writer.getOrLoad(`tpl${i}`, () => TEMPLATE_VALUES[i])
       let raw = null
-      await waitFor(async () => (raw = await redis.cmd('GET', names(prefix, `tpl${i}`).value)) !== null, `template ${i} in Redis`)
+      await waitFor(
+        async () => (raw = await redis.cmd('GET', names(prefix, `tpl${i}`).value)) !== null,
+        `template ${i} in Redis`,
+      )
       const buf = Buffer.from(raw, 'utf8')
-      assert.notEqual(decodeLikeTheDocs(buf), 'corrupt', `the cache's own envelope decodes by the documented format: ${show(buf)}`)
+      assert.notEqual(
+        decodeLikeTheDocs(buf),
+        'corrupt',
+        `the cache's own envelope decodes by the documented format: ${show(buf)}`,
+      )
       out.push(buf)
     }
     return out
@@ -256,7 +277,9 @@ function delta(before, after, names) {
   return names.reduce((sum, n) => sum + (after[n] || 0) - (before[n] || 0), 0)
 }
 
-test(`random and near-valid envelopes, invalid UTF-8, huge values, other Redis types under value keys (seed ${SEED})`, { timeout: 45000 }, async (t) => {
+test(`random and near-valid envelopes, invalid UTF-8, huge values, other Redis types under value keys (seed ${SEED})`, {
+  timeout: 45000,
+}, async (t) => {
   t.diagnostic(`seed ${SEED}: rerun with HERDCACHE_FUZZ_SEED=${SEED}`)
   const redis = await startRedis(t)
   if (!redis) return
@@ -281,14 +304,29 @@ test(`random and near-valid envelopes, invalid UTF-8, huge values, other Redis t
   for (const [how, buf] of futureStampCases(Date.now())) cases.push({ how, buf })
   cases.push({ how: 'huge value (4 MB, no header)', buf: Buffer.alloc(4 * 1024 * 1024, 0x78) })
   const later = Date.now() + 600000
-  const hugeLine = Buffer.concat([Buffer.from(`hc1 ${later} ${later} 1 ${Date.now()} v\n`), Buffer.alloc(2 * 1024 * 1024, 0x7b)])
+  const hugeLine = Buffer.concat([
+    Buffer.from(`hc1 ${later} ${later} 1 ${Date.now()} v\n`),
+    Buffer.alloc(2 * 1024 * 1024, 0x7b),
+  ])
   cases.push({ how: 'huge value line (2 MB, not JSON)', buf: hugeLine })
   cases.push({ how: 'header of 100 000 digits', buf: Buffer.from(`hc1 ${'7'.repeat(100000)} 1 1 1 v\n1`) })
-  cases.push({ how: 'all numbers u64::MAX (past the digit limit)', buf: Buffer.from(`hc1 ${U64_MAX} ${U64_MAX} ${U64_MAX} ${U64_MAX} v\n"max"`) })
-  cases.push({ how: 'computeMs u64::MAX (past the digit limit)', buf: Buffer.from(`hc1 ${later} ${later + 100000} ${U64_MAX} 0 v\n"slow"`) })
+  cases.push({
+    how: 'all numbers u64::MAX (past the digit limit)',
+    buf: Buffer.from(`hc1 ${U64_MAX} ${U64_MAX} ${U64_MAX} ${U64_MAX} v\n"max"`),
+  })
+  cases.push({
+    how: 'computeMs u64::MAX (past the digit limit)',
+    buf: Buffer.from(`hc1 ${later} ${later + 100000} ${U64_MAX} 0 v\n"slow"`),
+  })
   const max = '9'.repeat(MAX_DIGITS)
-  cases.push({ how: 'all numbers at the digit limit (valid)', buf: Buffer.from(`hc1 ${max} ${max} ${max} ${max} v\n"max"`) })
-  cases.push({ how: 'computeMs at the digit limit (valid)', buf: Buffer.from(`hc1 ${later} ${later + 100000} ${max} 0 v\n"slow"`) })
+  cases.push({
+    how: 'all numbers at the digit limit (valid)',
+    buf: Buffer.from(`hc1 ${max} ${max} ${max} ${max} v\n"max"`),
+  })
+  cases.push({
+    how: 'computeMs at the digit limit (valid)',
+    buf: Buffer.from(`hc1 ${later} ${later + 100000} ${max} 0 v\n"slow"`),
+  })
   const typed = {
     list: (k) => redis.cmd('RPUSH', k, 'hc1 1 2 3 4 v', '1'),
     hash: (k) => redis.cmd('HSET', k, 'hc1', '1'),
@@ -333,7 +371,8 @@ test(`random and near-valid envelopes, invalid UTF-8, huge values, other Redis t
       `seed ${SEED}: get(${c.key}) [${c.how}]`,
     )
     check(!peeked.e, c, `get() rejected: ${peeked.e && (peeked.e.code || peeked.e.message)}`)
-    if (c.expect === 'corrupt') check(peeked.v === undefined, c, `get() of a corrupt value must be undefined, got ${text(peeked.v)}`)
+    if (c.expect === 'corrupt')
+      check(peeked.v === undefined, c, `get() of a corrupt value must be undefined, got ${text(peeked.v)}`)
 
     const mine = { fuzz: c.key }
     const loader = counted(() => mine)
@@ -384,20 +423,30 @@ test(`random and near-valid envelopes, invalid UTF-8, huge values, other Redis t
   for (const c of again) await redis.cmd('SET', c.name, c.buf)
   const loads = counted(({ key }) => ({ again: key }))
   const answers = await within(
-    Promise.all(again.flatMap((c) => [reader, other, reader, other].map((cache) => cache.getOrLoad(c.key, loads).catch((e) => e)))),
+    Promise.all(
+      again.flatMap((c) =>
+        [reader, other, reader, other].map((cache) => cache.getOrLoad(c.key, loads).catch((e) => e)),
+      ),
+    ),
     10000,
     `seed ${SEED}: concurrent calls on corrupt values`,
   )
   for (let i = 0; i < answers.length; i++) {
     const c = again[Math.floor(i / 4)]
-    assert.deepEqual(answers[i], { again: c.key }, `seed ${SEED}: concurrent call on ${c.key} [${c.how}] ${show(c.buf)}`)
+    assert.deepEqual(
+      answers[i],
+      { again: c.key },
+      `seed ${SEED}: concurrent call on ${c.key} [${c.how}] ${show(c.buf)}`,
+    )
   }
   const perInstance = `${loads.calls} for ${again.length} keys`
   assert.ok(loads.calls <= again.length * 2, `seed ${SEED}: at most one load per key per instance (${perInstance})`)
   assert.deepEqual(unhandled, [], `seed ${SEED}: no unhandled rejection`)
 })
 
-test(`[reader/script agreement] every corrupt value read is overwritten with the loader's envelope (seed ${SEED})`, { timeout: 30000 }, async (t) => {
+test(`[reader/script agreement] every corrupt value read is overwritten with the loader's envelope (seed ${SEED})`, {
+  timeout: 30000,
+}, async (t) => {
   // Fails on a build whose write script keeps a value the reader rejects (a
   // stamp beyond u64, or a corrupt entry with a future stamp): every instance
   // would then reload that key on every read, for ever.
@@ -420,7 +469,15 @@ test(`[reader/script agreement] every corrupt value read is overwritten with the
     c.key = `w${i}`
     c.name = names(prefix, c.key).value
     await redis.cmd('SET', c.name, c.buf)
-    assert.deepEqual(await within(reader.getOrLoad(c.key, () => ({ w: i })), 5000, c.key), { w: i }, `seed ${SEED}: ${c.key} [${c.how}]`)
+    assert.deepEqual(
+      await within(
+        reader.getOrLoad(c.key, () => ({ w: i })),
+        5000,
+        c.key,
+      ),
+      { w: i },
+      `seed ${SEED}: ${c.key} [${c.how}]`,
+    )
   }
   const pending = () =>
     Promise.all(
@@ -500,10 +557,15 @@ async function oneCallOnGarbageLock(t, redis, cache, key, setupLock, corruptValu
   assert.ok(spun < MAX_LOCK_COMMANDS, `no spin on the lock: ${spun} SET+PTTL commands for one getOrLoad (${ms} ms)`)
 }
 
-test('[lock-key fault] garbage under the lock key: one getOrLoad answers from the loader, without spinning', { timeout: 50000 }, async (t) => {
+test('[lock-key fault] garbage under the lock key: one getOrLoad answers from the loader, without spinning', {
+  timeout: 50000,
+}, async (t) => {
   const redis = await startRedis(t)
   if (!redis) return
-  const cache = track(t, new Cache({ redis: redis.url, prefix: 'fzl:', hardTimeout: LOCK_HARD_TIMEOUT, lockTtl: LOCK_TTL }))
+  const cache = track(
+    t,
+    new Cache({ redis: redis.url, prefix: 'fzl:', hardTimeout: LOCK_HARD_TIMEOUT, lockTtl: LOCK_TTL }),
+  )
   await cache.get('warm-up') // connected before counting commands
   let i = 0
   for (const [name, setup] of Object.entries(lockGarbage(redis))) {
@@ -516,7 +578,9 @@ test('[lock-key fault] garbage under the lock key: one getOrLoad answers from th
   assert.deepEqual(unhandled, [], 'no unhandled rejection')
 })
 
-test('[lock-key fault] a TTL-less lock: 20 concurrent callers on two instances all answer, one load per instance, no spin', { timeout: 20000 }, async (t) => {
+test('[lock-key fault] a TTL-less lock: 20 concurrent callers on two instances all answer, one load per instance, no spin', {
+  timeout: 20000,
+}, async (t) => {
   const redis = await startRedis(t)
   if (!redis) return
   const options = { redis: redis.url, prefix: 'fzl2:', hardTimeout: LOCK_HARD_TIMEOUT, lockTtl: LOCK_TTL }

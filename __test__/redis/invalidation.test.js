@@ -47,7 +47,11 @@ test("delete, set and clear on one instance are seen by another instance's L1 wi
   assert.equal(await a.getOrLoad('other', () => 'o'), 'o')
   assert.equal(await b.getOrLoad('other', () => 'WRONG'), 'o')
   await a.clear()
-  await waitFor(async () => (await b.get('k')) === undefined && (await b.get('other')) === undefined, "B seeing A's clear", SEEN_WITHIN)
+  await waitFor(
+    async () => (await b.get('k')) === undefined && (await b.get('other')) === undefined,
+    "B seeing A's clear",
+    SEEN_WITHIN,
+  )
   assert.equal(await redis.cmd('GET', names(prefix, 'k').value), null)
   assert.equal(await redis.cmd('GET', names(prefix, 'other').value), null)
   const loader = counted(() => 'v4')
@@ -79,11 +83,22 @@ test('delete in one process is seen by the L1 of another process', T, async (t) 
   const [p, q] = await Promise.all([0, 1].map(() => spawnChild(t, { options, log: log.file })))
   await p.call('burst', { key: 'k', n: 1, loader: { value: 'v1' } })
   const [r] = (await q.call('burst', { key: 'k', n: 2, loader: { value: 'WRONG' } })).perInstance
-  assert.deepEqual(Object.keys(r.values).map((j) => JSON.parse(j).v), ['v1'])
+  assert.deepEqual(
+    Object.keys(r.values).map((j) => JSON.parse(j).v),
+    ['v1'],
+  )
   assert.equal(await p.call('delete', { key: 'k' }), true)
-  await waitFor(async () => (await q.call('get', { key: 'k' })) == null, "the other process's L1 forgetting the key", SEEN_WITHIN)
+  await waitFor(
+    async () => (await q.call('get', { key: 'k' })) == null,
+    "the other process's L1 forgetting the key",
+    SEEN_WITHIN,
+  )
   await p.call('set', { key: 'k', value: 'set-by-p' })
-  await waitFor(async () => (await q.call('get', { key: 'k' })) === 'set-by-p', "the other process seeing the set", SEEN_WITHIN)
+  await waitFor(
+    async () => (await q.call('get', { key: 'k' })) === 'set-by-p',
+    'the other process seeing the set',
+    SEEN_WITHIN,
+  )
   assert.equal(log.runs('k').length, 1)
   await Promise.all([p.close(), q.close()])
 })
@@ -101,7 +116,13 @@ test('l1: false reads Redis on every call; l1 is bounded by maxEntries', T, asyn
   assert.equal(noL1.stats().redisHits, 3, 'every read after the load comes from Redis')
   // A raw change in Redis is seen at once without L1.
   const now = Date.now()
-  await redis.cmd('SET', names(prefix, 'k').value, `hc1 ${now + 60000} ${now + 600000} 1 ${now + 1} v\n"raw"`, 'PX', 600000)
+  await redis.cmd(
+    'SET',
+    names(prefix, 'k').value,
+    `hc1 ${now + 60000} ${now + 600000} 1 ${now + 1} v\n"raw"`,
+    'PX',
+    600000,
+  )
   assert.equal(await noL1.getOrLoad('k', loader), 'raw')
 
   const small = track(t, new Cache({ redis: redis.url, prefix, maxEntries: 10 }))

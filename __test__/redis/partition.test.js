@@ -44,7 +44,9 @@ async function setup(t, prefix, more = {}) {
 /** One call that must resolve (never reject) within CALL_BOUND. */
 function answer(cache, key, loader, what) {
   return within(
-    cache.getOrLoad(key, loader).catch((e) => assert.fail(`${what}: getOrLoad(${key}) rejected: ${e.code} ${e.message}`)),
+    cache
+      .getOrLoad(key, loader)
+      .catch((e) => assert.fail(`${what}: getOrLoad(${key}) rejected: ${e.code} ${e.message}`)),
     CALL_BOUND,
     `${what}: getOrLoad(${key})`,
   )
@@ -99,7 +101,11 @@ async function resumesAfterHeal(t, { redis, a, b }, prefix, what) {
   const hits = a.stats().redisHits
   for (let i = 0; i < 20; i++) await b.set(`fromB${i}`, { i })
   for (let i = 0; i < 20; i++) {
-    assert.deepEqual(await answer(a, `fromB${i}`, () => 'WRONG', `${what}, healed`), { i }, `${what}: A reads B's value`)
+    assert.deepEqual(
+      await answer(a, `fromB${i}`, () => 'WRONG', `${what}, healed`),
+      { i },
+      `${what}: A reads B's value`,
+    )
   }
   assert.equal(a.stats().redisHits, hits + 20, `${what}: redisHits grows again`)
 
@@ -114,8 +120,18 @@ async function resumesAfterHeal(t, { redis, a, b }, prefix, what) {
   assert.equal(a.stats().l1Hits, l1 + 2, `${what}: both keys are in A's L1`)
   await b.set('sub-set', 'sub-set-2')
   await b.delete('sub-del')
-  await waitFor(async () => (await a.get('sub-set')) === 'sub-set-2', `${what}: B's set reaching A's L1 after heal`, 5000, 20)
-  await waitFor(async () => (await a.get('sub-del')) === undefined, `${what}: B's delete reaching A's L1 after heal`, 5000, 20)
+  await waitFor(
+    async () => (await a.get('sub-set')) === 'sub-set-2',
+    `${what}: B's set reaching A's L1 after heal`,
+    5000,
+    20,
+  )
+  await waitFor(
+    async () => (await a.get('sub-del')) === undefined,
+    `${what}: B's delete reaching A's L1 after heal`,
+    5000,
+    20,
+  )
 }
 
 async function partitionScenario(t, prefix, what, breakIt, { warmKept = true, failures = true } = {}) {
@@ -131,12 +147,19 @@ async function partitionScenario(t, prefix, what, breakIt, { warmKept = true, fa
   // Published while A is cut off: must not be lost for ever.
   await b.set('missed', 'M2')
   const rounds = await callsDuringOutage(a, what, { warmKept })
-  t.diagnostic(`${what}: ${rounds} rounds, A redisErrors ${a.stats().redisErrors}, proxy ${JSON.stringify(proxy.stats)}`)
+  t.diagnostic(
+    `${what}: ${rounds} rounds, A redisErrors ${a.stats().redisErrors}, proxy ${JSON.stringify(proxy.stats)}`,
+  )
   if (failures) assert.ok(a.stats().redisErrors > 0, `${what}: the failures are counted in redisErrors`)
 
   proxy.heal()
   await resumesAfterHeal(t, env, prefix, what)
-  await waitFor(async () => (await a.get('missed')) === 'M2', `${what}: a change made during the outage reaching A after heal`, 5000, 20)
+  await waitFor(
+    async () => (await a.get('missed')) === 'M2',
+    `${what}: a change made during the outage reaching A after heal`,
+    5000,
+    20,
+  )
   assert.deepEqual(unhandled, [], 'no unhandled rejection')
 }
 
@@ -149,19 +172,32 @@ test('latency below redisTimeout: Redis is still used, nothing fails', T, async 
   const b = track(t, new Cache({ redis: redis.url, prefix, ttl: 60000 }))
   proxy.delay(50) // ~100 ms per round trip
   const loader = loaderOf('slowly')
-  const values = await within(Promise.all(Array.from({ length: 10 }, () => a.getOrLoad('k', loader))), 5000, 'calls over a slow link')
+  const values = await within(
+    Promise.all(Array.from({ length: 10 }, () => a.getOrLoad('k', loader))),
+    5000,
+    'calls over a slow link',
+  )
   assert.deepEqual(new Set(values), new Set(['slowly']))
   assert.equal(loader.calls, 1)
   assert.equal(a.stats().lockAcquired, 1, 'the fleet lock is taken through the slow link')
   assert.equal(a.stats().redisErrors, 0, 'latency below redisTimeout is not a failure')
   await storedEnvelope(redis, names(prefix, 'k').value, (e) => e.value === 'slowly')
   await b.set('fromB', 'b')
-  assert.equal(await within(a.getOrLoad('fromB', () => 'WRONG'), 5000, 'a read over a slow link'), 'b')
+  assert.equal(
+    await within(
+      a.getOrLoad('fromB', () => 'WRONG'),
+      5000,
+      'a read over a slow link',
+    ),
+    'b',
+  )
   assert.equal(a.stats().redisHits, 1)
 })
 
-test('latency above redisTimeout (400 ms each way): calls answer from L1 or the loader; Redis use resumes after heal', T, (t) =>
-  partitionScenario(t, 'lat:', 'latency', (proxy) => proxy.delay(400)),
+test(
+  'latency above redisTimeout (400 ms each way): calls answer from L1 or the loader; Redis use resumes after heal',
+  T,
+  (t) => partitionScenario(t, 'lat:', 'latency', (proxy) => proxy.delay(400)),
 )
 
 test('blackhole (connections held, nothing forwarded): calls answer; Redis use and pub/sub resume after heal', T, (t) =>
@@ -178,29 +214,40 @@ test('connections cut, reconnecting allowed: calls answer; pub/sub resubscribes'
   partitionScenario(t, 'blip:', 'cut', (proxy) => proxy.cut(), { warmKept: false, failures: false }),
 )
 
-test('[ghost lock] a lock command that times out but lands later does not stall the next caller for lockTtl', T, async (t) => {
-  // A's lock command (the lock script, which takes the lock as `SET … NX PX`
-  // would, and is called with the token pattern) is slower than
-  // redisTimeout: A gives up on Redis and
-  // answers from its loader, but the command still reaches Redis and takes the
-  // lock under A's token, which nobody will release or fill. Another instance
-  // must not wait the whole lease (lockTtl) for it.
-  const redis = await startRedis(t)
-  if (!redis) return
-  const proxy = await startProxy(t, redis.port)
-  const prefix = 'ghost:'
-  const lockTtl = 5000
-  const a = track(t, new Cache({ redis: proxy.url, prefix, redisTimeout: REDIS_TIMEOUT, circuitBreakerDuration: 5000, lockTtl }))
-  const b = track(t, new Cache({ redis: redis.url, prefix, lockTtl }))
-  assert.equal(await a.getOrLoad('warm', () => 'W'), 'W')
-  proxy.delay(2 * REDIS_TIMEOUT, { match: /\^%x%x%x%x%x%x%x%x%-/ }) // only the lock script's call
-  assert.equal(await answer(a, 'k', () => 'fromA', 'a slow lock command'), 'fromA')
-  await sleep(3 * REDIS_TIMEOUT) // the delayed SET lands
-  proxy.heal()
-  const status = {}
-  const got = await within(b.getOrLoad('k', () => 'fromB', { status }), 2500, `B's call (lockTtl ${lockTtl})`)
-  assert.ok(got === 'fromA' || got === 'fromB', `B answers with a loaded value: ${got}`)
-})
+test(
+  '[ghost lock] a lock command that times out but lands later does not stall the next caller for lockTtl',
+  T,
+  async (t) => {
+    // A's lock command (the lock script, which takes the lock as `SET … NX PX`
+    // would, and is called with the token pattern) is slower than
+    // redisTimeout: A gives up on Redis and
+    // answers from its loader, but the command still reaches Redis and takes the
+    // lock under A's token, which nobody will release or fill. Another instance
+    // must not wait the whole lease (lockTtl) for it.
+    const redis = await startRedis(t)
+    if (!redis) return
+    const proxy = await startProxy(t, redis.port)
+    const prefix = 'ghost:'
+    const lockTtl = 5000
+    const a = track(
+      t,
+      new Cache({ redis: proxy.url, prefix, redisTimeout: REDIS_TIMEOUT, circuitBreakerDuration: 5000, lockTtl }),
+    )
+    const b = track(t, new Cache({ redis: redis.url, prefix, lockTtl }))
+    assert.equal(await a.getOrLoad('warm', () => 'W'), 'W')
+    proxy.delay(2 * REDIS_TIMEOUT, { match: /\^%x%x%x%x%x%x%x%x%-/ }) // only the lock script's call
+    assert.equal(await answer(a, 'k', () => 'fromA', 'a slow lock command'), 'fromA')
+    await sleep(3 * REDIS_TIMEOUT) // the delayed SET lands
+    proxy.heal()
+    const status = {}
+    const got = await within(
+      b.getOrLoad('k', () => 'fromB', { status }),
+      2500,
+      `B's call (lockTtl ${lockTtl})`,
+    )
+    assert.ok(got === 'fromA' || got === 'fromB', `B answers with a loaded value: ${got}`)
+  },
+)
 
 test('repeated cuts while callers run: no rejection, and Redis is used again at the end', T, async (t) => {
   // A short lockTtl: a lock left behind by a cut (see [ghost lock]) must not

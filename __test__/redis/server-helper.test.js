@@ -31,7 +31,10 @@ test('RESP client: GET/SET/DEL/PTTL/INCR/FLUSHALL round trips, error replies rej
   const c = await redis.connect()
   t.after(() => c.close())
   const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => c.cmd('INCR', 'p')))
-  assert.deepEqual(replies, Array.from({ length: 50 }, (_, i) => i + 1))
+  assert.deepEqual(
+    replies,
+    Array.from({ length: 50 }, (_, i) => i + 1),
+  )
 })
 
 test('stop() frees the port, restart() comes back empty on the same port', T, async (t) => {

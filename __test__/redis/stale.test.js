@@ -4,92 +4,148 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('../redis-server')
-const { sleep, waitFor, loaderLog, spawnChild, total, parseEnvelope, names, storedEnvelope, lockReleased } = require('./fixtures/fleet')
+const {
+  sleep,
+  waitFor,
+  loaderLog,
+  spawnChild,
+  total,
+  parseEnvelope,
+  names,
+  storedEnvelope,
+  lockReleased,
+} = require('./fixtures/fleet')
 
 const T = { timeout: 14000 }
 
-test('stale across 4 processes: all callers get the stale value at once, one refresh fleet-wide, then the new value', T, async (t) => {
-  const redis = await startRedis(t)
-  if (!redis) return
-  const log = loaderLog(t)
-  const prefix = 'swr:'
-  const key = names(prefix, 'hot')
-  const options = { redis: redis.url, prefix, ttl: 300, hardTtl: 10000, jitter: 0, beta: 0 }
-  const kids = await Promise.all([0, 1, 2, 3].map(() => spawnChild(t, { options, log: log.file })))
+test(
+  'stale across 4 processes: all callers get the stale value at once, one refresh fleet-wide, then the new value',
+  T,
+  async (t) => {
+    const redis = await startRedis(t)
+    if (!redis) return
+    const log = loaderLog(t)
+    const prefix = 'swr:'
+    const key = names(prefix, 'hot')
+    const options = { redis: redis.url, prefix, ttl: 300, hardTtl: 10000, jitter: 0, beta: 0 }
+    const kids = await Promise.all([0, 1, 2, 3].map(() => spawnChild(t, { options, log: log.file })))
 
-  // Process 0 loads v1, process 1 reads it (both hold it in L1); 2 and 3 have never seen it.
-  const [first] = (await kids[0].call('burst', { key: 'hot', n: 1, loader: { value: 'v1' } })).perInstance
-  assert.deepEqual(first.errors, [])
-  const [second] = (await kids[1].call('burst', { key: 'hot', n: 1, loader: { value: 'WRONG' } })).perInstance
-  assert.deepEqual(Object.keys(second.values).map((j) => JSON.parse(j).v), ['v1'], 'process 1 reads v1 from Redis')
-  assert.equal(log.runs('hot').length, 1)
-  const env = await storedEnvelope(redis, key.value)
-  assert.equal(env.value.v, 'v1')
-  assert.ok(env.hardUntil - env.freshUntil >= 9000, 'the hard TTL is the long one')
-  const pttl = await redis.cmd('PTTL', key.value)
-  assert.ok(pttl > 9000, `the Redis key lives for the hard TTL (PTTL ${pttl})`)
+    // Process 0 loads v1, process 1 reads it (both hold it in L1); 2 and 3 have never seen it.
+    const [first] = (await kids[0].call('burst', { key: 'hot', n: 1, loader: { value: 'v1' } })).perInstance
+    assert.deepEqual(first.errors, [])
+    const [second] = (await kids[1].call('burst', { key: 'hot', n: 1, loader: { value: 'WRONG' } })).perInstance
+    assert.deepEqual(
+      Object.keys(second.values).map((j) => JSON.parse(j).v),
+      ['v1'],
+      'process 1 reads v1 from Redis',
+    )
+    assert.equal(log.runs('hot').length, 1)
+    const env = await storedEnvelope(redis, key.value)
+    assert.equal(env.value.v, 'v1')
+    assert.ok(env.hardUntil - env.freshUntil >= 9000, 'the hard TTL is the long one')
+    const pttl = await redis.cmd('PTTL', key.value)
+    assert.ok(pttl > 9000, `the Redis key lives for the hard TTL (PTTL ${pttl})`)
 
-  // Past the soft TTL: every caller in every process is answered with v1 at once.
-  await sleep(Math.max(0, env.freshUntil - Date.now() + 60))
-  const REFRESH_MS = 600
-  const bursts = await Promise.all(kids.map((k) => k.call('burst', { key: 'hot', n: 50, loader: { value: 'v2', ms: REFRESH_MS } })))
-  bursts.forEach((b, i) => {
-    const [r] = b.perInstance
-    assert.deepEqual(r.errors, [], `process ${i}: no rejection`)
-    assert.deepEqual(Object.keys(r.values).map((j) => JSON.parse(j).v), ['v1'], `process ${i} is served the stale v1`)
-    assert.deepEqual(r.outcomes, { stale: 50 }, `process ${i}: every outcome is 'stale'`)
-    assert.ok(r.maxMs < REFRESH_MS / 2, `process ${i}: a stale caller waited ${r.maxMs} ms (the refresh takes ${REFRESH_MS})`)
-  })
+    // Past the soft TTL: every caller in every process is answered with v1 at once.
+    await sleep(Math.max(0, env.freshUntil - Date.now() + 60))
+    const REFRESH_MS = 600
+    const bursts = await Promise.all(
+      kids.map((k) => k.call('burst', { key: 'hot', n: 50, loader: { value: 'v2', ms: REFRESH_MS } })),
+    )
+    bursts.forEach((b, i) => {
+      const [r] = b.perInstance
+      assert.deepEqual(r.errors, [], `process ${i}: no rejection`)
+      assert.deepEqual(
+        Object.keys(r.values).map((j) => JSON.parse(j).v),
+        ['v1'],
+        `process ${i} is served the stale v1`,
+      )
+      assert.deepEqual(r.outcomes, { stale: 50 }, `process ${i}: every outcome is 'stale'`)
+      assert.ok(
+        r.maxMs < REFRESH_MS / 2,
+        `process ${i}: a stale caller waited ${r.maxMs} ms (the refresh takes ${REFRESH_MS})`,
+      )
+    })
 
-  // One refresh for the fleet: it lands in Redis, and no second one starts.
-  await waitFor(async () => parseEnvelope(await redis.cmd('GET', key.value))?.value.v === 'v2', 'the refresh reaching Redis', 4000, 20)
-  await sleep(150)
-  const runs = log.runs('hot')
-  assert.equal(runs.length, 2, `exactly one refresh fleet-wide, saw ${runs.length - 1}: ${JSON.stringify(runs)}`)
-  const stats = await Promise.all(kids.map((k) => k.call('stats')))
-  assert.equal(total(stats, 'loads'), 2)
-  assert.equal(total(stats, 'staleServed'), 200)
-  assert.equal(total(stats, 'inFlight'), 0)
-  await lockReleased(redis, key.lock)
+    // One refresh for the fleet: it lands in Redis, and no second one starts.
+    await waitFor(
+      async () => parseEnvelope(await redis.cmd('GET', key.value))?.value.v === 'v2',
+      'the refresh reaching Redis',
+      4000,
+      20,
+    )
+    await sleep(150)
+    const runs = log.runs('hot')
+    assert.equal(runs.length, 2, `exactly one refresh fleet-wide, saw ${runs.length - 1}: ${JSON.stringify(runs)}`)
+    const stats = await Promise.all(kids.map((k) => k.call('stats')))
+    assert.equal(total(stats, 'loads'), 2)
+    assert.equal(total(stats, 'staleServed'), 200)
+    assert.equal(total(stats, 'inFlight'), 0)
+    await lockReleased(redis, key.lock)
 
-  // Everyone now sees v2, fresh, without loading.
-  for (const [i, k] of kids.entries()) {
-    const [r] = (await k.call('burst', { key: 'hot', n: 5, loader: { value: 'WRONG', ms: 0 } })).perInstance
-    assert.deepEqual(r.errors, [])
-    assert.deepEqual(Object.keys(r.values).map((j) => JSON.parse(j).v), ['v2'], `process ${i} sees the new value`)
-    assert.deepEqual(r.outcomes, { hit: 5 }, `process ${i}: fresh hits`)
-  }
-  assert.equal(log.runs('hot').length, 2)
-  await Promise.all(kids.map((k) => k.close()))
-})
+    // Everyone now sees v2, fresh, without loading.
+    for (const [i, k] of kids.entries()) {
+      const [r] = (await k.call('burst', { key: 'hot', n: 5, loader: { value: 'WRONG', ms: 0 } })).perInstance
+      assert.deepEqual(r.errors, [])
+      assert.deepEqual(
+        Object.keys(r.values).map((j) => JSON.parse(j).v),
+        ['v2'],
+        `process ${i} sees the new value`,
+      )
+      assert.deepEqual(r.outcomes, { hit: 5 }, `process ${i}: fresh hits`)
+    }
+    assert.equal(log.runs('hot').length, 2)
+    await Promise.all(kids.map((k) => k.close()))
+  },
+)
 
-test('stale with stale: false across processes: those callers wait for the one refresh, the others do not', T, async (t) => {
-  const redis = await startRedis(t)
-  if (!redis) return
-  const log = loaderLog(t)
-  const prefix = 'swr2:'
-  const options = { redis: redis.url, prefix, ttl: 300, hardTtl: 10000, jitter: 0, beta: 0 }
-  const kids = await Promise.all([0, 1, 2].map(() => spawnChild(t, { options, log: log.file })))
-  await kids[0].call('burst', { key: 'k', n: 1, loader: { value: 'v1' } })
-  const env = await storedEnvelope(redis, names(prefix, 'k').value)
-  await sleep(Math.max(0, env.freshUntil - Date.now() + 60))
+test(
+  'stale with stale: false across processes: those callers wait for the one refresh, the others do not',
+  T,
+  async (t) => {
+    const redis = await startRedis(t)
+    if (!redis) return
+    const log = loaderLog(t)
+    const prefix = 'swr2:'
+    const options = { redis: redis.url, prefix, ttl: 300, hardTtl: 10000, jitter: 0, beta: 0 }
+    const kids = await Promise.all([0, 1, 2].map(() => spawnChild(t, { options, log: log.file })))
+    await kids[0].call('burst', { key: 'k', n: 1, loader: { value: 'v1' } })
+    const env = await storedEnvelope(redis, names(prefix, 'k').value)
+    await sleep(Math.max(0, env.freshUntil - Date.now() + 60))
 
-  const [strict, lenient, strict2] = await Promise.all([
-    kids[0].call('burst', { key: 'k', n: 20, loader: { value: 'v2', ms: 300 }, call: { stale: false } }),
-    kids[1].call('burst', { key: 'k', n: 20, loader: { value: 'v2', ms: 300 } }),
-    kids[2].call('burst', { key: 'k', n: 20, loader: { value: 'v2', ms: 300 }, call: { stale: false } }),
-  ])
-  for (const [name, b] of [['process 0 (stale: false)', strict], ['process 2 (stale: false)', strict2]]) {
-    const [r] = b.perInstance
-    assert.deepEqual(r.errors, [])
-    assert.deepEqual(Object.keys(r.values).map((j) => JSON.parse(j).v), ['v2'], `${name} never gets the stale value`)
-    assert.ok(r.maxMs < 2500, `${name} waited ${r.maxMs} ms`)
-  }
-  const [l] = lenient.perInstance
-  assert.deepEqual(Object.keys(l.values).map((j) => JSON.parse(j).v), ['v1'], 'process 1 gets the stale value')
-  assert.ok(l.maxMs < 150, `process 1 waited ${l.maxMs} ms`)
-  await waitFor(async () => parseEnvelope(await redis.cmd('GET', names(prefix, 'k').value))?.value.v === 'v2', 'v2 in Redis', 3000, 20)
-  await sleep(100)
-  assert.equal(log.runs('k').length, 2, 'one recompute for the fleet, strict and lenient callers alike')
-  await Promise.all(kids.map((k) => k.close()))
-})
+    const [strict, lenient, strict2] = await Promise.all([
+      kids[0].call('burst', { key: 'k', n: 20, loader: { value: 'v2', ms: 300 }, call: { stale: false } }),
+      kids[1].call('burst', { key: 'k', n: 20, loader: { value: 'v2', ms: 300 } }),
+      kids[2].call('burst', { key: 'k', n: 20, loader: { value: 'v2', ms: 300 }, call: { stale: false } }),
+    ])
+    for (const [name, b] of [
+      ['process 0 (stale: false)', strict],
+      ['process 2 (stale: false)', strict2],
+    ]) {
+      const [r] = b.perInstance
+      assert.deepEqual(r.errors, [])
+      assert.deepEqual(
+        Object.keys(r.values).map((j) => JSON.parse(j).v),
+        ['v2'],
+        `${name} never gets the stale value`,
+      )
+      assert.ok(r.maxMs < 2500, `${name} waited ${r.maxMs} ms`)
+    }
+    const [l] = lenient.perInstance
+    assert.deepEqual(
+      Object.keys(l.values).map((j) => JSON.parse(j).v),
+      ['v1'],
+      'process 1 gets the stale value',
+    )
+    assert.ok(l.maxMs < 150, `process 1 waited ${l.maxMs} ms`)
+    await waitFor(
+      async () => parseEnvelope(await redis.cmd('GET', names(prefix, 'k').value))?.value.v === 'v2',
+      'v2 in Redis',
+      3000,
+      20,
+    )
+    await sleep(100)
+    assert.equal(log.runs('k').length, 2, 'one recompute for the fleet, strict and lenient callers alike')
+    await Promise.all(kids.map((k) => k.close()))
+  },
+)
