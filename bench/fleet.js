@@ -32,10 +32,10 @@
 
 const fs = require('node:fs')
 const os = require('node:os')
-const net = require('node:net')
 const path = require('node:path')
 const { spawn, spawnSync, fork } = require('node:child_process')
 const { performance } = require('node:perf_hooks')
+const { startRedis: startRedisServer } = require('../__test__/redis-server')
 const {
   argv,
   flag,
@@ -565,81 +565,24 @@ async function hitsWorker() {
 
 // ---------------------------------------------------------------- redis-server
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer()
-    s.unref()
-    s.on('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-}
-
+/**
+ * A redis-server of the bench's own (the tests' launcher, __test__/redis-server.js)
+ * and an ioredis client for the bench's own commands (FLUSHALL, INFO).
+ */
 async function startRedis() {
   const Redis = require('ioredis')
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freePort()
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herdcache-fleet-'))
-    const child = spawn(
-      'redis-server',
-      [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--dir',
-        dir,
-        '--logfile',
-        '',
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    )
-    let log = ''
-    child.stdout.on('data', (d) => {
-      log += d
-    })
-    child.stderr.on('data', (d) => {
-      log += d
-    })
-    const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
-    const deadline = Date.now() + 5000
-    // wait for the server's own word before connecting (a refused ioredis connect leaves a timer behind)
-    while (Date.now() < deadline && child.exitCode === null && !/Ready to accept connections/.test(log)) await sleep(20)
-    if (child.exitCode === null && /Ready to accept connections/.test(log)) {
-      const c = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1 })
-      c.on('error', () => {})
-      try {
-        if ((await c.ping()) === 'PONG') return { port, child, client: c, dir, exited, log: () => log }
-      } catch {}
-      c.disconnect()
-    }
-    if (child.exitCode === null) child.kill('SIGTERM')
-    await exited
-    fs.rmSync(dir, { recursive: true, force: true })
-    console.error(`redis-server on port ${port} did not start: ${log.trim().split('\n').slice(-3).join(' | ')}`)
-  }
-  throw new Error('could not start redis-server')
+  const server = await startRedisServer(null)
+  const client = new Redis({ host: '127.0.0.1', port: server.port, maxRetriesPerRequest: 1 })
+  client.on('error', () => {})
+  await client.ping()
+  return { port: server.port, pid: server.pid, client, server }
 }
 
 async function stopRedis(srv) {
   try {
     await race(srv.client.quit(), 2000, () => srv.client.disconnect())
   } catch {}
-  if (srv.child.exitCode === null && srv.child.signalCode === null) {
-    srv.child.kill('SIGTERM') // our own child, by its pid
-    const t = setTimeout(() => {
-      if (srv.child.exitCode === null) srv.child.kill('SIGKILL')
-    }, 5000)
-    await srv.exited
-    clearTimeout(t)
-  }
-  fs.rmSync(srv.dir, { recursive: true, force: true })
+  await srv.server.stop()
 }
 
 const children = new Set()
@@ -1269,7 +1212,7 @@ async function main() {
   const srv = await startRedis()
   info.port = srv.port
   console.log(
-    `${info.redisVersion} on 127.0.0.1:${srv.port} (pid ${srv.child.pid}); node ${process.version}; ${os.cpus().length} CPUs`,
+    `${info.redisVersion} on 127.0.0.1:${srv.port} (pid ${srv.pid}); node ${process.version}; ${os.cpus().length} CPUs`,
   )
   try {
     const herd = await probeHerdcache(srv.port)
