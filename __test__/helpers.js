@@ -217,8 +217,37 @@ function served(s) {
   return s.hits + s.staleServed + s.negativeHits + s.misses + s.coalesced
 }
 
+/** tsc --strict flags with Node's types and module rules (`node16`, `nodenext`): what the type tests share. */
+function tscStrict(modules = 'node16') {
+  return [
+    '--noEmit',
+    '--strict',
+    '--target',
+    'es2022',
+    '--module',
+    modules,
+    '--moduleResolution',
+    modules,
+    '--types',
+    'node',
+  ]
+}
+
+/** Runs the local TypeScript compiler: `{ code, out }` (stdout and stderr together). */
+function tsc(args, timeout = 25000) {
+  const { execFile } = require('node:child_process')
+  const bin = path.join(ROOT, 'node_modules', '.bin', 'tsc')
+  return new Promise((resolve) => {
+    execFile(bin, args, { cwd: ROOT, timeout }, (error, stdout, stderr) => {
+      resolve({ code: error ? (error.code ?? 1) : 0, out: `${stdout}${stderr}` })
+    })
+  })
+}
+
 module.exports = {
   ROOT,
+  tscStrict,
+  tsc,
   T,
   sleep,
   tick,

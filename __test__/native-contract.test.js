@@ -3,7 +3,6 @@
 // functions it lists, the context holds exactly its fields, and index.js and lib/ use no name it does not list.
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { execFile } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 const native = require('../lib/native')
@@ -137,24 +136,6 @@ test('index.js and lib/ use only the entry points, context fields and NativeCach
 })
 
 test('lib/native-contract.d.ts type-checks (tsc --strict)', { timeout: 30000 }, async () => {
-  const tsc = path.join(ROOT, 'node_modules', '.bin', 'tsc')
-  const args = [
-    '--noEmit',
-    '--strict',
-    '--target',
-    'es2022',
-    '--module',
-    'node16',
-    '--moduleResolution',
-    'node16',
-    '--types',
-    'node',
-    CONTRACT_FILE,
-  ]
-  const { code, out } = await new Promise((resolve) => {
-    execFile(tsc, args, { cwd: ROOT, timeout: 25000 }, (error, stdout, stderr) =>
-      resolve({ code: error ? (error.code ?? 1) : 0, out: `${stdout}${stderr}` }),
-    )
-  })
+  const { code, out } = await h.tsc([...h.tscStrict(), CONTRACT_FILE])
   assert.equal(code, 0, `tsc reported:\n${out}`)
 })

@@ -2,34 +2,13 @@
 // Type-checks __test__/types.test-d.ts against the package's index.d.ts with the local TypeScript.
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { execFile } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
-const { ROOT } = require('./helpers')
+const { ROOT, tscStrict, tsc } = require('./helpers')
 
 const TSC = path.join(ROOT, 'node_modules', '.bin', 'tsc')
 const FILE = path.join(__dirname, 'types.test-d.ts')
-
-function tsc(args) {
-  return new Promise((resolve) => {
-    execFile(TSC, args, { cwd: ROOT, timeout: 25000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? (error.code ?? 1) : 0, out: `${stdout}${stderr}` })
-    })
-  })
-}
-
-const COMMON = [
-  '--noEmit',
-  '--strict',
-  '--target',
-  'es2022',
-  '--module',
-  'node16',
-  '--moduleResolution',
-  'node16',
-  '--types',
-  'node',
-]
+const COMMON = tscStrict()
 
 test('index.d.ts exists and the package points at it', { timeout: 10000 }, () => {
   const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))

@@ -8,7 +8,7 @@ const path = require('node:path')
 const fs = require('node:fs')
 const { execFile } = require('node:child_process')
 
-const ROOT = path.join(__dirname, '..', '..')
+const { ROOT, tsc, tscStrict } = require('../helpers')
 const NAMES = [
   'Cache',
   'Cached',
@@ -78,38 +78,24 @@ test('the package exports map and files list carry herdcache/nest', () => {
   }
 })
 
-const TSC = path.join(ROOT, 'node_modules', '.bin', 'tsc')
-const TSC_ARGS = [
-  '--noEmit',
-  '--strict',
-  '--target',
-  'es2022',
-  '--module',
-  'nodenext',
-  '--moduleResolution',
-  'nodenext',
-  '--types',
-  'node',
-  '--experimentalDecorators',
-  '--emitDecoratorMetadata',
-]
+const TSC_ARGS = [...tscStrict('nodenext'), '--experimentalDecorators', '--emitDecoratorMetadata']
 
 test('nest/index.d.ts: types.test-d.ts type-checks (with every @ts-expect-error)', { timeout: 60_000 }, async () => {
-  const r = await run(TSC, [...TSC_ARGS, path.join(__dirname, 'types.test-d.ts')], 55_000)
-  assert.equal(r.code, 0, `tsc reported:\n${r.stdout}${r.stderr}`)
+  const r = await tsc([...TSC_ARGS, path.join(__dirname, 'types.test-d.ts')], 55_000)
+  assert.equal(r.code, 0, `tsc reported:\n${r.out}`)
 })
 
 test('the type test is not vacuous: a wrong @Cached option fails to compile', { timeout: 60_000 }, async (t) => {
   const bad = path.join(__dirname, '.nest-types-negative.tmp.ts')
   t.after(() => fs.rmSync(bad, { force: true }))
   fs.writeFileSync(bad, "import { Cached } from 'herdcache/nest'\nCached({ scope: 'everyone' })\n")
-  const r = await run(TSC, [...TSC_ARGS, bad], 55_000)
+  const r = await tsc([...TSC_ARGS, bad], 55_000)
   assert.notEqual(r.code, 0)
-  assert.match(r.stdout, /error TS/)
-  assert.doesNotMatch(r.stdout, /Cannot find module/, r.stdout)
+  assert.match(r.out, /error TS/)
+  assert.doesNotMatch(r.out, /Cannot find module/, r.out)
 })
 
 test('examples/nest (TypeScript) type-checks against herdcache/nest', { timeout: 60_000 }, async () => {
-  const r = await run(TSC, ['-p', path.join(ROOT, 'examples', 'nest'), '--noEmit'], 55_000)
-  assert.equal(r.code, 0, `tsc reported:\n${r.stdout}${r.stderr}`)
+  const r = await tsc(['-p', path.join(ROOT, 'examples', 'nest'), '--noEmit'], 55_000)
+  assert.equal(r.code, 0, `tsc reported:\n${r.out}`)
 })
