@@ -5,8 +5,10 @@
 // (serialising values, timers, AbortSignals) in lib/. See README.md.
 
 const { NativeCache } = require('./lib/native')
-const { lead, detach, softWait, track, answeredBy, sizeProblem } = require('./lib/flight')
-const { herdError } = require('./lib/errors')
+const { lead, resume, scheduleReads, track } = require('./lib/leader')
+const { detach, softWait } = require('./lib/callers')
+const { stop } = require('./lib/deadlines')
+const { herdError, sizeProblem } = require('./lib/errors')
 const { codes, OUTCOMES, NATIVE_OPTIONS } = require('./lib/names')
 
 const { parse, stringify } = JSON
@@ -108,32 +110,20 @@ class Cache {
       waitUntil,
       onError,
       active: new Set(),
+      waiting: new Map(),
       writes: new Set(),
       timer: undefined,
+      idle: false,
+      self: undefined,
       hardTimeout: 0,
       softTimeout: 0,
       maxValueBytes: 0,
       redis: false,
-      readBatch: undefined,
     }
+    ctx.self = new WeakRef(ctx)
     // The raw entry points: lib/native-contract.d.ts says what each takes and gives.
-    const fns = this.#native.install(ctx, lead, softWait)
-    for (const name of [
-      'attachFlight',
-      'fill',
-      'fail',
-      'endFlight',
-      'recordSoftWait',
-      'acquire',
-      'readMany',
-      'acceptsStale',
-      'adopt',
-      'startRefresh',
-      'releaseLock',
-      'forget',
-    ]) {
-      ctx[name] = fns[name]
-    }
+    const fns = this.#native.install(ctx, lead, softWait, resume, scheduleReads)
+    for (const name of ['fill', 'fail', 'recordSoftWait', 'startRefresh', 'flushReads']) ctx[name] = fns[name]
     this.#fns = fns
     this.#ctx = ctx
     this.#load = fns.getOrLoad
@@ -147,7 +137,9 @@ class Cache {
     const problem = callOptionsProblem(options)
     if (problem !== undefined) return Promise.reject(invalidOption(problem))
     // Options are read here, where property access is cheap, and passed
-    // positionally.
+    // positionally. `status` goes along so that a flight another instance's
+    // value answers can say so (the addon sets its `outcome` then).
+    const { status, signal } = options
     const promise = this.#load(
       key,
       loader,
@@ -156,23 +148,13 @@ class Cache {
       options.hardTtl,
       options.negativeTtl,
       options.beta,
+      status,
     )
-    const { status, signal } = options
-    let answer = promise
     if (status !== undefined) {
       const outcome = OUTCOMES[this.#outcome[0]]
       if (outcome !== undefined) status.outcome = outcome
-      if (this.#ctx.redis && (outcome === 'miss' || outcome === 'coalesced')) {
-        // A flight answered by another instance's value: the caller got a
-        // hit (or stale, or negative), not a load.
-        answer = promise.then((value) => {
-          const by = answeredBy.get(promise)
-          if (by !== undefined) status.outcome = by
-          return value
-        })
-      }
     }
-    return signal === undefined ? answer : detach(answer, signal)
+    return signal === undefined ? promise : detach(promise, signal)
   }
 
   get(key, options) {
@@ -243,7 +225,10 @@ class Cache {
       // Redis writes already under way are let finish (each is bounded by
       // redisTimeout), so a value computed before close() is not lost.
       pending.push(...[...this.#ctx.writes].map((write) => write.then(noop, noop)))
-      this.#closing = Promise.all(pending).then(() => this.#native.release())
+      this.#closing = Promise.all(pending).then(() => {
+        stop(this.#ctx)
+        this.#native.release()
+      })
     }
     return this.#closing
   }

@@ -46,9 +46,9 @@ function installed(t) {
   Object.defineProperty(prototype, 'install', {
     configurable: true,
     writable: true,
-    value: function (ctx, lead, softWait) {
-      const fns = install.call(this, ctx, lead, softWait)
-      seen = { ctx, lead, softWait, fns }
+    value: function (ctx, lead, softWait, resume, scheduleReads) {
+      const fns = install.call(this, ctx, lead, softWait, resume, scheduleReads)
+      seen = { ctx, lead, softWait, resume, scheduleReads, fns }
       return fns
     },
   })
@@ -77,7 +77,7 @@ test('install() returns exactly the EntryPoints of lib/native-contract.d.ts', T,
 })
 
 test('the context holds exactly the Context fields, with the types the contract gives', T, (t) => {
-  const { ctx, fns, lead, softWait } = installed(t)
+  const { ctx, fns, lead, softWait, resume, scheduleReads } = installed(t)
   sameNames(Object.keys(ctx), 'the ctx index.js makes', CONTEXT, 'lib/native-contract.d.ts Context')
   for (const [, field, entry] of CONTEXT_BODY().matchAll(/^ {2}(\w+): EntryPoints\['(\w+)'\]$/gm)) {
     assert.equal(field, entry, `Context.${field} is the entry point of the same name`)
@@ -89,8 +89,10 @@ test('the context holds exactly the Context fields, with the types the contract 
     [30000, 0, 8 << 20, false],
     'install wrote the defaults onto ctx',
   )
-  assert.equal(lead, require('../lib/flight').lead)
-  assert.equal(softWait, require('../lib/flight').softWait)
+  assert.equal(lead, require('../lib/leader').lead)
+  assert.equal(resume, require('../lib/leader').resume)
+  assert.equal(scheduleReads, require('../lib/leader').scheduleReads)
+  assert.equal(softWait, require('../lib/callers').softWait)
   const params = (type) =>
     new RegExp(`export type ${type} = \\(([^)]*)\\)`)
       .exec(CONTRACT)[1]
@@ -98,6 +100,12 @@ test('the context holds exactly the Context fields, with the types the contract 
       .filter((p) => p.trim())
   assert.equal(lead.length, params('Lead').length, 'lead takes the arguments Lead lists')
   assert.equal(softWait.length, params('SoftWait').length, 'softWait takes the arguments SoftWait lists')
+  assert.equal(resume.length, params('Resume').length, 'resume takes the arguments Resume lists')
+  assert.equal(
+    scheduleReads.length,
+    params('ScheduleReads').length,
+    'scheduleReads takes the arguments ScheduleReads lists',
+  )
 })
 
 test('NativeCache has the methods the contract lists', T, () => {

@@ -282,7 +282,9 @@ describe('installed from the packed tarballs, with no Rust toolchain', () => {
       'binding.js',
       'binding.d.ts',
       'lib/native.js',
-      'lib/flight.js',
+      'lib/leader.js',
+      'lib/callers.js',
+      'lib/deadlines.js',
       'lib/errors.js',
     ]) {
       assert.ok(files.includes(needed), `${needed} is in the tarball: ${files.join(' ')}`)

@@ -7,9 +7,9 @@
 
 /** Codes of the core package made in JavaScript, by their name after `ERR_HERDCACHE_`. */
 const JS_CODES = Object.freeze({
-  /** A loader result JSON cannot represent (lib/flight.js). */
+  /** A loader result JSON cannot represent (lib/leader.js). */
   UNSERIALIZABLE: 'ERR_HERDCACHE_UNSERIALIZABLE',
-  /** A value past `maxValueBytes` of JSON (lib/flight.js). */
+  /** A value past `maxValueBytes` of JSON (lib/leader.js, index.js `set`). */
   VALUE_TOO_LARGE: 'ERR_HERDCACHE_VALUE_TOO_LARGE',
   /** No native binary loads (lib/native.js): the addon cannot say so itself. */
   NO_BINARY: 'ERR_HERDCACHE_NO_BINARY',
@@ -48,4 +48,41 @@ function describeKey(key) {
   }
 }
 
-module.exports = { herdError, describeKey, JS_CODES, NEST_CODES }
+function unserializable(userKey, cause) {
+  return herdError(
+    TypeError,
+    JS_CODES.UNSERIALIZABLE,
+    `the loader for key ${describeKey(userKey)} returned a value JSON cannot represent` +
+      (cause ? ` (${cause.message})` : ' (a function, a symbol or undefined inside)') +
+      '; return plain data: objects, arrays, strings, numbers, booleans, null',
+    cause,
+  )
+}
+
+/**
+ * The error for a value whose JSON text is longer than `maxValueBytes`
+ * UTF-8 bytes, or undefined. A UTF-16 unit is 1 to 3 UTF-8 bytes, so the
+ * exact count is only taken when the length alone does not decide.
+ *
+ * @param {string} json
+ * @param {number} maxValueBytes
+ */
+function sizeProblem(json, maxValueBytes) {
+  if (json.length * 3 <= maxValueBytes) return undefined
+  const bytes = json.length > maxValueBytes ? json.length : Buffer.byteLength(json)
+  if (bytes <= maxValueBytes) return undefined
+  return herdError(
+    RangeError,
+    JS_CODES.VALUE_TOO_LARGE,
+    `the value is ${json.length > maxValueBytes ? 'over ' : ''}${bytes} bytes of JSON, more than maxValueBytes (${maxValueBytes}); nothing was stored. Cache something smaller, or raise maxValueBytes`,
+  )
+}
+
+module.exports = {
+  herdError,
+  describeKey,
+  unserializable,
+  sizeProblem,
+  JS_CODES,
+  NEST_CODES,
+}

@@ -1,93 +1,98 @@
 //! The only module that touches Node-API. `NativeCache` (napi-derive, cold
 //! paths: construction, installation, close, test hooks) hands the JS
-//! wrapper a set of raw functions (`hot`) for everything that runs per call.
+//! wrapper a set of raw functions for everything that runs per call:
+//! `entry` (`getOrLoad`), `flight` (a flight's steps and the leader's
+//! reports), `ops` (get, set, delete, clear, stats). Each converts JS values
+//! and calls the engine's [`Cache`], which decides.
 
-mod fleet;
+mod entry;
+mod flight;
+mod futures;
 mod held;
-mod hot;
 mod key;
 // Reached only through the module registration napi-derive emits, which it
 // leaves out of `cfg(test)` builds.
 #[cfg_attr(test, allow(dead_code))]
 mod names;
+mod ops;
 mod options;
 mod raw;
 
 use crate::core::error::{Code, Error as CoreError, Kind};
 use crate::core::options::CacheConfig;
-use crate::engine::fleet::{Fleet, FleetConfig, Invalidations};
-use crate::engine::metrics::{Gauges, Metrics};
+use crate::engine::fleet::{Fleet, FleetConfig};
 use crate::engine::redis::{RedisStore, RedisTimeouts};
-use crate::engine::Engine;
+use crate::engine::Cache;
+use flight::FlightHandle;
 use held::Held;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use raw::{Failure, JsRef, RawResult};
 use std::cell::{Cell, RefCell};
-use std::rc::Rc;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 pub use options::CacheOptions;
 
-/// The JS functions the native side calls. `lead` and `softWait` are
-/// module-level functions of `lib/flight.js` (they hold no cache); the
-/// per-cache context is held weakly, so no reference cycle runs through a
-/// strong `napi_ref` and an unused Cache can be collected.
+/// The JS functions the native side calls. `lead`, `softWait`, `resume`
+/// and `scheduleReads` are module-level functions of `lib/` (they hold no
+/// cache); the per-cache context is held weakly, so no reference cycle runs
+/// through a strong `napi_ref` and an unused Cache can be collected.
 struct Helpers {
   ctx: JsRef,
   lead: JsRef,
   soft_wait: JsRef,
+  resume: JsRef,
+  schedule_reads: JsRef,
+  /// `JSON.parse`, for values another instance wrote.
+  json_parse: JsRef,
 }
 
 pub(crate) struct Inner {
-  engine: RefCell<Engine<Held, JsRef>>,
+  /// This cache's number in the registry (`with_cache`).
+  id: u64,
+  cache: RefCell<Cache<Held, FlightHandle>>,
   helpers: RefCell<Option<Helpers>>,
   /// One byte shared with JS (an ArrayBuffer's memory): the outcome of the
   /// last `getOrLoad`. Null until installed.
   outcome_slot: Cell<*mut u8>,
   outcome_buffer: RefCell<Option<JsRef>>,
-  /// The Redis side, when the cache has `redis`.
-  fleet: RefCell<Option<Arc<Fleet>>>,
-  /// Its queue of other instances' changes, outside the RefCell: read on
-  /// every call.
-  invalidations: Option<Arc<Invalidations>>,
+  /// With a fleet: the flights whose first read goes out at the next flush.
+  reads: RefCell<Vec<u64>>,
+}
+
+thread_local! {
+  /// The caches of this JS thread, by id: what a tokio completion, which
+  /// can carry only `Send` data, finds its cache by.
+  static CACHES: RefCell<HashMap<u64, Weak<Inner>>> = RefCell::new(HashMap::new());
+  static NEXT_CACHE_ID: Cell<u64> = const { Cell::new(1) };
+}
+
+/// Runs `f` with cache `id`, if it is still alive.
+fn with_cache(id: u64, f: impl FnOnce(&Rc<Inner>)) {
+  let inner = CACHES.with(|caches| caches.borrow().get(&id).and_then(Weak::upgrade));
+  if let Some(inner) = inner {
+    f(&inner);
+  }
+}
+
+impl Drop for Inner {
+  fn drop(&mut self) {
+    // At thread teardown the registry may be gone already: nothing to do then.
+    let _ = CACHES.try_with(|caches| caches.borrow_mut().remove(&self.id));
+  }
+}
+
+pub(crate) fn closed() -> Failure {
+  Failure::Coded(CoreError::new(
+    Code::Closed,
+    Kind::Plain,
+    "the cache was closed; create a new Cache to keep caching",
+  ))
 }
 
 impl Inner {
-  fn fleet(&self) -> Option<Arc<Fleet>> {
-    self.fleet.borrow().clone()
-  }
-
-  /// Takes in what other instances changed (one atomic load when nothing).
-  fn apply_invalidations(&self) {
-    if let Some(invalidations) = &self.invalidations {
-      let changes = invalidations.take();
-      if !changes.is_empty() {
-        self.engine.borrow_mut().invalidate(changes);
-      }
-    }
-  }
-
-  /// The engine's counters with the Redis side's added.
-  fn snapshot(&self) -> (Metrics, Gauges) {
-    let engine = self.engine.borrow();
-    let (mut metrics, mut gauges) = (engine.metrics(), engine.gauges());
-    if let Some(fleet) = self.fleet.borrow().as_ref() {
-      let c = &fleet.counters;
-      let read = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
-      metrics.lock_acquired = read(&c.lock_acquired);
-      metrics.lock_contended = read(&c.lock_contended);
-      metrics.lock_waits = read(&c.lock_waits);
-      metrics.fill_notices = read(&c.fill_notices);
-      metrics.redis_hits = read(&c.redis_hits);
-      metrics.redis_errors = read(&c.redis_errors);
-      metrics.corrupt_values = read(&c.corrupt_values);
-      gauges.circuit_open = u64::from(fleet.circuit_open());
-    }
-    (metrics, gauges)
-  }
-
   fn set_outcome(&self, outcome: u8) {
     let slot = self.outcome_slot.get();
     if !slot.is_null() {
@@ -114,9 +119,9 @@ impl Inner {
       .as_ref()
       .and_then(|h| pick(h).get(env))
       .ok_or_else(|| {
-        Failure::Coded(crate::core::error::Error::new(
-          crate::core::error::Code::Closed,
-          crate::core::error::Kind::Plain,
+        Failure::Coded(CoreError::new(
+          Code::Closed,
+          Kind::Plain,
           "this cache is gone (closed or garbage-collected); create a new Cache",
         ))
       })
@@ -173,22 +178,23 @@ impl NativeCache {
         }))
       }
     };
-    Ok(NativeCache {
-      inner: Rc::new(Inner {
-        engine: RefCell::new(Engine::new(config)),
-        helpers: RefCell::new(None),
-        outcome_slot: Cell::new(std::ptr::null_mut()),
-        outcome_buffer: RefCell::new(None),
-        invalidations: fleet.as_ref().map(|f| f.invalidations()),
-        fleet: RefCell::new(fleet),
-      }),
-    })
+    let id = NEXT_CACHE_ID.with(|next| next.replace(next.get() + 1));
+    let inner = Rc::new(Inner {
+      id,
+      cache: RefCell::new(Cache::new(config, fleet)),
+      helpers: RefCell::new(None),
+      outcome_slot: Cell::new(std::ptr::null_mut()),
+      outcome_buffer: RefCell::new(None),
+      reads: RefCell::new(Vec::new()),
+    });
+    CACHES.with(|caches| caches.borrow_mut().insert(id, Rc::downgrade(&inner)));
+    Ok(NativeCache { inner })
   }
 
   /// Wires the JS helpers in and returns the raw entry points. The validated
   /// timeouts are written onto `ctx` for the JS leader.
   #[napi(
-    ts_args_type = "ctx: object, lead: Function, softWait: Function",
+    ts_args_type = "ctx: object, lead: Function, softWait: Function, resume: Function, scheduleReads: Function",
     ts_return_type = "Record<string, Function>"
   )]
   pub fn install<'env>(
@@ -197,6 +203,8 @@ impl NativeCache {
     ctx: Unknown<'env>,
     lead: Unknown<'env>,
     soft_wait: Unknown<'env>,
+    resume: Unknown<'env>,
+    schedule_reads: Unknown<'env>,
   ) -> Result<Unknown<'env>> {
     let env = env.raw();
     // SAFETY: `env` is the env napi-rs passed to this method, running now on
@@ -207,7 +215,7 @@ impl NativeCache {
       self.install_raw(
         env,
         ctx.value().value,
-        [lead, soft_wait].map(|f| f.value().value),
+        [lead, soft_wait, resume, schedule_reads].map(|f| f.value().value),
       )
     }
     .map_err(|f| {
@@ -219,17 +227,15 @@ impl NativeCache {
   /// Stops new calls; what is in flight goes on until the JS side drains it.
   #[napi]
   pub fn close(&self) {
-    self.inner.engine.borrow_mut().close();
+    self.inner.cache.borrow_mut().close();
   }
 
   /// Drops every entry and flight (after close, once flights settled).
   #[napi]
   pub fn release(&self) {
-    self.inner.engine.borrow_mut().release();
+    let flights = self.inner.cache.borrow_mut().release();
+    drop(flights);
     self.inner.helpers.borrow_mut().take();
-    if let Some(fleet) = self.inner.fleet.borrow_mut().take() {
-      fleet.stop();
-    }
   }
 
   /// Test hook: moves this cache's clock forward by `ms`.
@@ -238,8 +244,9 @@ impl NativeCache {
     if ms.is_finite() && ms > 0.0 {
       self
         .inner
-        .engine
+        .cache
         .borrow_mut()
+        .local_mut()
         .advance_clock(ms.round() as u64);
     }
   }
@@ -251,8 +258,9 @@ impl NativeCache {
     let clamp = |u: Option<f64>| u.filter(|u| u.is_finite()).map(|u| u.clamp(0.0, 1.0));
     self
       .inner
-      .engine
+      .cache
       .borrow_mut()
+      .local_mut()
       .set_random(clamp(jitter), clamp(xfetch));
   }
 }
@@ -262,27 +270,20 @@ type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) 
 /// The raw functions `install()` returns (with `outcomeBuffer`), by JS name.
 /// `lib/native-contract.d.ts` describes each for the JS side, and
 /// `__test__/native-contract.test.js` checks that it lists these.
-const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 20] = [
-  (c"getOrLoad", hot::get_or_load),
-  (c"attachFlight", hot::attach_flight),
-  (c"fill", hot::fill),
-  (c"fail", hot::fail),
-  (c"endFlight", hot::end_flight),
-  (c"recordSoftWait", hot::record_soft_wait),
-  (c"get", hot::get),
-  (c"set", hot::set),
-  (c"delete", hot::delete),
-  (c"clear", hot::clear),
-  (c"stats", hot::stats),
-  (c"metrics", hot::metrics),
-  (c"startRefresh", hot::start_refresh),
-  (c"acquire", fleet::acquire),
-  (c"readMany", fleet::read_many),
-  (c"acceptsStale", fleet::accepts_stale),
-  (c"adopt", fleet::adopt),
-  (c"peek", fleet::peek),
-  (c"releaseLock", fleet::release_lock),
-  (c"forget", fleet::forget),
+const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 13] = [
+  (c"getOrLoad", entry::get_or_load),
+  (c"fill", flight::fill),
+  (c"fail", flight::fail),
+  (c"recordSoftWait", flight::record_soft_wait),
+  (c"startRefresh", flight::start_refresh),
+  (c"flushReads", flight::flush_reads),
+  (c"get", ops::get),
+  (c"set", ops::set),
+  (c"delete", ops::delete),
+  (c"clear", ops::clear),
+  (c"peek", ops::peek),
+  (c"stats", ops::stats),
+  (c"metrics", ops::metrics),
 ];
 
 impl NativeCache {
@@ -290,12 +291,19 @@ impl NativeCache {
     &self,
     env: raw::Env,
     ctx: raw::Value,
-    [lead, soft_wait]: [raw::Value; 2],
+    [lead, soft_wait, resume, schedule_reads]: [raw::Value; 4],
   ) -> RawResult<Unknown<'env>> {
+    let mut global = std::ptr::null_mut();
+    raw::napi_try!(env, napi::sys::napi_get_global(env, &mut global));
+    let json = raw::get_property(env, global, c"JSON")?;
+    let json_parse = raw::get_property(env, json, c"parse")?;
     *self.inner.helpers.borrow_mut() = Some(Helpers {
       ctx: JsRef::weak(env, ctx)?,
       lead: JsRef::strong(env, lead)?,
       soft_wait: JsRef::strong(env, soft_wait)?,
+      resume: JsRef::strong(env, resume)?,
+      schedule_reads: JsRef::strong(env, schedule_reads)?,
+      json_parse: JsRef::strong(env, json_parse)?,
     });
     let mut slot = std::ptr::null_mut();
     let mut buffer = std::ptr::null_mut();
@@ -306,7 +314,7 @@ impl NativeCache {
     // The slot is published only once the buffer is held (`set_outcome`).
     *self.inner.outcome_buffer.borrow_mut() = Some(JsRef::strong(env, buffer)?);
     self.inner.outcome_slot.set(slot as *mut u8);
-    let config = self.inner.engine.borrow().config().clone();
+    let config = self.inner.cache.borrow().config().clone();
     raw::set_property(
       env,
       ctx,

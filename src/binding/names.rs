@@ -3,7 +3,7 @@
 //! `__test__/names.test.js` (which checks the README and the `.d.ts` files
 //! against them). Called once, when the package is loaded.
 
-use super::hot::Outcome;
+use super::entry::Outcome;
 use super::ENTRY_POINTS;
 use crate::core::error::Code;
 use crate::core::options::CACHE_OPTIONS;

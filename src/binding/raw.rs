@@ -247,6 +247,15 @@ pub unsafe fn set_property(
   Ok(())
 }
 
+pub unsafe fn get_property(env: Env, object: Value, name: &std::ffi::CStr) -> RawResult<Value> {
+  let mut value = ptr::null_mut();
+  napi_try!(
+    env,
+    sys::napi_get_named_property(env, object, name.as_ptr(), &mut value)
+  );
+  Ok(value)
+}
+
 /// A JS error with `code`, of the class the error's kind names.
 pub unsafe fn make_error(env: Env, error: &Error) -> Value {
   let code = string(env, error.code.as_str());

@@ -1,564 +1,420 @@
-//! The engine: one embedded store, one flight table, the counters, and the
-//! decisions of the protocol for one key (see DESIGN.md §3):
+//! The cache: the local engine (memory, flights, counters) and, with Redis,
+//! the fleet. This is the only place that sequences a flight:
 //!
-//! | entry             | caller gets          | besides                         |
-//! |-------------------|----------------------|---------------------------------|
-//! | fresh             | the value            | XFetch may start a refresh      |
-//! | stale             | the value at once    | one background refresh          |
-//! | negative (fresh)  | the not-found marker | —                               |
-//! | none / expired    | waits for a load     | one load per key (coalesced)    |
+//! 1. [`Cache::begin`] registers it. Without a fleet its loader runs at
+//!    once; with one, the shared store is asked first
+//!    ([`Cache::read_many`], batched per tick by the binding).
+//! 2. The fleet's answer goes to [`Cache::on_claim`], which says what
+//!    comes next ([`Next`]): adopt another instance's value, run our loader
+//!    (holding the lock, or without Redis), ask again, or nothing (the
+//!    flight ended meanwhile: let go of a lock it won).
+//! 3. The loader's result goes to [`Cache::fill`] or [`Cache::fail`]; with a
+//!    fleet the value is written there first and the flight ends in
+//!    [`Cache::written`].
+//!
+//! Futures returned here own what they need (an `Arc<Fleet>`, the key) and
+//! run on tokio; the binding runs them and reports back by flight id.
 
-use super::flights::FlightTable;
-use super::memory::{Entry, MemoryStore, Reclaimed};
+use super::fleet::{Acquired, Fleet, Invalidations, Terms};
+use super::flights::Flight;
+use super::local::{Decision, Engine, Refresh, Served};
 use super::metrics::{Gauges, Metrics};
-use crate::core::envelope::Meta;
+use crate::core::envelope::{Envelope, Meta};
 use crate::core::options::{CacheConfig, EntryPolicy};
-use crate::core::policy::{self, Freshness};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-/// Why a background refresh starts.
+/// What a new flight does first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refresh {
-  /// The entry is stale.
-  Stale,
-  /// The entry is fresh, and XFetch drew an early refresh.
-  Early,
+pub enum FirstStep {
+  /// Run the loader now (no fleet).
+  Load,
+  /// Ask the shared store first ([`Cache::read_many`]).
+  ReadShared,
 }
 
-/// What one `getOrLoad` call does.
-#[derive(Debug)]
-pub enum Decision<'a, V, F> {
-  /// A fresh value; `refresh` asks the caller to start a background refresh.
-  Hit {
-    value: &'a V,
-    refresh: Option<Refresh>,
-  },
-  /// A stale value; `refresh` asks the caller to start the background refresh.
-  /// `counted` is false when the caller may still be answered by the refresh
-  /// (softTimeout), and reports the outcome itself.
-  Stale {
-    value: &'a V,
-    refresh: bool,
-    join: Option<&'a F>,
-    counted: bool,
-  },
-  /// A fresh not-found marker.
-  Negative { value: &'a V },
-  /// A load is in flight: share it.
-  Join { flight: &'a F },
-  /// Nothing usable: this caller starts the load.
-  Lead,
+/// What a flight does once the fleet answered it ([`Cache::on_claim`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+  /// Another instance's value answers it: parse it, then [`Cache::adopt`].
+  Adopt(Envelope),
+  /// Run our loader (the lock is ours, or Redis was skipped).
+  Load,
+  /// A stale value came, but a caller refusing stale values joined
+  /// meanwhile: ask again ([`Cache::acquire`] with a read first).
+  AskAgain,
+  /// The flight ended meanwhile (timed out, closed); it won `lock`, if
+  /// any, which [`Cache::release_lock`] lets go of.
+  Gone { lock: Option<String> },
 }
 
-#[derive(Debug)]
-pub struct Engine<V, F> {
-  config: CacheConfig,
-  store: MemoryStore<V>,
-  flights: FlightTable<F>,
-  metrics: Metrics,
-  running: u64,
-  clock_offset: u64,
-  fixed_jitter_u: Option<f64>,
-  fixed_xfetch_u: Option<f64>,
-  draws: Draws,
-  closed: bool,
+/// How a flight's write to the shared store went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+  Stored,
+  /// The store kept a newer value: memory forgets ours.
+  Superseded,
+  /// Not written (Redis skipped or failing, or nothing to write).
+  Skipped,
 }
 
-/// Epoch milliseconds from the coarse real-time clock on Linux: a few ms of
-/// resolution (plenty for TTLs) at a fraction of `SystemTime::now`'s cost,
-/// which was a tenth of a cache hit.
-#[cfg(target_os = "linux")]
-fn wall_clock_ms() -> u64 {
-  let mut ts = libc::timespec {
-    tv_sec: 0,
-    tv_nsec: 0,
-  };
-  // SAFETY: clock_gettime only writes the `timespec` it is pointed at, here
-  // a local borrowed exclusively for the call; CLOCK_REALTIME_COARSE exists
-  // on every Linux since 2.6.32, and a failure (-1) leaves `ts` alone and
-  // falls back to `SystemTime` below.
-  if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } == 0 {
-    return ts.tv_sec as u64 * 1_000 + ts.tv_nsec as u64 / 1_000_000;
-  }
-  system_clock_ms()
+/// Work for tokio, boxed: the binding runs it (`execute_tokio_future`
+/// allocates a task per future anyway).
+pub type Pending<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// An answer known now, or one a future gives.
+pub enum Step<T, U> {
+  Done(T),
+  Later(Pending<U>),
 }
 
-#[cfg(not(target_os = "linux"))]
-fn wall_clock_ms() -> u64 {
-  system_clock_ms()
+pub struct Cache<V, F> {
+  local: Engine<V, F>,
+  fleet: Option<Arc<Fleet>>,
+  /// The fleet's queue of other instances' changes, read on every call.
+  invalidations: Option<Arc<Invalidations>>,
 }
 
-fn system_clock_ms() -> u64 {
-  SystemTime::now()
-    .duration_since(UNIX_EPOCH)
-    .map(|d| d.as_millis() as u64)
-    .unwrap_or(0)
-}
-
-/// SplitMix64, seeded once from `rand`: the engine lives on one thread, and
-/// the thread-local `rand::rng()` took a lock for its TLS slot on every hit
-/// (the addon is a dlopen'd library).
-#[derive(Debug)]
-struct Draws(u64);
-
-impl Draws {
-  fn seeded() -> Draws {
-    Draws(rand::random())
-  }
-
-  /// A uniform draw in (0, 1], unless pinned.
-  fn next(&mut self, fixed: Option<f64>) -> f64 {
-    if let Some(u) = fixed {
-      return u;
+impl<V, F> Cache<V, F> {
+  pub fn new(config: CacheConfig, fleet: Option<Arc<Fleet>>) -> Self {
+    Cache {
+      local: Engine::new(config),
+      invalidations: fleet.as_ref().map(|f| f.invalidations()),
+      fleet,
     }
-    self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = self.0;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    // 53 random bits -> [0, 1), flipped to (0, 1].
-    1.0 - (z >> 11) as f64 / (1u64 << 53) as f64
   }
-}
 
-impl<V, F> Engine<V, F> {
-  pub fn new(config: CacheConfig) -> Self {
-    Engine {
-      store: MemoryStore::new(config.max_entries),
-      config,
-      flights: FlightTable::default(),
-      metrics: Metrics::default(),
-      running: 0,
-      clock_offset: 0,
-      fixed_jitter_u: None,
-      fixed_xfetch_u: None,
-      draws: Draws::seeded(),
-      closed: false,
-    }
+  /// The local engine, for what involves no flight sequencing (reads of
+  /// the configuration and the clock, `get`, test hooks).
+  pub fn local(&self) -> &Engine<V, F> {
+    &self.local
+  }
+
+  pub fn local_mut(&mut self) -> &mut Engine<V, F> {
+    &mut self.local
+  }
+
+  pub fn has_fleet(&self) -> bool {
+    self.fleet.is_some()
   }
 
   pub fn config(&self) -> &CacheConfig {
-    &self.config
-  }
-
-  /// Epoch milliseconds, plus the offset tests may add.
-  pub fn now(&self) -> u64 {
-    wall_clock_ms().saturating_add(self.clock_offset)
-  }
-
-  pub fn advance_clock(&mut self, ms: u64) {
-    self.clock_offset = self.clock_offset.saturating_add(ms);
-  }
-
-  /// Pins the random draws (`None`: real randomness again).
-  pub fn set_random(&mut self, jitter: Option<f64>, xfetch: Option<f64>) {
-    self.fixed_jitter_u = jitter;
-    self.fixed_xfetch_u = xfetch;
+    self.local.config()
   }
 
   pub fn is_closed(&self) -> bool {
-    self.closed
+    self.local.is_closed()
   }
 
   pub fn close(&mut self) {
-    self.closed = true;
+    self.local.close();
   }
 
-  fn count(&mut self, reclaimed: Reclaimed) {
-    self.metrics.evictions += reclaimed.evicted;
-    self.metrics.expirations += reclaimed.expired;
+  /// Takes in what other instances changed (one atomic load when nothing).
+  fn apply_invalidations(&mut self) {
+    if let Some(invalidations) = &self.invalidations {
+      let changes = invalidations.take();
+      if !changes.is_empty() {
+        self.local.invalidate(changes);
+      }
+    }
   }
 
-  /// Decides one `getOrLoad` call. `allow_stale: false` treats a stale entry
-  /// as a miss. XFetch uses the `beta` the entry was written with.
+  /// Decides one `getOrLoad` call (see [`Engine::decide`]).
   pub fn decide(&mut self, key: &str, allow_stale: bool) -> Decision<'_, V, F> {
-    let now = self.now();
-    if !allow_stale {
-      if let Some(flight) = self.flights.get_mut(key) {
-        flight.strict = true;
-      }
-    }
-    let l1 = self.config.redis.is_some();
-    let soft_wait = self.config.soft_timeout > 0;
-    let xfetch_u = self.fixed_xfetch_u;
-    let record = self.flights.get(key);
-    let flight = record.and_then(|f| f.handle.as_ref());
-    let join = |flight| {
-      if let Some(record) = record {
-        record.joined.set(record.joined.get() + 1);
-      }
-      Decision::Join { flight }
-    };
-    let (entry, reclaimed) = self.store.touch(key, now);
-    self.metrics.evictions += reclaimed.evicted;
-    self.metrics.expirations += reclaimed.expired;
-    let Some(entry) = entry else {
-      return match flight {
-        Some(flight) => {
-          self.metrics.coalesced += 1;
-          join(flight)
-        }
-        None => {
-          self.metrics.misses += 1;
-          Decision::Lead
-        }
-      };
-    };
-    let may_refresh = flight.is_none() && now >= entry.retry_after;
-    match policy::classify(&entry.meta, now) {
-      Freshness::Fresh if entry.meta.negative => {
-        self.metrics.negative_hits += 1;
-        self.metrics.l1_hits += u64::from(l1);
-        Decision::Negative {
-          value: &entry.value,
-        }
-      }
-      Freshness::Fresh => {
-        self.metrics.hits += 1;
-        self.metrics.l1_hits += u64::from(l1);
-        let early = may_refresh
-          && entry.beta > 0.0
-          && entry.meta.compute_ms > 0
-          && policy::xfetch_refresh_early(
-            now,
-            entry.meta.fresh_until,
-            entry.meta.compute_ms,
-            entry.beta,
-            xfetch_u.unwrap_or(entry.xfetch_u),
-          );
-        Decision::Hit {
-          value: &entry.value,
-          refresh: early.then_some(Refresh::Early),
-        }
-      }
-      Freshness::Stale if allow_stale => {
-        self.metrics.l1_hits += u64::from(l1);
-        if !soft_wait {
-          self.metrics.stale_served += 1;
-        }
-        Decision::Stale {
-          value: &entry.value,
-          refresh: may_refresh,
-          join: flight,
-          counted: !soft_wait,
-        }
-      }
-      // Stale but not allowed, or expired: a miss that keeps the entry for
-      // callers that accept stale values.
-      _ => match flight {
-        Some(flight) => {
-          self.metrics.coalesced += 1;
-          join(flight)
-        }
-        None => {
-          self.metrics.misses += 1;
-          Decision::Lead
-        }
-      },
-    }
+    self.apply_invalidations();
+    self.local.decide(key, allow_stale)
   }
 
-  /// Counts a stale read whose caller waited up to softTimeout: it was
-  /// answered with the stale value, or with the refresh's fresh one.
-  pub fn record_soft_wait(&mut self, served_stale: bool) {
-    if served_stale {
-      self.metrics.stale_served += 1;
-    } else {
-      self.metrics.hits += 1;
-    }
+  /// A cached value, fresh or (when allowed) stale (see [`Engine::get`]).
+  pub fn get(&mut self, key: &str, allow_stale: bool) -> Option<&V> {
+    self.apply_invalidations();
+    self.local.get(key, allow_stale)
   }
 
-  /// Whether values are kept in memory: always, except with Redis and
-  /// `l1: false` (every call then reads Redis; flights still coalesce).
-  fn keeps_values(&self) -> bool {
-    self.config.redis.as_ref().is_none_or(|r| r.l1)
-  }
-
-  /// Drops `key` from memory: a newer value than ours is in the shared store.
-  pub fn forget(&mut self, key: &str) {
-    self.store.remove(key);
-  }
-
-  /// Registers a load for `key` before its loader is called; returns its id.
-  /// Without Redis the loader runs right away, so the load is counted here;
-  /// with Redis only once the loader ran ([`Engine::count_loader_run`]): the
-  /// fleet may answer the flight, or it may be given up while it waits.
-  pub fn begin_flight(&mut self, key: &str, refresh: Option<Refresh>, policy: EntryPolicy) -> u64 {
-    let now = self.now();
-    self.running += 1;
-    self.metrics.loads += u64::from(self.config.redis.is_none());
-    match refresh {
-      Some(Refresh::Early) => {
-        self.metrics.background_refreshes += 1;
-        self.metrics.early_refreshes += 1;
-      }
-      Some(Refresh::Stale) => self.metrics.background_refreshes += 1,
-      None => {}
-    }
-    let replaces = match refresh {
-      Some(Refresh::Early) => self.store.peek(key).map(|e| e.meta.stamp),
-      _ => None,
-    };
-    let (id, _superseded) = self.flights.begin(key, refresh.is_some(), policy, now);
-    if let Some(flight) = self.flights.get_mut(key) {
-      flight.replaces = replaces;
-    }
-    id
-  }
-
-  /// Whether a background refresh of `key` may start now: an entry is
-  /// there, no flight is, and the key is not backing off.
-  pub fn refresh_due(&self, key: &str) -> bool {
-    let now = self.now();
-    self.flights.get(key).is_none()
-      && (!self.keeps_values()
-        || self
-          .store
-          .peek(key)
-          .is_some_and(|e| now < e.meta.hard_until && now >= e.retry_after))
-  }
-
-  /// What a shared store may answer flight `id` with: `(accept_stale,
-  /// newer_than)`; `None` when the flight is no longer current.
-  pub fn flight_terms(&self, key: &str, id: u64) -> Option<(bool, Option<u64>)> {
-    self
-      .flights
-      .current(key, id)
-      .map(|f| (!f.background && !f.strict, f.replaces))
-  }
-
-  /// Stores a value another instance wrote (read from the shared store) for
-  /// flight `id`, with that value's own deadlines: the L1 never looks
-  /// fresher than the shared entry.
-  ///
-  /// The flight's callers were counted as `misses` and `coalesced` when they
-  /// came; answered from the shared store, they are recounted as what they
-  /// got: `hits`, `staleServed` or `negativeHits`.
-  pub fn adopt(&mut self, key: &str, id: u64, value: V, meta: Meta) -> bool {
-    self.running = self.running.saturating_sub(1);
-    let Some(flight) = self.flights.current(key, id) else {
-      return false;
-    };
-    let beta = flight.policy.beta;
-    let (leader, joined) = (u64::from(!flight.background), flight.joined.get());
-    let now = self.now();
-    let m = &mut self.metrics;
-    m.misses = m.misses.saturating_sub(leader);
-    m.coalesced = m.coalesced.saturating_sub(joined);
-    let served = if meta.negative {
-      &mut m.negative_hits
-    } else if now < meta.fresh_until {
-      &mut m.hits
-    } else {
-      &mut m.stale_served
-    };
-    *served += leader + joined;
-    if now >= meta.hard_until || !self.keeps_values() {
-      return false;
-    }
-    let entry = Entry {
-      meta,
-      value,
-      retry_after: 0,
-      beta,
-      xfetch_u: self.draws.next(None),
-    };
-    let reclaimed = self.store.insert(key.to_string(), entry, now);
-    self.count(reclaimed);
-    true
-  }
-
-  /// Applies changes other instances made: their keys leave the L1, and a
-  /// deleted (or cleared) key's flight is superseded, as a local `delete`
-  /// would.
-  pub fn invalidate(&mut self, invalidations: Vec<crate::engine::fleet::Invalidation>) {
-    use crate::core::lock::Change;
-    use crate::engine::fleet::Invalidation;
-    for invalidation in invalidations {
-      match invalidation {
-        Invalidation::Changed(Change::Filled(key)) => {
-          self.store.remove(&key);
-        }
-        Invalidation::Changed(Change::Deleted(key)) => {
-          self.store.remove(&key);
-          drop(self.flights.supersede(&key));
-        }
-        Invalidation::Changed(Change::Cleared) => self.clear(),
-        Invalidation::Resubscribed => {
-          self.store.clear();
-        }
-      }
-    }
-  }
-
-  /// Gives the flight its shared promise; `Err` hands it back when the flight
-  /// was superseded while its loader ran synchronously.
-  pub fn attach_flight(&mut self, key: &str, id: u64, handle: F) -> Result<(), F> {
-    self.flights.attach(key, id, handle)
-  }
-
-  /// Stores a finished load's value (`negative`: the loader found nothing).
-  /// Returns what was stored, to be written to a shared store too: a
-  /// superseded flight's result is not stored.
-  pub fn fill(
+  /// Registers a load of `key` with the binding's handle; returns its id
+  /// and what it does first.
+  pub fn begin(
     &mut self,
     key: &str,
+    handle: F,
+    refresh: Option<Refresh>,
+    policy: EntryPolicy,
+  ) -> (u64, FirstStep) {
+    let id = self.local.begin_flight(key, handle, refresh, policy);
+    let first = match self.fleet {
+      Some(_) => FirstStep::ReadShared,
+      None => FirstStep::Load,
+    };
+    (id, first)
+  }
+
+  pub fn flight(&self, id: u64) -> Option<&Flight<F>> {
+    self.local.flight(id)
+  }
+
+  pub fn flight_mut(&mut self, id: u64) -> Option<&mut Flight<F>> {
+    self.local.flight_mut(id)
+  }
+
+  /// What a shared value must meet to answer flight `id`.
+  fn terms(&self, id: u64) -> Terms {
+    let (accept_stale, newer_than) = self.local.flight_terms(id).unwrap_or((false, None));
+    Terms {
+      now: self.local.now(),
+      accept_stale,
+      newer_than,
+    }
+  }
+
+  /// The first read of the flights `ids`, in one pipeline. Flights that
+  /// ended are left out: the future answers, per flight still there, its
+  /// id, its key and its answer (`None`: go on with [`Cache::acquire`]).
+  #[allow(clippy::type_complexity)]
+  pub fn read_many(
+    &self,
+    ids: &[u64],
+  ) -> Option<impl Future<Output = Vec<(u64, String, Option<Acquired>)>> + Send + 'static> {
+    let fleet = self.fleet.clone()?;
+    let (mut found, mut requests) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
+    for &id in ids {
+      if let Some(flight) = self.local.flight(id) {
+        found.push(id);
+        requests.push((flight.key.clone(), self.terms(id)));
+      }
+    }
+    Some(async move {
+      let answers = fleet.read_many(&requests).await;
+      found
+        .into_iter()
+        .zip(requests)
+        .zip(answers)
+        .map(|((id, (key, _)), answer)| (id, key, answer))
+        .collect()
+    })
+  }
+
+  /// Who loads flight `id`: the fleet lock, a wait for the winner, or a
+  /// value already there (`read_first`: read before taking the lock).
+  pub fn acquire(
+    &self,
+    id: u64,
+    read_first: bool,
+  ) -> Option<impl Future<Output = (String, Acquired)> + Send + 'static> {
+    let fleet = self.fleet.clone()?;
+    let key = self.local.flight(id)?.key.clone();
+    let terms = self.terms(id);
+    Some(async move {
+      let acquired = fleet.acquire(&key, id, terms, read_first).await;
+      (key, acquired)
+    })
+  }
+
+  /// Decides what flight `id` does with the fleet's answer.
+  pub fn on_claim(&mut self, id: u64, acquired: Acquired) -> Next {
+    let Some(flight) = self.local.flight_mut(id) else {
+      return Next::Gone {
+        lock: match acquired {
+          Acquired::Load { token } => token,
+          _ => None,
+        },
+      };
+    };
+    match acquired {
+      Acquired::Load { token } => {
+        flight.lock = token;
+        Next::Load
+      }
+      Acquired::Stale(_)
+        if self
+          .local
+          .flight_terms(id)
+          .is_some_and(|(accept, _)| !accept) =>
+      {
+        Next::AskAgain
+      }
+      Acquired::Value(envelope) | Acquired::Stale(envelope) => Next::Adopt(envelope),
+    }
+  }
+
+  /// Flight `id` was answered by another instance's value (`value` parsed
+  /// from `meta`'s envelope): stored with its own deadlines, the flight
+  /// ended. Returns what its callers got, and the flight.
+  pub fn adopt(&mut self, id: u64, value: V, meta: Meta) -> (Served, Option<Flight<F>>) {
+    let served = self.local.adopt(id, value, meta);
+    (served, self.local.end_flight(id))
+  }
+
+  /// Lets go of a lock a flight won after it ended.
+  pub fn release_lock(
+    &self,
+    key: String,
+    id: u64,
+    lock: Option<String>,
+  ) -> Option<impl Future<Output = ()> + Send + 'static> {
+    let fleet = self.fleet.clone()?;
+    lock.as_ref()?;
+    Some(async move { fleet.abandon(&key, id, lock).await })
+  }
+
+  /// Our loader's result. Without a fleet the flight ends here; with one,
+  /// the value is written to the shared store (conditional on the flight's
+  /// stamp, announced, the lock released) and the flight ends in
+  /// [`Cache::written`].
+  pub fn fill(
+    &mut self,
     id: u64,
     value: V,
     negative: bool,
     compute_ms: u64,
-  ) -> Option<Meta> {
-    self.running = self.running.saturating_sub(1);
-    let flight = self.flights.current(key, id)?;
-    let (policy, stamp) = (flight.policy, flight.started_at);
-    let now = self.now();
-    if negative && policy.negative_ttl == 0 {
-      // Not found, and not-found is not cached: what was there is gone.
-      self.store.remove(key);
-      return None;
-    }
-    if let Some(stored) = self.store.peek(key) {
-      if stored.meta.stamp > stamp {
-        return None;
+    json: Option<String>,
+  ) -> Step<Option<Flight<F>>, Written> {
+    let stored = self.local.fill(id, value, negative, compute_ms);
+    let Some(fleet) = self.fleet.clone() else {
+      return Step::Done(self.local.end_flight(id));
+    };
+    self.local.count_loader_run();
+    let (key, lock) = match self.local.flight_mut(id) {
+      Some(flight) => (flight.key.clone(), flight.lock.take()),
+      None => return Step::Done(None),
+    };
+    Step::Later(Box::pin(async move {
+      match (stored, json) {
+        (Some(meta), Some(json)) => {
+          match fleet.settle(&key, id, Envelope { meta, json }, lock).await {
+            Some(true) => Written::Stored,
+            Some(false) => Written::Superseded,
+            None => Written::Skipped,
+          }
+        }
+        _ => {
+          fleet.abandon(&key, id, lock).await;
+          Written::Skipped
+        }
       }
-    }
-    let u = self.draws.next(self.fixed_jitter_u);
-    let keep = self.keeps_values();
-    let (fresh_until, hard_until) = if negative {
-      let fresh = now.saturating_add(policy::jittered(policy.negative_ttl, self.config.jitter, u));
-      (fresh, fresh)
-    } else {
-      policy::deadlines(now, policy.ttl, policy.hard_ttl, self.config.jitter, u)
-    };
-    let meta = Meta {
-      fresh_until,
-      hard_until,
-      compute_ms,
-      stamp,
-      negative,
-    };
-    let entry = Entry {
-      meta,
-      value,
-      retry_after: 0,
-      beta: policy.beta,
-      xfetch_u: self.draws.next(None),
-    };
-    if keep {
-      let reclaimed = self.store.insert(key.to_string(), entry, now);
-      self.count(reclaimed);
-    }
-    Some(meta)
+    }))
   }
 
-  /// With Redis, a flight's loader ran (it settled, with a value or an
-  /// error): counted in `loads`.
-  pub fn count_loader_run(&mut self) {
-    self.metrics.loads += u64::from(self.config.redis.is_some());
+  /// Flight `id`'s write ended: it ends too. A value the store superseded
+  /// leaves memory, unless something newer replaced it there meanwhile.
+  pub fn written(&mut self, id: u64, written: Written) -> Option<Flight<F>> {
+    let flight = self.local.end_flight(id)?;
+    if written == Written::Superseded && !flight.superseded {
+      self.local.forget_if_stamp(&flight.key, flight.started_at);
+    }
+    Some(flight)
   }
 
-  /// Records a failed load. The entry stays (stale-if-error) and is not
-  /// refreshed in the background again for `refresh_backoff`.
-  pub fn fail(&mut self, key: &str, id: u64, background: bool, timed_out: bool) {
-    self.running = self.running.saturating_sub(1);
-    self.metrics.load_errors += 1;
-    self.metrics.timeouts += u64::from(timed_out);
-    self.metrics.background_errors += u64::from(background);
-    if self.flights.current(key, id).is_some() {
-      let retry_after = self.now().saturating_add(self.config.refresh_backoff);
-      if let Some(entry) = self.store.peek_mut(key) {
-        entry.retry_after = retry_after;
+  /// A failed load (`loader_ran`: it was called, and settled or timed
+  /// out). The flight ends; with a fleet, the future releases its lock.
+  pub fn fail(
+    &mut self,
+    id: u64,
+    timed_out: bool,
+    loader_ran: bool,
+  ) -> (
+    Option<Flight<F>>,
+    Option<impl Future<Output = ()> + Send + 'static>,
+  ) {
+    if loader_ran {
+      self.local.count_loader_run();
+    }
+    self.local.fail(id, timed_out);
+    let mut flight = self.local.end_flight(id);
+    let release = match (&self.fleet, flight.as_mut()) {
+      (Some(fleet), Some(flight)) => {
+        let (fleet, key, lock) = (Arc::clone(fleet), flight.key.clone(), flight.lock.take());
+        Some(async move { fleet.abandon(&key, id, lock).await })
       }
-    }
-  }
-
-  /// Ends flight `id` of `key`, returning its handle for release.
-  pub fn end_flight(&mut self, key: &str, id: u64) -> Option<F> {
-    self.flights.end(key, id).and_then(|f| f.handle)
-  }
-
-  /// Writes a value directly. A flight in flight for the key is superseded:
-  /// its result, loaded from older data, will not be stored.
-  pub fn set(&mut self, key: &str, value: V, policy: EntryPolicy) -> Meta {
-    let now = self.now();
-    drop(self.flights.supersede(key));
-    let (fresh_until, hard_until) = policy::deadlines(
-      now,
-      policy.ttl,
-      policy.hard_ttl,
-      self.config.jitter,
-      self.draws.next(self.fixed_jitter_u),
-    );
-    let meta = Meta {
-      fresh_until,
-      hard_until,
-      compute_ms: 0,
-      stamp: now,
-      negative: false,
+      _ => None,
     };
-    let entry = Entry {
-      meta,
-      value,
-      retry_after: 0,
-      beta: policy.beta,
-      xfetch_u: self.draws.next(None),
+    (flight, release)
+  }
+
+  /// `set`: stored here, and with a fleet written there (the future: whether
+  /// it was written).
+  pub fn set(
+    &mut self,
+    key: &str,
+    value: V,
+    policy: EntryPolicy,
+    json: String,
+  ) -> Option<impl Future<Output = bool> + Send + 'static> {
+    self.apply_invalidations();
+    let meta = self.local.set(key, value, policy);
+    let fleet = self.fleet.clone()?;
+    let key = key.to_string();
+    Some(async move { fleet.write(&key, Envelope { meta, json }).await })
+  }
+
+  /// `delete`: whether a live entry was removed here (or, with a fleet,
+  /// there: the future).
+  pub fn delete(&mut self, key: &str) -> Step<bool, bool> {
+    self.apply_invalidations();
+    let removed = self.local.delete(key);
+    let Some(fleet) = self.fleet.clone() else {
+      return Step::Done(removed);
     };
-    if self.keeps_values() {
-      let reclaimed = self.store.insert(key.to_string(), entry, now);
-      self.count(reclaimed);
+    let key = key.to_string();
+    Step::Later(Box::pin(async move {
+      fleet.delete(&key).await.unwrap_or(false) || removed
+    }))
+  }
+
+  pub fn clear(&mut self) -> Option<impl Future<Output = ()> + Send + 'static> {
+    self.local.clear();
+    let fleet = self.fleet.clone()?;
+    Some(async move {
+      fleet.clear().await;
+    })
+  }
+
+  /// `get` past memory: the live envelope in the shared store, if any
+  /// (absent, negative, or stale when `allow_stale` is false: `None`).
+  pub fn peek(
+    &self,
+    key: &str,
+    allow_stale: bool,
+  ) -> Option<impl Future<Output = Option<Envelope>> + Send + 'static> {
+    let fleet = self.fleet.clone()?;
+    let now = self.local.now();
+    let key = key.to_string();
+    Some(async move {
+      fleet
+        .peek(&key, now)
+        .await
+        .filter(|e| !e.meta.negative && (now < e.meta.fresh_until || allow_stale))
+    })
+  }
+
+  /// The counters and gauges, the fleet's included.
+  pub fn snapshot(&self) -> (Metrics, Gauges) {
+    let (mut metrics, mut gauges) = (self.local.metrics(), self.local.gauges());
+    if let Some(fleet) = &self.fleet {
+      let c = &fleet.counters;
+      let read = |n: &AtomicU64| n.load(Ordering::Relaxed);
+      metrics.lock_acquired = read(&c.lock_acquired);
+      metrics.lock_contended = read(&c.lock_contended);
+      metrics.lock_waits = read(&c.lock_waits);
+      metrics.fill_notices = read(&c.fill_notices);
+      metrics.redis_hits = read(&c.redis_hits);
+      metrics.redis_errors = read(&c.redis_errors);
+      metrics.corrupt_values = read(&c.corrupt_values);
+      gauges.circuit_open = u64::from(fleet.circuit_open());
     }
-    meta
+    (metrics, gauges)
   }
 
-  /// Removes `key` and supersedes its flight; true if a live entry was there.
-  pub fn delete(&mut self, key: &str) -> bool {
-    let now = self.now();
-    drop(self.flights.supersede(key));
-    self
-      .store
-      .remove(key)
-      .is_some_and(|e| now < e.meta.hard_until)
-  }
-
-  pub fn clear(&mut self) {
-    drop(self.flights.supersede_all());
-    self.store.clear();
-  }
-
-  /// A cached value, fresh or (when allowed) stale; not-found markers and
-  /// misses are `None`. Loads nothing and counts nothing.
-  pub fn get(&mut self, key: &str, allow_stale: bool) -> Option<&V> {
-    let now = self.now();
-    let (entry, reclaimed) = self.store.touch(key, now);
-    let found = match entry {
-      Some(e) if e.meta.negative => None,
-      Some(e) => match policy::classify(&e.meta, now) {
-        Freshness::Fresh => Some(&e.value),
-        Freshness::Stale if allow_stale => Some(&e.value),
-        _ => None,
-      },
-      None => None,
-    };
-    self.metrics.evictions += reclaimed.evicted;
-    self.metrics.expirations += reclaimed.expired;
-    found
-  }
-
-  pub fn metrics(&self) -> Metrics {
-    self.metrics
-  }
-
-  pub fn gauges(&self) -> Gauges {
-    Gauges {
-      size: self.store.len() as u64,
-      in_flight: self.running,
-      circuit_open: 0,
+  /// Drops every entry and flight, and stops the fleet (after `close`,
+  /// once loads settled). Returns the flights still there.
+  pub fn release(&mut self) -> Vec<Flight<F>> {
+    if let Some(fleet) = self.fleet.take() {
+      fleet.stop();
     }
-  }
-
-  /// Drops every entry and flight (after `close`, once loads settled).
-  pub fn release(&mut self) {
-    self.clear();
+    self.invalidations = None;
+    self.local.release()
   }
 }
 
@@ -567,244 +423,135 @@ mod tests {
   use super::*;
   use crate::core::options::RawCacheOptions;
 
-  type TestEngine = Engine<String, &'static str>;
-
-  fn engine() -> TestEngine {
-    let raw = RawCacheOptions {
-      ttl: Some(1_000.0),
-      hard_ttl: Some(10_000.0),
-      jitter: Some(0.0),
-      refresh_backoff: Some(5_000.0),
-      ..Default::default()
-    };
-    let mut e = Engine::new(CacheConfig::from_raw(&raw).unwrap());
-    e.set_random(Some(0.5), Some(1.0));
-    e
-  }
-
-  fn load(e: &mut TestEngine, key: &str, value: &str, compute_ms: u64) {
-    assert!(matches!(e.decide(key, true), Decision::Lead));
-    let policy = e.config().entry;
-    let id = e.begin_flight(key, None, policy);
-    e.attach_flight(key, id, "promise").unwrap();
-    assert!(e
-      .fill(key, id, value.to_string(), false, compute_ms)
-      .is_some());
-    assert_eq!(e.end_flight(key, id), Some("promise"));
-  }
-
-  #[test]
-  fn concurrent_callers_join_one_flight() {
-    let mut e = engine();
-    assert!(matches!(e.decide("k", true), Decision::Lead));
-    let id = e.begin_flight("k", None, e.config().entry);
-    e.attach_flight("k", id, "p").unwrap();
-    for _ in 0..99 {
-      assert!(matches!(
-        e.decide("k", true),
-        Decision::Join { flight: &"p" }
-      ));
-    }
-    assert_eq!((e.metrics().misses, e.metrics().coalesced), (1, 99));
-    e.fail("k", id, false, false);
-    assert_eq!((e.metrics().loads, e.metrics().load_errors), (1, 1));
-    e.end_flight("k", id);
-    // A failed flight is not reused: the next caller leads again.
-    assert!(matches!(e.decide("k", true), Decision::Lead));
-    assert_eq!(e.gauges().size, 0);
-  }
-
-  #[test]
-  fn fresh_then_stale_with_one_refresh_then_expired() {
-    let mut e = engine();
-    load(&mut e, "k", "v1", 50);
-    assert!(matches!(
-      e.decide("k", true),
-      Decision::Hit { refresh: None, .. }
-    ));
-    e.advance_clock(1_000);
-    let id = match e.decide("k", true) {
-      Decision::Stale {
-        value,
-        refresh: true,
-        join: None,
-        counted: true,
-      } => {
-        assert_eq!(value, "v1");
-        e.begin_flight("k", Some(Refresh::Stale), e.config().entry)
-      }
-      other => panic!("{other:?}"),
-    };
-    e.attach_flight("k", id, "refresh").unwrap();
-    // While the refresh runs, stale readers start no other.
-    for _ in 0..10 {
-      assert!(matches!(
-        e.decide("k", true),
-        Decision::Stale { refresh: false, .. }
-      ));
-    }
-    // A caller that refuses stale values joins the refresh.
-    assert!(matches!(
-      e.decide("k", false),
-      Decision::Join { flight: &"refresh" }
-    ));
-    assert!(e.fill("k", id, "v2".into(), false, 70).is_some());
-    e.end_flight("k", id);
-    match e.decide("k", true) {
-      Decision::Hit { value, .. } => assert_eq!(value, "v2"),
-      other => panic!("{other:?}"),
-    }
-    assert_eq!(e.metrics().background_refreshes, 1);
-    assert_eq!(e.metrics().stale_served, 11);
-    e.advance_clock(10_000);
-    assert!(matches!(e.decide("k", true), Decision::Lead));
-  }
-
-  #[test]
-  fn failed_refresh_keeps_the_stale_value_and_backs_off() {
-    let mut e = engine();
-    load(&mut e, "k", "v1", 10);
-    e.advance_clock(1_500);
-    let id = e.begin_flight("k", Some(Refresh::Stale), e.config().entry);
-    e.attach_flight("k", id, "r").unwrap();
-    e.fail("k", id, true, false);
-    e.end_flight("k", id);
-    assert_eq!(e.metrics().background_errors, 1);
-    match e.decide("k", true) {
-      Decision::Stale { value, refresh, .. } => {
-        assert_eq!(value, "v1");
-        assert!(!refresh, "backing off");
-      }
-      other => panic!("{other:?}"),
-    }
-    e.advance_clock(5_000);
-    assert!(matches!(
-      e.decide("k", true),
-      Decision::Stale { refresh: true, .. }
-    ));
-  }
-
-  #[test]
-  fn xfetch_draws_decide_early_refresh() {
-    let mut e = engine();
-    load(&mut e, "k", "v", 100);
-    e.set_random(Some(0.5), Some(0.0));
-    assert!(matches!(
-      e.decide("k", true),
-      Decision::Hit {
-        refresh: Some(Refresh::Early),
-        ..
-      }
-    ));
-    e.set_random(Some(0.5), Some(1.0));
-    assert!(matches!(
-      e.decide("k", true),
-      Decision::Hit { refresh: None, .. }
-    ));
-    // An entry written with beta 0 never refreshes early, whatever the draw.
-    e.set_random(Some(0.5), Some(0.0));
-    let mut policy = e.config().entry;
-    policy.beta = 0.0;
-    let id = e.begin_flight("k", None, policy);
-    assert!(e.fill("k", id, "v".into(), false, 100).is_some());
-    e.end_flight("k", id);
-    assert!(matches!(
-      e.decide("k", true),
-      Decision::Hit { refresh: None, .. }
-    ));
-  }
-
-  #[test]
-  fn negative_results_are_cached_for_negative_ttl_only() {
-    let mut e = engine();
-    let id = e.begin_flight("gone", None, e.config().entry);
-    assert!(e.fill("gone", id, "null".into(), true, 5).is_some());
-    e.end_flight("gone", id);
-    assert!(matches!(e.decide("gone", true), Decision::Negative { .. }));
-    assert!(e.get("gone", true).is_none());
-    e.advance_clock(5_000);
-    assert!(matches!(e.decide("gone", true), Decision::Lead));
-    let mut policy = e.config().entry;
-    policy.negative_ttl = 0;
-    let id = e.begin_flight("gone", None, policy);
-    assert!(e.fill("gone", id, "null".into(), true, 5).is_none());
-  }
-
-  #[test]
-  fn set_and_delete_supersede_a_flight() {
-    let mut e = engine();
-    let id = e.begin_flight("k", None, e.config().entry);
-    e.attach_flight("k", id, "old").unwrap();
-    e.set("k", "direct".into(), e.config().entry);
-    assert!(e.fill("k", id, "from-old-data".into(), false, 1).is_none());
-    assert_eq!(e.end_flight("k", id), None);
-    assert_eq!(e.get("k", true).map(String::as_str), Some("direct"));
-    let id = e.begin_flight("k", Some(Refresh::Stale), e.config().entry);
-    assert!(e.delete("k"));
-    assert!(e.fill("k", id, "x".into(), false, 1).is_none());
-    assert!(matches!(e.decide("k", true), Decision::Lead));
-    assert!(!e.delete("k"));
-  }
-
-  #[test]
-  fn stale_false_never_gets_a_stale_value() {
-    let mut e = engine();
-    load(&mut e, "k", "v", 10);
-    e.advance_clock(2_000);
-    assert!(matches!(e.decide("k", false), Decision::Lead));
-    assert!(e.get("k", false).is_none());
-    assert_eq!(e.get("k", true).map(String::as_str), Some("v"));
-  }
-
-  #[test]
-  fn xfetch_draws_once_per_entry_not_once_per_read() {
+  fn cache() -> Cache<String, &'static str> {
     let raw = RawCacheOptions {
       ttl: Some(1_000.0),
       jitter: Some(0.0),
       ..Default::default()
     };
-    let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
-    let id = e.begin_flight("hot", None, e.config().entry);
-    e.fill("hot", id, "v".into(), false, 100).unwrap();
-    e.end_flight("hot", id);
-    // A read 1 s before expiry of a 100 ms key refreshes early with
-    // probability exp(-10) per draw: drawn per read, a million reads would
-    // refresh it almost surely; drawn once for the entry, almost never.
-    let early = (0..1_000_000)
-      .filter(|_| {
-        matches!(
-          e.decide("hot", true),
-          Decision::Hit {
-            refresh: Some(Refresh::Early),
-            ..
-          }
-        )
-      })
-      .count();
-    assert_eq!(early, 0);
+    Cache::new(CacheConfig::from_raw(&raw).unwrap(), None)
   }
 
-  #[test]
-  fn draws_are_uniform_in_the_half_open_unit_interval() {
-    let mut d = Draws(42);
-    let samples: Vec<f64> = (0..10_000).map(|_| d.next(None)).collect();
-    assert!(samples.iter().all(|u| *u > 0.0 && *u <= 1.0));
-    let mean = samples.iter().sum::<f64>() / samples.len() as f64;
-    assert!((mean - 0.5).abs() < 0.02, "{mean}");
-    assert_eq!(d.next(Some(0.25)), 0.25);
-  }
-
-  #[test]
-  fn lru_bound_and_counters() {
-    let raw = RawCacheOptions {
-      max_entries: Some(3.0),
-      ..Default::default()
-    };
-    let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
-    for i in 0..10 {
-      e.set(&format!("k{i}"), "v".into(), e.config().entry);
+  fn envelope(now: u64, fresh_for: u64, hard_for: u64) -> Envelope {
+    Envelope {
+      meta: Meta {
+        fresh_until: now + fresh_for,
+        hard_until: now + hard_for,
+        compute_ms: 5,
+        stamp: now,
+        negative: false,
+      },
+      json: "\"theirs\"".into(),
     }
-    assert_eq!(e.gauges().size, 3);
-    assert_eq!(e.metrics().evictions, 7);
+  }
+
+  #[test]
+  fn without_a_fleet_a_flight_loads_first_and_ends_at_its_fill() {
+    let mut c = cache();
+    let policy = c.config().entry;
+    let (id, first) = c.begin("k", "p", None, policy);
+    assert_eq!(first, FirstStep::Load);
+    let Step::Done(Some(flight)) = c.fill(id, "v".into(), false, 3, None) else {
+      panic!("a fill without a fleet ends the flight");
+    };
+    assert_eq!((flight.key.as_str(), flight.handle), ("k", "p"));
+    assert!(c.flight(id).is_none());
+    assert_eq!(c.get("k", true).map(String::as_str), Some("v"));
+  }
+
+  #[test]
+  fn the_fleets_answer_decides_the_next_step() {
+    let mut c = cache();
+    let policy = c.config().entry;
+    let (id, _) = c.begin("k", "p", None, policy);
+    let token = Some("t".to_string());
+    assert_eq!(
+      c.on_claim(
+        id,
+        Acquired::Load {
+          token: token.clone()
+        }
+      ),
+      Next::Load
+    );
+    assert_eq!(
+      c.flight(id).unwrap().lock,
+      token,
+      "the flight holds the lock it won"
+    );
+    let now = c.local().now();
+    let stale = envelope(now - 2_000, 1_000, 10_000);
+    assert_eq!(
+      c.on_claim(id, Acquired::Stale(stale.clone())),
+      Next::Adopt(stale.clone()),
+      "a foreground flight of callers that accept stale values takes a stale value"
+    );
+    // A caller refusing stale values joins: the same answer now asks again.
+    assert!(matches!(c.decide("k", false), Decision::Join { .. }));
+    assert_eq!(c.on_claim(id, Acquired::Stale(stale)), Next::AskAgain);
+    let fresh = envelope(now, 1_000, 10_000);
+    assert_eq!(
+      c.on_claim(id, Acquired::Value(fresh.clone())),
+      Next::Adopt(fresh)
+    );
+    // Ended meanwhile: a lock it won is handed back for release.
+    c.fail(id, true, false);
+    assert_eq!(
+      c.on_claim(
+        id,
+        Acquired::Load {
+          token: token.clone()
+        }
+      ),
+      Next::Gone { lock: token }
+    );
+  }
+
+  #[test]
+  fn an_adopted_value_answers_the_callers_and_is_recounted() {
+    let mut c = cache();
+    let policy = c.config().entry;
+    assert!(matches!(c.decide("k", true), Decision::Lead));
+    let (id, _) = c.begin("k", "p", None, policy);
+    for _ in 0..3 {
+      assert!(matches!(c.decide("k", true), Decision::Join { .. }));
+    }
+    let now = c.local().now();
+    let (served, flight) = c.adopt(id, "theirs".into(), envelope(now, 1_000, 10_000).meta);
+    assert_eq!(served, Served::Fresh);
+    assert_eq!(flight.map(|f| f.handle), Some("p"));
+    let (metrics, gauges) = c.snapshot();
+    assert_eq!((metrics.misses, metrics.coalesced, metrics.hits), (0, 0, 4));
+    assert_eq!(gauges.in_flight, 0);
+    assert_eq!(c.get("k", false).map(String::as_str), Some("theirs"));
+  }
+
+  #[test]
+  fn a_superseded_write_forgets_only_its_own_value() {
+    let mut c = cache();
+    let policy = c.config().entry;
+    let (id, _) = c.begin("k", "p", None, policy);
+    assert!(matches!(
+      c.fill(id, "ours".into(), false, 1, None),
+      Step::Done(Some(_))
+    ));
+    // With a fleet the flight stays until its write ended (`written`).
+    let (id, _) = c.begin("k", "p2", None, policy);
+    c.local_mut().fill(id, "ours".into(), false, 1);
+    assert!(c.written(id, Written::Superseded).is_some());
+    assert!(
+      c.get("k", true).is_none(),
+      "the store kept a newer value: ours is forgotten"
+    );
+    let (id, _) = c.begin("k", "p3", None, policy);
+    c.local_mut().fill(id, "mine".into(), false, 1);
+    c.local_mut().advance_clock(1);
+    let _ = c.set("k", "direct".into(), policy, "\"direct\"".into());
+    assert!(c.written(id, Written::Superseded).is_some());
+    assert_eq!(
+      c.get("k", true).map(String::as_str),
+      Some("direct"),
+      "a newer set stays"
+    );
   }
 }

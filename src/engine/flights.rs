@@ -1,8 +1,10 @@
-//! The flight table: one load in flight per key. A flight is created before
-//! its loader is called and gets its handle (the shared promise, in the
-//! binding) right after. Ids tell flights of the same key apart, so a flight
-//! that was superseded (by `set`, `delete`, `clear`) can neither store its
-//! result nor remove its successor.
+//! The flight table: one load in flight per key, each flight addressed by
+//! its id. A flight knows its key, so the calls that report on it (its
+//! result, its failure, the fleet's answer) take the id alone. A key points
+//! to its current flight; `set`, `delete` and `clear` supersede it (the key
+//! no longer points to it, and its result will not be stored), but a
+//! superseded flight stays in the table until it ends, because its callers
+//! still wait for its answer.
 
 use crate::core::options::EntryPolicy;
 // hashbrown's default hasher (foldhash, randomly seeded): fast for short
@@ -11,8 +13,10 @@ use hashbrown::HashMap;
 
 #[derive(Debug)]
 pub struct Flight<F> {
-  pub id: u64,
-  pub handle: Option<F>,
+  /// The encoded key.
+  pub key: String,
+  /// The binding's handle of the flight (its shared promise).
+  pub handle: F,
   pub background: bool,
   /// The TTLs the flight's result is written with (the leader's call options).
   pub policy: EntryPolicy,
@@ -25,98 +29,138 @@ pub struct Flight<F> {
   /// shared store's value answers the flight only if it is newer.
   pub replaces: Option<u64>,
   /// Callers that joined the flight (counted `coalesced`).
-  pub joined: std::cell::Cell<u64>,
+  pub joined: u64,
+  /// The fleet lock this flight holds, once won.
+  pub lock: Option<String>,
+  /// `set`, `delete` or `clear` came while it ran: its result is not stored.
+  pub superseded: bool,
 }
 
 #[derive(Debug)]
 pub struct FlightTable<F> {
-  flights: HashMap<String, Flight<F>>,
+  by_id: HashMap<u64, Flight<F>>,
+  /// Each key's current flight.
+  by_key: HashMap<String, u64>,
   next_id: u64,
 }
 
 impl<F> Default for FlightTable<F> {
   fn default() -> Self {
     FlightTable {
-      flights: HashMap::new(),
+      by_id: HashMap::new(),
+      by_key: HashMap::new(),
       next_id: 1,
     }
   }
 }
 
 impl<F> FlightTable<F> {
-  pub fn get(&self, key: &str) -> Option<&Flight<F>> {
-    self.flights.get(key)
+  /// The key's current flight.
+  pub fn for_key(&self, key: &str) -> Option<&Flight<F>> {
+    if self.by_key.is_empty() {
+      return None;
+    }
+    self.by_key.get(key).and_then(|id| self.by_id.get(id))
   }
 
+  pub fn for_key_mut(&mut self, key: &str) -> Option<&mut Flight<F>> {
+    if self.by_key.is_empty() {
+      return None;
+    }
+    let id = *self.by_key.get(key)?;
+    self.by_id.get_mut(&id)
+  }
+
+  /// Flights in the table, superseded ones included.
   pub fn len(&self) -> usize {
-    self.flights.len()
+    self.by_id.len()
   }
 
   pub fn is_empty(&self) -> bool {
-    self.flights.is_empty()
+    self.by_id.is_empty()
   }
 
-  /// Starts a flight; a flight already there (a loader that re-entered its
-  /// own key synchronously) is superseded and returned.
+  /// Starts a flight and makes it the key's current one; a flight already
+  /// there (a loader that re-entered its own key synchronously) is
+  /// superseded.
   pub fn begin(
     &mut self,
     key: &str,
+    handle: F,
     background: bool,
     policy: EntryPolicy,
     now: u64,
-  ) -> (u64, Option<Flight<F>>) {
+  ) -> u64 {
     let id = self.next_id;
     self.next_id += 1;
+    if let Some(previous) = self.by_key.insert(key.to_string(), id) {
+      if let Some(flight) = self.by_id.get_mut(&previous) {
+        flight.superseded = true;
+      }
+    }
     let flight = Flight {
-      id,
-      handle: None,
+      key: key.to_string(),
+      handle,
       background,
       policy,
       started_at: now,
       strict: false,
       replaces: None,
-      joined: std::cell::Cell::new(0),
+      joined: 0,
+      lock: None,
+      superseded: false,
     };
-    (id, self.flights.insert(key.to_string(), flight))
+    self.by_id.insert(id, flight);
+    id
   }
 
-  pub fn get_mut(&mut self, key: &str) -> Option<&mut Flight<F>> {
-    self.flights.get_mut(key)
+  /// Flight `id`, superseded or not, until it ends.
+  pub fn get(&self, id: u64) -> Option<&Flight<F>> {
+    self.by_id.get(&id)
   }
 
-  /// Gives flight `id` its handle; `Err(handle)` when it is no longer current.
-  pub fn attach(&mut self, key: &str, id: u64, handle: F) -> Result<(), F> {
-    match self.flights.get_mut(key) {
-      Some(flight) if flight.id == id => {
-        flight.handle = Some(handle);
-        Ok(())
-      }
-      _ => Err(handle),
-    }
+  pub fn get_mut(&mut self, id: u64) -> Option<&mut Flight<F>> {
+    self.by_id.get_mut(&id)
   }
 
-  /// The flight `id` of `key`, if it is still current.
-  pub fn current(&self, key: &str, id: u64) -> Option<&Flight<F>> {
-    self.flights.get(key).filter(|f| f.id == id)
+  /// Flight `id`, if it is still its key's current flight.
+  pub fn current(&self, id: u64) -> Option<&Flight<F>> {
+    self.by_id.get(&id).filter(|f| !f.superseded)
   }
 
   /// Ends flight `id`; a successor under the same key is left alone.
-  pub fn end(&mut self, key: &str, id: u64) -> Option<Flight<F>> {
-    if self.current(key, id).is_some() {
-      self.flights.remove(key)
-    } else {
-      None
+  pub fn end(&mut self, id: u64) -> Option<Flight<F>> {
+    let flight = self.by_id.remove(&id)?;
+    if !flight.superseded {
+      self.by_key.remove(&flight.key);
     }
+    Some(flight)
   }
 
   /// Detaches whatever flight `key` has: its result will not be stored and
   /// the next caller starts a new load.
-  pub fn supersede(&mut self, key: &str) -> Option<Flight<F>> {
-    self.flights.remove(key)
+  pub fn supersede(&mut self, key: &str) {
+    if self.by_key.is_empty() {
+      return;
+    }
+    if let Some(id) = self.by_key.remove(key) {
+      if let Some(flight) = self.by_id.get_mut(&id) {
+        flight.superseded = true;
+      }
+    }
   }
 
-  pub fn supersede_all(&mut self) -> Vec<Flight<F>> {
-    self.flights.drain().map(|(_, f)| f).collect()
+  pub fn supersede_all(&mut self) {
+    self.by_key.clear();
+    for flight in self.by_id.values_mut() {
+      flight.superseded = true;
+    }
+  }
+
+  /// Every flight, for teardown (after `close`, once loads settled).
+  pub fn drain(&mut self) -> Vec<Flight<F>> {
+    self.by_key.clear();
+    self.by_id.drain().map(|(_, f)| f).collect()
   }
 }
 
@@ -134,24 +178,36 @@ mod tests {
   #[test]
   fn ids_keep_superseded_flights_from_touching_successors() {
     let mut t: FlightTable<&str> = FlightTable::default();
-    let (first, _) = t.begin("k", false, POLICY, 0);
-    assert!(t.attach("k", first, "p1").is_ok());
-    assert!(t.supersede("k").is_some());
-    let (second, _) = t.begin("k", false, POLICY, 1);
-    assert!(t.end("k", first).is_none());
-    assert_eq!(t.current("k", second).unwrap().id, second);
-    assert_eq!(t.attach("k", first, "late"), Err("late"));
-    assert!(t.end("k", second).is_some());
+    let first = t.begin("k", "p1", false, POLICY, 0);
+    t.supersede("k");
+    assert!(
+      t.current(first).is_none(),
+      "a superseded flight is not current"
+    );
+    assert_eq!(
+      t.get(first).unwrap().handle,
+      "p1",
+      "but it stays until it ends"
+    );
+    let second = t.begin("k", "p2", false, POLICY, 1);
+    assert_eq!(t.end(first).unwrap().key, "k");
+    assert_eq!(
+      t.for_key("k").unwrap().handle,
+      "p2",
+      "ending the first left the second"
+    );
+    assert!(t.end(second).is_some());
     assert!(t.is_empty());
+    assert!(t.for_key("k").is_none());
   }
 
   #[test]
   fn a_reentrant_begin_supersedes_the_outer_flight() {
     let mut t: FlightTable<&str> = FlightTable::default();
-    let (outer, _) = t.begin("k", false, POLICY, 0);
-    let (inner, replaced) = t.begin("k", false, POLICY, 0);
-    assert_eq!(replaced.unwrap().id, outer);
-    assert!(t.attach("k", outer, "p").is_err());
-    assert!(t.attach("k", inner, "p").is_ok());
+    let outer = t.begin("k", "outer", false, POLICY, 0);
+    let inner = t.begin("k", "inner", false, POLICY, 0);
+    assert!(t.current(outer).is_none());
+    assert_eq!(t.current(inner).unwrap().handle, "inner");
+    assert_eq!(t.len(), 2);
   }
 }

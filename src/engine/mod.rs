@@ -1,13 +1,18 @@
-//! The protocol over the embedded store, without napi: what a call gets
-//! ([`Decision`]), when a refresh starts, what a finished load writes. It
-//! reads the clock and draws random numbers (the core takes them as
-//! parameters), and both can be pinned for tests.
+//! The protocol over the stores, without napi. [`Cache`] composes the local
+//! engine (memory, flights, counters: [`Engine`]) and, with Redis, the
+//! fleet, and sequences every flight; the binding converts JS values and
+//! runs the futures it hands out. The engine reads the clock and draws
+//! random numbers (the core takes them as parameters), and both can be
+//! pinned for tests.
 
 pub mod cache;
+pub mod clock;
 pub mod fleet;
 pub mod flights;
+pub mod local;
 pub mod memory;
 pub mod metrics;
 pub mod redis;
 
-pub use cache::{Decision, Engine, Refresh};
+pub use cache::{Cache, FirstStep, Next, Step, Written};
+pub use local::{Decision, Engine, Refresh, Served};

@@ -1,0 +1,257 @@
+'use strict'
+
+// The JS half of a load: runs the loader on the JS thread and reports its
+// result. The addon decides everything else (hit, stale, join or lead; with
+// Redis, whether this instance loads at all) and makes, keeps and settles
+// the promise every caller of the flight shares. These functions are
+// module-level and hold no cache, so the addon can keep strong references
+// to them without keeping any Cache alive.
+//
+// A flight's life here: `lead` (the addon started it) → `run` (now, or with
+// Redis once the addon calls `resume(…, load = true)`) → `ctx.fill` or
+// `ctx.fail`, each taking the flight id alone. With Redis, a flight another
+// instance's value answered ends with `resume(…, load = false)`.
+
+const { enter, leave } = require('./deadlines')
+const { herdError, describeKey, unserializable, sizeProblem } = require('./errors')
+const { codes } = require('./names')
+
+const { parse, stringify } = JSON
+const noop = () => {}
+
+/** @typedef {import('./native-contract').Context} Context */
+
+/** What a loader gets: `{ key, signal }`, the signal made on first use. */
+class LoaderContext {
+  #flight
+
+  /** @param {Flight} flight */
+  constructor(flight) {
+    this.key = flight.userKey
+    this.#flight = flight
+  }
+
+  /** Aborts when the load passes `hardTimeout` or the cache is closed. */
+  get signal() {
+    return this.#flight.signal()
+  }
+}
+
+/** One load in flight, kept in `ctx.active` (and with Redis, while the fleet decides, in `ctx.waiting`). */
+class Flight {
+  /**
+   * @param {Context} ctx
+   * @param {number} id
+   * @param {unknown} userKey the key as the caller passed it
+   * @param {Function} loader
+   * @param {boolean} background
+   * @param {Promise<unknown>} promise the promise the addon settles
+   */
+  constructor(ctx, id, userKey, loader, background, promise) {
+    this.ctx = ctx
+    this.id = id
+    this.userKey = userKey
+    this.loader = loader
+    this.background = background
+    this.promise = promise
+    this.deadline = performance.now() + ctx.hardTimeout
+    this.settled = false
+    /** With Redis: the fleet has not said yet whether our loader runs. */
+    this.waiting = false
+    this.loaderStarted = undefined
+    this.controller = undefined
+    this.abortReason = undefined
+  }
+
+  // The signal is made on first use: most loaders never read it, and an
+  // AbortController per load was the leader's largest fixed cost.
+  signal() {
+    if (this.controller === undefined) {
+      this.controller = new AbortController()
+      if (this.abortReason !== undefined) this.controller.abort(this.abortReason)
+    }
+    return this.controller.signal
+  }
+
+  abortSignal(reason) {
+    if (this.abortReason !== undefined) return
+    this.abortReason = reason
+    this.controller?.abort(reason)
+  }
+
+  /** close(): a running loader's signal aborts; a load whose loader has not started is given up. */
+  abort(reason) {
+    if (this.waiting) this.failWith(reason, false)
+    else this.abortSignal(reason)
+  }
+
+  /** Gives the load up with ERR_HERDCACHE_TIMEOUT (the deadline passed). */
+  expire() {
+    this.failWith(
+      herdError(
+        Error,
+        codes.TIMEOUT,
+        `the loader for key ${describeKey(this.userKey)} did not settle within hardTimeout (${this.ctx.hardTimeout} ms); its signal was aborted`,
+      ),
+      true,
+    )
+  }
+
+  // A loader that settles past hardTimeout is given up (nothing is stored,
+  // its callers get ERR_HERDCACHE_TIMEOUT) as if the timer had fired on
+  // time: under event-loop lag the timer runs late, and the outcome must not
+  // depend on which callback the loop happens to run first.
+  late() {
+    return performance.now() >= this.deadline
+  }
+
+  run() {
+    this.waiting = false
+    // Redis steps may have used up the deadline (the timer may be late).
+    if (this.late()) return this.expire()
+    this.loaderStarted = performance.now()
+    let result
+    try {
+      result = this.loader(new LoaderContext(this))
+    } catch (error) {
+      result = Promise.reject(error)
+    }
+    Promise.resolve(result).then(
+      (value) => {
+        try {
+          this.succeed(value)
+        } catch (error) {
+          this.failWith(error, false)
+        }
+      },
+      (error) => (this.late() ? this.expire() : this.failWith(error, false)),
+    )
+  }
+
+  succeed(value) {
+    if (this.settled) return
+    if (this.late()) return this.expire()
+    const computeMs = performance.now() - this.loaderStarted
+    if (value === null || value === undefined) return this.fill(value, true, computeMs, 'null')
+    let json
+    try {
+      json = stringify(value)
+    } catch (cause) {
+      return this.failWith(unserializable(this.userKey, cause), false)
+    }
+    if (json === undefined) return this.failWith(unserializable(this.userKey), false)
+    const tooLarge = sizeProblem(json, this.ctx.maxValueBytes)
+    if (tooLarge !== undefined) return this.failWith(tooLarge, false)
+    this.fill(parse(json), false, computeMs, json)
+  }
+
+  /** Reports the value; the addon answers the callers (with Redis, once it is written there). */
+  fill(result, negative, computeMs, json) {
+    this.settled = true
+    leave(this.ctx, this)
+    track(this.ctx, this.ctx.fill(this.id, result, negative, computeMs, json))
+  }
+
+  failWith(error, timedOut) {
+    if (this.settled) return
+    this.settled = true
+    const { ctx } = this
+    if (this.waiting) {
+      this.waiting = false
+      ctx.waiting.delete(this.id)
+    }
+    leave(ctx, this)
+    if (timedOut) this.abortSignal(error)
+    // A background flight's rejection may have no other listener.
+    this.promise.then(undefined, noop)
+    ctx.fail(this.id, error, timedOut, this.loaderStarted !== undefined)
+    if (this.background) report(ctx, error, this.userKey)
+  }
+}
+
+/**
+ * The addon started flight `id`: runs its loader now, or (`waiting`, with
+ * Redis) once the addon calls `resume`. Called by the addon only.
+ *
+ * @param {Context} ctx the cache's context (raw functions, timeouts, hooks)
+ * @param {number} id the flight id
+ * @param {unknown} userKey the key as the caller passed it
+ * @param {Function} loader
+ * @param {boolean} background a background refresh (stale or early)
+ * @param {Promise<unknown>} promise the promise every caller shares (the addon settles it)
+ * @param {boolean} waiting the fleet decides first
+ */
+function lead(ctx, id, userKey, loader, background, promise, waiting) {
+  const flight = new Flight(ctx, id, userKey, loader, background, promise)
+  enter(ctx, flight)
+  if (waiting) {
+    flight.waiting = true
+    ctx.waiting.set(id, flight)
+  } else {
+    flight.run()
+  }
+  if (background && typeof ctx.waitUntil === 'function') {
+    try {
+      ctx.waitUntil(promise.then(noop, noop))
+    } catch (error) {
+      report(ctx, error, userKey)
+    }
+  }
+}
+
+/**
+ * With Redis, the fleet decided for a waiting flight: run its loader
+ * (`load`), or it was answered by another instance's value (the addon
+ * settled its promise), and a stale answer calls for a refresh (`refresh`).
+ * Called by the addon only.
+ *
+ * @param {Context} ctx
+ * @param {number} id
+ * @param {boolean} load
+ * @param {boolean} refresh
+ */
+function resume(ctx, id, load, refresh) {
+  const flight = ctx.waiting.get(id)
+  if (flight === undefined) return
+  ctx.waiting.delete(id)
+  flight.waiting = false
+  if (load) return flight.run()
+  flight.settled = true
+  leave(ctx, flight)
+  if (refresh) ctx.startRefresh(flight.userKey, flight.loader)
+}
+
+/**
+ * With Redis, the addon queued first reads: they go out together in a
+ * microtask, so the flights started in this tick share one round trip.
+ *
+ * @param {Context} ctx
+ */
+function scheduleReads(ctx) {
+  queueMicrotask(ctx.flushReads)
+}
+
+/**
+ * Redis writes in flight, so close() can wait for them.
+ *
+ * @param {Context} ctx
+ * @param {Promise<unknown> | undefined} write
+ */
+function track(ctx, write) {
+  if (write === undefined) return
+  ctx.writes.add(write)
+  const done = () => ctx.writes.delete(write)
+  write.then(done, done)
+}
+
+/** Background failures go to `onError`; nobody awaits them. */
+function report(ctx, error, key) {
+  if (typeof ctx.onError !== 'function') return
+  try {
+    ctx.onError(error, { key, background: true })
+  } catch {
+    // A throwing error hook must not turn into an unhandled rejection.
+  }
+}
+
+module.exports = { lead, resume, scheduleReads, track }

@@ -1,0 +1,310 @@
+//! `getOrLoad`, the raw entry point every call goes through. A hit or a
+//! join is answered here synchronously, on the JS thread: no tokio, no
+//! thread hop, no per-call closure. A miss starts a flight
+//! ([`start_flight`]), whose later steps are `binding/flight.rs`.
+
+use super::flight::{self, FlightHandle};
+use super::key;
+use super::raw::{self, Env, Failure, JsRef, RawResult, Utf8, Value};
+use super::{closed, Inner};
+use crate::core::error::{Code, Error, Kind};
+use crate::core::options::{EntryPolicy, RawCallOptions};
+use crate::engine::{Decision, FirstStep, Refresh, Served};
+use napi::sys;
+use std::rc::Rc;
+
+/// Declares [`Outcome`] and its `status.outcome` names once: the byte of a
+/// variant is its position in the list, from 1 (0: no outcome written), and
+/// `Outcome::NAMES` (exported by `names()`) is in that order.
+macro_rules! outcomes {
+  ($first:ident => $first_name:literal, $($variant:ident => $name:literal,)*) => {
+    /// How a call was answered, written to the cache's outcome slot (a byte
+    /// the JS wrapper reads right after the call, to fill `status.outcome`):
+    /// setting a property from native code costs more than the whole hit.
+    #[derive(Clone, Copy)]
+    #[repr(u8)]
+    pub(super) enum Outcome {
+      $first = 1,
+      $($variant,)*
+    }
+
+    impl Outcome {
+      /// The `status.outcome` of byte `b` is `NAMES[b - 1]`. Read by
+      /// `names()` only, which `cfg(test)` builds do not register.
+      #[cfg_attr(test, allow(dead_code))]
+      pub(super) const NAMES: &'static [&'static str] = &[$first_name, $($name,)*];
+    }
+  };
+}
+
+outcomes! {
+  Hit => "hit",
+  Stale => "stale",
+  Negative => "negative",
+  Miss => "miss",
+  Coalesced => "coalesced",
+}
+
+impl Outcome {
+  pub(super) fn name(self) -> &'static str {
+    Outcome::NAMES[self as usize - 1]
+  }
+
+  /// What the callers of a flight the shared store answered got.
+  pub(super) fn served(served: Served) -> Outcome {
+    match served {
+      Served::Fresh => Outcome::Hit,
+      Served::Stale => Outcome::Stale,
+      Served::Negative => Outcome::Negative,
+    }
+  }
+}
+
+/// The per-call options, passed positionally by the JS wrapper (it reads
+/// the options object, where property access is cheap).
+#[derive(Default)]
+pub(super) struct CallOptions {
+  pub refuse_stale: bool,
+  pub overrides: RawCallOptions,
+}
+
+fn option_type(name: &str, rule: &str) -> Failure {
+  Failure::Coded(Error::new(
+    Code::InvalidOption,
+    Kind::Type,
+    format!("call option `{name}` must be {rule}"),
+  ))
+}
+
+pub(super) unsafe fn optional_number(env: Env, value: Value, name: &str) -> RawResult<Option<f64>> {
+  match raw::type_of(env, value) {
+    sys::ValueType::napi_undefined => Ok(None),
+    sys::ValueType::napi_number => Ok(Some(raw::get_number(env, value))),
+    _ => Err(option_type(name, "a number")),
+  }
+}
+
+/// `stale, ttl, hardTtl, negativeTtl, beta`, each possibly undefined.
+pub(super) unsafe fn read_call_options(
+  env: Env,
+  [stale, ttl, hard_ttl, negative_ttl, beta]: [Value; 5],
+) -> RawResult<CallOptions> {
+  let refuse_stale = match raw::type_of(env, stale) {
+    sys::ValueType::napi_undefined => false,
+    sys::ValueType::napi_boolean => !raw::get_bool(env, stale),
+    _ => return Err(option_type("stale", "a boolean")),
+  };
+  Ok(CallOptions {
+    refuse_stale,
+    overrides: RawCallOptions {
+      ttl: optional_number(env, ttl, "ttl")?,
+      hard_ttl: optional_number(env, hard_ttl, "hardTtl")?,
+      negative_ttl: optional_number(env, negative_ttl, "negativeTtl")?,
+      beta: optional_number(env, beta, "beta")?,
+    },
+  })
+}
+
+/// What the decision asks for, with the JS values taken out while the engine
+/// was borrowed (calling into JS may re-enter it).
+enum Action {
+  /// A settled promise of the value, an outcome, maybe a refresh to start.
+  Serve(Value, Outcome, Option<Refresh>),
+  Stale {
+    value: Value,
+    refresh: bool,
+    join: Option<Value>,
+    counted: bool,
+  },
+  Join(Value),
+  Lead,
+}
+
+/// The JS side of one call: the key (encoded, and as passed), and the loader.
+pub(super) struct Call<'a> {
+  pub key: &'a str,
+  pub key_js: Value,
+  pub loader: Value,
+  pub policy: EntryPolicy,
+}
+
+/// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?, status?)`.
+pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, argc, inner) = raw::args::<8, Rc<Inner>>(env, info);
+  // SAFETY: `install_raw` made this function with `raw::function` and an
+  // `Rc<Inner>` as data, so the pointer is that box. The box is freed only
+  // by the function's finalizer, which cannot run while the function is
+  // being called, so the borrow is valid for this whole callback; it is
+  // shared, and re-entrant calls (the loader calling `getOrLoad`) only take
+  // shared borrows too, mutating through the `RefCell`s.
+  let inner = &*inner;
+  inner.set_outcome(0);
+  match get_or_load_impl(env, inner, argv, argc > 2) {
+    Ok((promise, outcome)) => {
+      inner.set_outcome(outcome as u8);
+      promise
+    }
+    Err(failure) => raw::rejected(env, failure),
+  }
+}
+
+unsafe fn get_or_load_impl(
+  env: Env,
+  inner: &Rc<Inner>,
+  argv: [Value; 8],
+  has_options: bool,
+) -> RawResult<(Value, Outcome)> {
+  let [key_js, loader, stale, ttl, hard_ttl, negative_ttl, beta, status] = argv;
+  if inner.cache.borrow().is_closed() {
+    return Err(closed());
+  }
+  let mut key_buf = Utf8::new();
+  let key = key::read(env, key_js, &mut key_buf)?;
+  if raw::type_of(env, loader) != sys::ValueType::napi_function {
+    return Err(Failure::Coded(Error::new(
+      Code::InvalidLoader,
+      Kind::Type,
+      "the loader is not a function; pass ({ key, signal }) => value or an async function",
+    )));
+  }
+  let options = if has_options {
+    read_call_options(env, [stale, ttl, hard_ttl, negative_ttl, beta])?
+  } else {
+    CallOptions::default()
+  };
+  let policy = inner
+    .cache
+    .borrow()
+    .config()
+    .entry
+    .with(&options.overrides)?;
+  let action = {
+    let mut cache = inner.cache.borrow_mut();
+    match cache.decide(key.as_str(), !options.refuse_stale) {
+      Decision::Hit { value, refresh } => Action::Serve(value.resolved(env), Outcome::Hit, refresh),
+      Decision::Negative { value } => Action::Serve(value.resolved(env), Outcome::Negative, None),
+      Decision::Stale {
+        value,
+        refresh,
+        join,
+        counted,
+      } => Action::Stale {
+        value: value.to_js(env),
+        refresh,
+        join: join.and_then(|f| f.promise(env)),
+        counted,
+      },
+      Decision::Join { flight } => match flight.promise(env) {
+        Some(promise) => Action::Join(promise),
+        None => Action::Lead,
+      },
+      Decision::Lead => Action::Lead,
+    }
+  };
+  let call = Call {
+    key: key.as_str(),
+    key_js,
+    loader,
+    policy,
+  };
+  let answer = match action {
+    Action::Serve(promise, outcome, refresh) => {
+      if let Some(refresh) = refresh {
+        let _ = start_flight(env, inner, &call, Some(refresh));
+      }
+      (promise, outcome)
+    }
+    Action::Stale {
+      value,
+      refresh,
+      join,
+      counted,
+    } => {
+      let flight = if refresh {
+        start_flight(env, inner, &call, Some(Refresh::Stale)).ok()
+      } else {
+        join
+      };
+      let promise = match flight {
+        Some(flight) if !counted => soft_wait(env, inner, flight, value)?,
+        _ => {
+          if !counted {
+            inner.cache.borrow_mut().local_mut().record_soft_wait(true);
+          }
+          raw::resolved(env, value)
+        }
+      };
+      (promise, Outcome::Stale)
+    }
+    Action::Join(promise) => (promise, Outcome::Coalesced),
+    Action::Lead => (start_flight(env, inner, &call, None)?, Outcome::Miss),
+  };
+  if has_options
+    && matches!(answer.1, Outcome::Miss | Outcome::Coalesced)
+    && raw::type_of(env, status) == sys::ValueType::napi_object
+  {
+    // Answered later, maybe by another instance's value: the flight sets
+    // these callers' `status.outcome` when it knows (`flight::answer`).
+    watch_status(env, inner, call.key, status)?;
+  }
+  Ok(answer)
+}
+
+/// With a fleet, keeps a caller's `status` object with the key's flight.
+unsafe fn watch_status(env: Env, inner: &Inner, key: &str, status: Value) -> RawResult<()> {
+  let mut cache = inner.cache.borrow_mut();
+  if !cache.has_fleet() {
+    return Ok(());
+  }
+  if let Some(flight) = cache.local_mut().flight_for_key_mut(key) {
+    flight.handle.statuses.push(JsRef::strong(env, status)?);
+  }
+  Ok(())
+}
+
+/// Starts a load of `call.key` and registers it as the key's flight;
+/// returns the promise its callers share. `refresh: None` is a foreground
+/// load. The JS leader is told of it at once (its deadline runs from now);
+/// it runs the loader now, or with a fleet once the fleet says so.
+pub(super) unsafe fn start_flight(
+  env: Env,
+  inner: &Rc<Inner>,
+  call: &Call<'_>,
+  refresh: Option<Refresh>,
+) -> RawResult<Value> {
+  let (handle, promise) = FlightHandle::new(env)?;
+  let (id, first) = inner
+    .cache
+    .borrow_mut()
+    .begin(call.key, handle, refresh, call.policy);
+  let waiting = first == FirstStep::ReadShared;
+  let started = (|| {
+    let ctx = inner.helper(env, |h| &h.ctx)?;
+    let lead = inner.helper(env, |h| &h.lead)?;
+    let args = [
+      ctx,
+      raw::number(env, id as f64),
+      call.key_js,
+      call.loader,
+      raw::boolean(env, refresh.is_some()),
+      promise,
+      raw::boolean(env, waiting),
+    ];
+    raw::call(env, lead, &args)
+  })();
+  if let Err(failure) = started {
+    // The leader never saw it: nobody else has its promise yet.
+    let _ = inner.cache.borrow_mut().fail(id, false, false);
+    return Err(failure);
+  }
+  if waiting {
+    flight::queue_first_read(env, inner, id)?;
+  }
+  Ok(promise)
+}
+
+unsafe fn soft_wait(env: Env, inner: &Rc<Inner>, flight: Value, stale: Value) -> RawResult<Value> {
+  let ctx = inner.helper(env, |h| &h.ctx)?;
+  let wait = inner.helper(env, |h| &h.soft_wait)?;
+  raw::call(env, wait, &[ctx, flight, stale])
+}

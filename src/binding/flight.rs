@@ -1,0 +1,351 @@
+//! A flight's life after `getOrLoad` started it ([`super::entry::start_flight`]),
+//! on the binding's side: the promise its callers share (made here, settled
+//! here), the fleet's steps the engine's [`crate::engine::Cache`] asks for,
+//! and the raw functions the JS leader reports with. Every report takes the
+//! flight id alone: the flight knows its key.
+//!
+//! With a fleet: flights started in one tick are read together
+//! ([`queue_first_read`], [`flush_reads`]); each answer goes to
+//! `Cache::on_claim`, whose [`Next`] is carried out in [`claimed`]. The
+//! JS leader is told to run the loader, or that the flight was answered
+//! (`resume(ctx, id, load, refresh)`).
+
+use super::entry::{self, Call, Outcome};
+use super::futures::{self, then_on_cache};
+use super::held::Held;
+use super::raw::{self, napi_try, Env, JsRef, RawResult, Value};
+use super::Inner;
+use crate::engine::fleet::Acquired;
+use crate::engine::{Next, Refresh, Served, Step, Written};
+use napi::sys;
+use std::rc::Rc;
+
+/// The binding's handle of a flight: the promise every caller shares, and
+/// what settles it. The deferred is settled once, by [`FlightHandle::settle`],
+/// which consumes the handle; a handle dropped unsettled (only at release,
+/// after close drained the loads) leaves its promise pending.
+pub struct FlightHandle {
+  promise: JsRef,
+  deferred: sys::napi_deferred,
+  /// With a fleet: the `status` objects of the flight's callers, whose
+  /// `outcome` the flight sets if another instance's value answers it.
+  pub statuses: Vec<JsRef>,
+  /// With a fleet: our loader's value while it is written there.
+  answer: Option<Held>,
+}
+
+impl std::fmt::Debug for FlightHandle {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.write_str("FlightHandle")
+  }
+}
+
+impl FlightHandle {
+  /// A pending promise and its handle.
+  pub unsafe fn new(env: Env) -> RawResult<(FlightHandle, Value)> {
+    let mut deferred = std::ptr::null_mut();
+    let mut promise = std::ptr::null_mut();
+    napi_try!(
+      env,
+      sys::napi_create_promise(env, &mut deferred, &mut promise)
+    );
+    let handle = FlightHandle {
+      promise: JsRef::strong(env, promise)?,
+      deferred,
+      statuses: Vec::new(),
+      answer: None,
+    };
+    Ok((handle, promise))
+  }
+
+  /// The shared promise.
+  pub unsafe fn promise(&self, env: Env) -> Option<Value> {
+    self.promise.get(env)
+  }
+
+  /// Fulfils (`Ok`) or rejects (`Err`) the shared promise.
+  unsafe fn settle(self, env: Env, result: Result<Value, Value>) {
+    match result {
+      Ok(value) => sys::napi_resolve_deferred(env, self.deferred, value),
+      Err(error) => sys::napi_reject_deferred(env, self.deferred, error),
+    };
+  }
+}
+
+/// Answers a flight's callers with `value`, telling those that asked
+/// (`status`) how they were answered when it was not by a load.
+unsafe fn answer(env: Env, handle: FlightHandle, value: Value, served: Option<Served>) {
+  if let Some(served) = served {
+    let name = raw::string(env, Outcome::served(served).name());
+    for status in &handle.statuses {
+      if let Some(status) = status.get(env) {
+        let _ = raw::set_property(env, status, c"outcome", name);
+      }
+    }
+  }
+  handle.settle(env, Ok(value));
+}
+
+/// The frame of the leader's reports: the cache, the flight id, the other
+/// arguments; what `body` fails with is thrown.
+unsafe fn report<const N: usize>(
+  env: Env,
+  info: sys::napi_callback_info,
+  body: impl FnOnce(&Rc<Inner>, u64, [Value; N]) -> RawResult<Value>,
+) -> Value {
+  let (argv, _, inner) = raw::args::<N, Rc<Inner>>(env, info);
+  // SAFETY: every report is an entry point `install_raw` made with
+  // `Rc<Inner>` data; the box outlives the callback, whose function is
+  // alive while it runs (as in `entry::get_or_load`).
+  let inner: &Rc<Inner> = &*inner;
+  let id = raw::get_number(env, argv[0]) as u64;
+  body(inner, id, argv).unwrap_or_else(|failure| raw::throw(env, failure))
+}
+
+/// `fill(id, value, negative, computeMs, json)`: our loader's value (its
+/// JSON-normalised copy; `json` its text). Answers the callers; with a
+/// fleet, once the value is written there: then it returns the write's
+/// promise (for `close()` to wait for), else undefined.
+pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value {
+  report::<5>(env, info, |inner, id, argv| {
+    let value = argv[1];
+    let held = Held::from_js(env, value)?;
+    let negative = raw::get_bool(env, argv[2]);
+    let compute_ms = raw::get_number(env, argv[3]).max(0.0).round() as u64;
+    let json = if inner.cache.borrow().has_fleet() {
+      optional_string(env, argv[4])?
+    } else {
+      None
+    };
+    let filled = inner
+      .cache
+      .borrow_mut()
+      .fill(id, held, negative, compute_ms, json);
+    match filled {
+      Step::Done(flight) => {
+        if let Some(flight) = flight {
+          answer(env, flight.handle, value, None);
+        }
+        Ok(raw::undefined(env))
+      }
+      Step::Later(write) => {
+        let kept = Held::from_js(env, value)?;
+        if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
+          flight.handle.answer = Some(kept);
+        }
+        then_on_cache(env, inner.id, write, move |env, inner, written: Written| {
+          let flight = inner.cache.borrow_mut().written(id, written);
+          if let Some(mut flight) = flight {
+            let value = match flight.handle.answer.take() {
+              Some(held) => held.to_js(env),
+              None => raw::undefined(env),
+            };
+            answer(env, flight.handle, value, None);
+          }
+        })
+      }
+    }
+  })
+}
+
+/// `fail(id, error, timedOut, loaderRan)`: the load failed, timed out or
+/// was given up (`loaderRan`: its loader was called). Rejects the callers
+/// with `error`; with a fleet, the lock is released.
+pub unsafe extern "C" fn fail(env: Env, info: sys::napi_callback_info) -> Value {
+  report::<4>(env, info, |inner, id, argv| {
+    let (timed_out, loader_ran) = (raw::get_bool(env, argv[2]), raw::get_bool(env, argv[3]));
+    let (flight, release) = inner.cache.borrow_mut().fail(id, timed_out, loader_ran);
+    if let Some(release) = release {
+      futures::spawn(release);
+    }
+    if let Some(flight) = flight {
+      flight.handle.settle(env, Err(argv[1]));
+    }
+    Ok(raw::undefined(env))
+  })
+}
+
+/// `recordSoftWait(servedStale)`: the outcome of a stale read that waited.
+pub unsafe extern "C" fn record_soft_wait(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<1, Rc<Inner>>(env, info);
+  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
+  // this callback, while its function is alive (as in `entry::get_or_load`).
+  (&*inner)
+    .cache
+    .borrow_mut()
+    .local_mut()
+    .record_soft_wait(raw::get_bool(env, argv[0]));
+  raw::undefined(env)
+}
+
+/// `startRefresh(key, loader)`: a flight was answered with a stale value
+/// from the shared store; start the background refresh that value calls
+/// for (unless a flight is already there, or the key backs off after a
+/// failure). `key` is the key as the caller passed it.
+pub unsafe extern "C" fn start_refresh(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<2, Rc<Inner>>(env, info);
+  // SAFETY: an entry point made with `Rc<Inner>` data, valid for this
+  // callback (as in `entry::get_or_load`), including while `start_flight`
+  // calls into JS, which may re-enter other entry points with shared borrows.
+  let inner: &Rc<Inner> = &*inner;
+  let run = || -> RawResult<Value> {
+    let mut key_buf = raw::Utf8::new();
+    let key = super::key::read(env, argv[0], &mut key_buf)?;
+    let (due, policy) = {
+      let cache = inner.cache.borrow();
+      (
+        !cache.is_closed() && cache.local().refresh_due(key.as_str()),
+        cache.config().entry,
+      )
+    };
+    if due {
+      let call = Call {
+        key: key.as_str(),
+        key_js: argv[0],
+        loader: argv[1],
+        policy,
+      };
+      entry::start_flight(env, inner, &call, Some(Refresh::Stale))?;
+    }
+    Ok(raw::boolean(env, due))
+  };
+  run().unwrap_or_else(|failure| raw::throw(env, failure))
+}
+
+/// With a fleet, a new flight's first step: a read, batched with the other
+/// flights started before the next microtask (`flushReads`).
+pub unsafe fn queue_first_read(env: Env, inner: &Rc<Inner>, id: u64) -> RawResult<()> {
+  let first = {
+    let mut reads = inner.reads.borrow_mut();
+    reads.push(id);
+    reads.len() == 1
+  };
+  if first {
+    let ctx = inner.helper(env, |h| &h.ctx)?;
+    let schedule = inner.helper(env, |h| &h.schedule_reads)?;
+    raw::call(env, schedule, &[ctx])?;
+  }
+  Ok(())
+}
+
+/// `flushReads()`: the first read of the flights queued since the last
+/// flush, in one pipelined round trip and one completion.
+pub unsafe extern "C" fn flush_reads(env: Env, info: sys::napi_callback_info) -> Value {
+  let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
+  // SAFETY: an entry point made with `Rc<Inner>` data, valid for this
+  // callback (as in `entry::get_or_load`).
+  let inner: &Rc<Inner> = &*inner;
+  let ids = std::mem::take(&mut *inner.reads.borrow_mut());
+  let read = inner.cache.borrow().read_many(&ids);
+  let Some(read) = read else {
+    // Released meanwhile: whatever is left loads without Redis.
+    for id in ids {
+      resume(env, inner, id, true, false);
+    }
+    return raw::undefined(env);
+  };
+  let started = then_on_cache(env, inner.id, read, |env, inner, answers| {
+    for (id, key, answer) in answers {
+      match answer {
+        Some(acquired) => claimed(env, inner, id, key, acquired),
+        None => ask(env, inner, id, false),
+      }
+    }
+  });
+  started.unwrap_or_else(|failure| raw::throw(env, failure))
+}
+
+/// Asks the fleet who loads flight `id` (see `Cache::acquire`).
+unsafe fn ask(env: Env, inner: &Rc<Inner>, id: u64, read_first: bool) {
+  let acquire = inner.cache.borrow().acquire(id, read_first);
+  let Some(acquire) = acquire else {
+    // Ended meanwhile (nothing to do), or released (load without Redis).
+    if inner.cache.borrow().flight(id).is_some() {
+      resume(env, inner, id, true, false);
+    }
+    return;
+  };
+  let asked = then_on_cache(
+    env,
+    inner.id,
+    acquire,
+    move |env, inner, (key, acquired)| claimed(env, inner, id, key, acquired),
+  );
+  if asked.is_err() {
+    resume(env, inner, id, true, false);
+  }
+}
+
+/// Carries out what the cache decides for the fleet's answer to flight `id`.
+unsafe fn claimed(env: Env, inner: &Rc<Inner>, id: u64, key: String, acquired: Acquired) {
+  let next = inner.cache.borrow_mut().on_claim(id, acquired);
+  match next {
+    Next::Load => resume(env, inner, id, true, false),
+    Next::AskAgain => ask(env, inner, id, true),
+    Next::Gone { lock } => {
+      if let Some(release) = inner.cache.borrow().release_lock(key, id, lock) {
+        futures::spawn(release);
+      }
+    }
+    Next::Adopt(envelope) => {
+      let parsed = if envelope.meta.negative {
+        Ok(raw::null(env))
+      } else {
+        parse_json(env, inner, &envelope.json)
+      };
+      // A value JS cannot take (the reader's checks are Rust's): load.
+      let Ok(value) = parsed else {
+        return resume(env, inner, id, true, false);
+      };
+      let Ok(held) = Held::from_js(env, value) else {
+        return resume(env, inner, id, true, false);
+      };
+      let (served, flight) = inner.cache.borrow_mut().adopt(id, held, envelope.meta);
+      if let Some(flight) = flight {
+        answer(env, flight.handle, value, Some(served));
+      }
+      resume(env, inner, id, false, served == Served::Stale);
+    }
+  }
+}
+
+/// Tells the JS leader what flight `id` does next: run its loader, or (it
+/// was answered) leave, starting the refresh a stale answer calls for.
+unsafe fn resume(env: Env, inner: &Rc<Inner>, id: u64, load: bool, refresh: bool) {
+  let run = || -> RawResult<Value> {
+    let ctx = inner.helper(env, |h| &h.ctx)?;
+    let resume = inner.helper(env, |h| &h.resume)?;
+    let args = [
+      ctx,
+      raw::number(env, id as f64),
+      raw::boolean(env, load),
+      raw::boolean(env, refresh),
+    ];
+    raw::call(env, resume, &args)
+  };
+  if let Err(failure) = run() {
+    // The leader is gone (closed, collected) or threw: nobody can run the
+    // loader, so the callers get the reason.
+    let (flight, release) = inner.cache.borrow_mut().fail(id, false, false);
+    if let Some(release) = release {
+      futures::spawn(release);
+    }
+    if let Some(flight) = flight {
+      let error = raw::failure_value(env, failure);
+      flight.handle.settle(env, Err(error));
+    }
+  }
+}
+
+unsafe fn parse_json(env: Env, inner: &Inner, json: &str) -> RawResult<Value> {
+  let parse = inner.helper(env, |h| &h.json_parse)?;
+  raw::call(env, parse, &[raw::string(env, json)])
+}
+
+/// An optional JS string argument (a JSON text).
+pub unsafe fn optional_string(env: Env, value: Value) -> RawResult<Option<String>> {
+  match raw::type_of(env, value) {
+    sys::ValueType::napi_string => Ok(Some(raw::get_string(env, value)?)),
+    _ => Ok(None),
+  }
+}

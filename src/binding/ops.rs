@@ -1,0 +1,151 @@
+//! The raw entry points besides `getOrLoad`: `get`, `set`, `delete`,
+//! `clear`, `peek` (get past memory, with Redis), `stats` and `metrics`.
+//! With a fleet, the ones that reach Redis return a promise.
+
+use super::entry::read_call_options;
+use super::flight::optional_string;
+use super::futures::promise;
+use super::held::Held;
+use super::key;
+use super::raw::{self, napi_try, Env, RawResult, Utf8, Value};
+use super::{closed, Inner};
+use crate::engine::Step;
+use napi::sys;
+use std::rc::Rc;
+
+/// The frame of the entry points that take a key first: reads the
+/// arguments and the key (refused after `close()`), runs `body`, throws
+/// what it fails with.
+unsafe fn keyed<const N: usize>(
+  env: Env,
+  info: sys::napi_callback_info,
+  body: impl FnOnce(&Inner, &str, [Value; N]) -> RawResult<Value>,
+) -> Value {
+  let (argv, _, inner) = raw::args::<N, Rc<Inner>>(env, info);
+  // SAFETY: every caller of `keyed` is an entry point `install_raw` made
+  // with `Rc<Inner>` data; the box outlives the callback, whose function is
+  // alive while it runs (as in `entry::get_or_load`). `body` only gets `&Inner`.
+  let inner: &Inner = &*inner;
+  let run = || {
+    if inner.cache.borrow().is_closed() {
+      return Err(closed());
+    }
+    let mut key_buf = Utf8::new();
+    let key = key::read(env, argv[0], &mut key_buf)?;
+    body(inner, key.as_str(), argv)
+  };
+  match run() {
+    Ok(v) => v,
+    Err(failure) => raw::throw(env, failure),
+  }
+}
+
+/// `get(key, stale?)`: the value in memory, or undefined; with Redis, a
+/// miss is answered by `peek`.
+pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
+  keyed::<2>(env, info, |inner, key, argv| {
+    let undefined = raw::undefined(env);
+    let options = read_call_options(env, [argv[1], undefined, undefined, undefined, undefined])?;
+    let mut cache = inner.cache.borrow_mut();
+    Ok(match cache.get(key, !options.refuse_stale) {
+      Some(held) => held.to_js(env),
+      None => undefined,
+    })
+  })
+}
+
+/// `set(key, value, ttl?, hardTtl?, json?)`: `value` is already the
+/// JSON-normalised copy, `json` its text (for Redis). Returns the Redis
+/// write's promise, or undefined.
+pub unsafe extern "C" fn set(env: Env, info: sys::napi_callback_info) -> Value {
+  keyed::<5>(env, info, |inner, key, argv| {
+    let undefined = raw::undefined(env);
+    let options = read_call_options(env, [undefined, argv[2], argv[3], undefined, undefined])?;
+    let held = Held::from_js(env, argv[1])?;
+    let json = optional_string(env, argv[4])?.unwrap_or_else(|| "null".to_string());
+    let write = {
+      let mut cache = inner.cache.borrow_mut();
+      let policy = cache.config().entry.with(&options.overrides)?;
+      cache.set(key, held, policy, json)
+    };
+    match write {
+      Some(write) => promise(env, write, |env, written| raw::boolean(env, written)),
+      None => Ok(undefined),
+    }
+  })
+}
+
+/// `delete(key)`: true if a live entry was removed (with Redis: a promise,
+/// true if Redis or memory had one).
+pub unsafe extern "C" fn delete(env: Env, info: sys::napi_callback_info) -> Value {
+  keyed::<1>(env, info, |inner, key, _| {
+    let deleted = inner.cache.borrow_mut().delete(key);
+    match deleted {
+      Step::Done(removed) => Ok(raw::boolean(env, removed)),
+      Step::Later(delete) => promise(env, delete, |env, removed| raw::boolean(env, removed)),
+    }
+  })
+}
+
+/// `clear()` (with Redis: a promise).
+pub unsafe extern "C" fn clear(env: Env, info: sys::napi_callback_info) -> Value {
+  let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
+  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
+  // this callback, while its function is alive (as in `entry::get_or_load`).
+  let inner: &Inner = &*inner;
+  if inner.cache.borrow().is_closed() {
+    return raw::throw(env, closed());
+  }
+  let clear = inner.cache.borrow_mut().clear();
+  match clear {
+    Some(clear) => promise(env, clear, |env, ()| raw::undefined(env))
+      .unwrap_or_else(|failure| raw::throw(env, failure)),
+    None => raw::undefined(env),
+  }
+}
+
+/// `peek(key, stale?)`: `get` past the L1: the value's JSON text, or null
+/// (absent, negative, or stale when `stale` is false).
+pub unsafe extern "C" fn peek(env: Env, info: sys::napi_callback_info) -> Value {
+  keyed::<2>(env, info, |inner, key, argv| {
+    let allow_stale =
+      raw::type_of(env, argv[1]) != sys::ValueType::napi_boolean || raw::get_bool(env, argv[1]);
+    let peek = inner.cache.borrow().peek(key, allow_stale);
+    let peek = peek.ok_or_else(closed)?;
+    promise(env, peek, |env, found| match found {
+      Some(e) => raw::string(env, &e.json),
+      None => raw::null(env),
+    })
+  })
+}
+
+/// `stats()`: the counters and gauges as a plain object.
+pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value {
+  let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
+  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
+  // this statement, while its function is alive (as in `entry::get_or_load`).
+  let (metrics, gauges) = (&*inner).cache.borrow().snapshot();
+  let build = || {
+    let mut object = std::ptr::null_mut();
+    napi_try!(env, sys::napi_create_object(env, &mut object));
+    for (name, _, _, value) in metrics.counters().into_iter().chain(gauges.gauges()) {
+      let name = std::ffi::CString::new(name).unwrap_or_default();
+      raw::set_property(env, object, &name, raw::number(env, value as f64))?;
+    }
+    Ok(object)
+  };
+  match build() {
+    Ok(object) => object,
+    Err(failure) => raw::throw(env, failure),
+  }
+}
+
+/// `metrics()`: the Prometheus text format.
+pub unsafe extern "C" fn metrics(env: Env, info: sys::napi_callback_info) -> Value {
+  let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
+  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
+  // this statement, while its function is alive (as in `entry::get_or_load`).
+  let (metrics, gauges) = (&*inner).cache.borrow().snapshot();
+  let text = crate::engine::metrics::prometheus(&metrics, &gauges);
+  raw::string(env, &text)
+}

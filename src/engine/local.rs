@@ -1,0 +1,766 @@
+//! The engine: one embedded store, one flight table, the counters, and the
+//! decisions of the protocol for one key (see DESIGN.md §3):
+//!
+//! | entry             | caller gets          | besides                         |
+//! |-------------------|----------------------|---------------------------------|
+//! | fresh             | the value            | XFetch may start a refresh      |
+//! | stale             | the value at once    | one background refresh          |
+//! | negative (fresh)  | the not-found marker | —                               |
+//! | none / expired    | waits for a load     | one load per key (coalesced)    |
+
+use super::clock::{wall_clock_ms, Draws};
+use super::flights::{Flight, FlightTable};
+use super::memory::{Entry, MemoryStore, Reclaimed};
+use super::metrics::{Gauges, Metrics};
+use crate::core::envelope::Meta;
+use crate::core::options::{CacheConfig, EntryPolicy};
+use crate::core::policy::{self, Freshness};
+
+/// Why a background refresh starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refresh {
+  /// The entry is stale.
+  Stale,
+  /// The entry is fresh, and XFetch drew an early refresh.
+  Early,
+}
+
+/// What the callers of a flight answered by a shared store got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+  Fresh,
+  Stale,
+  Negative,
+}
+
+/// No usable entry: join the key's flight, or lead one.
+fn join_or_lead<'a, V, F>(
+  metrics: &mut Metrics,
+  flight: Option<&'a mut Flight<F>>,
+) -> Decision<'a, V, F> {
+  match flight {
+    Some(flight) => {
+      metrics.coalesced += 1;
+      flight.joined += 1;
+      Decision::Join {
+        flight: &flight.handle,
+      }
+    }
+    None => {
+      metrics.misses += 1;
+      Decision::Lead
+    }
+  }
+}
+
+/// What one `getOrLoad` call does.
+#[derive(Debug)]
+pub enum Decision<'a, V, F> {
+  /// A fresh value; `refresh` asks the caller to start a background refresh.
+  Hit {
+    value: &'a V,
+    refresh: Option<Refresh>,
+  },
+  /// A stale value; `refresh` asks the caller to start the background refresh.
+  /// `counted` is false when the caller may still be answered by the refresh
+  /// (softTimeout), and reports the outcome itself.
+  Stale {
+    value: &'a V,
+    refresh: bool,
+    join: Option<&'a F>,
+    counted: bool,
+  },
+  /// A fresh not-found marker.
+  Negative { value: &'a V },
+  /// A load is in flight: share it.
+  Join { flight: &'a F },
+  /// Nothing usable: this caller starts the load.
+  Lead,
+}
+
+#[derive(Debug)]
+pub struct Engine<V, F> {
+  config: CacheConfig,
+  store: MemoryStore<V>,
+  flights: FlightTable<F>,
+  metrics: Metrics,
+  running: u64,
+  clock_offset: u64,
+  fixed_jitter_u: Option<f64>,
+  fixed_xfetch_u: Option<f64>,
+  draws: Draws,
+  closed: bool,
+}
+
+impl<V, F> Engine<V, F> {
+  pub fn new(config: CacheConfig) -> Self {
+    Engine {
+      store: MemoryStore::new(config.max_entries),
+      config,
+      flights: FlightTable::default(),
+      metrics: Metrics::default(),
+      running: 0,
+      clock_offset: 0,
+      fixed_jitter_u: None,
+      fixed_xfetch_u: None,
+      draws: Draws::seeded(),
+      closed: false,
+    }
+  }
+
+  pub fn config(&self) -> &CacheConfig {
+    &self.config
+  }
+
+  /// Epoch milliseconds, plus the offset tests may add.
+  pub fn now(&self) -> u64 {
+    wall_clock_ms().saturating_add(self.clock_offset)
+  }
+
+  pub fn advance_clock(&mut self, ms: u64) {
+    self.clock_offset = self.clock_offset.saturating_add(ms);
+  }
+
+  /// Pins the random draws (`None`: real randomness again).
+  pub fn set_random(&mut self, jitter: Option<f64>, xfetch: Option<f64>) {
+    self.fixed_jitter_u = jitter;
+    self.fixed_xfetch_u = xfetch;
+  }
+
+  pub fn is_closed(&self) -> bool {
+    self.closed
+  }
+
+  pub fn close(&mut self) {
+    self.closed = true;
+  }
+
+  fn count(&mut self, reclaimed: Reclaimed) {
+    self.metrics.evictions += reclaimed.evicted;
+    self.metrics.expirations += reclaimed.expired;
+  }
+
+  /// Decides one `getOrLoad` call. `allow_stale: false` treats a stale entry
+  /// as a miss. XFetch uses the `beta` the entry was written with.
+  pub fn decide(&mut self, key: &str, allow_stale: bool) -> Decision<'_, V, F> {
+    let now = self.now();
+    let l1 = self.config.redis.is_some();
+    let soft_wait = self.config.soft_timeout > 0;
+    let xfetch_u = self.fixed_xfetch_u;
+    let mut flight = self.flights.for_key_mut(key);
+    if !allow_stale {
+      if let Some(flight) = flight.as_mut() {
+        flight.strict = true;
+      }
+    }
+    let (entry, reclaimed) = self.store.touch(key, now);
+    let metrics = &mut self.metrics;
+    metrics.evictions += reclaimed.evicted;
+    metrics.expirations += reclaimed.expired;
+    let Some(entry) = entry else {
+      return join_or_lead(metrics, flight);
+    };
+    let may_refresh = flight.is_none() && now >= entry.retry_after;
+    match policy::classify(&entry.meta, now) {
+      Freshness::Fresh if entry.meta.negative => {
+        metrics.negative_hits += 1;
+        metrics.l1_hits += u64::from(l1);
+        Decision::Negative {
+          value: &entry.value,
+        }
+      }
+      Freshness::Fresh => {
+        metrics.hits += 1;
+        metrics.l1_hits += u64::from(l1);
+        let early = may_refresh
+          && entry.beta > 0.0
+          && entry.meta.compute_ms > 0
+          && policy::xfetch_refresh_early(
+            now,
+            entry.meta.fresh_until,
+            entry.meta.compute_ms,
+            entry.beta,
+            xfetch_u.unwrap_or(entry.xfetch_u),
+          );
+        Decision::Hit {
+          value: &entry.value,
+          refresh: early.then_some(Refresh::Early),
+        }
+      }
+      Freshness::Stale if allow_stale => {
+        metrics.l1_hits += u64::from(l1);
+        if !soft_wait {
+          metrics.stale_served += 1;
+        }
+        Decision::Stale {
+          value: &entry.value,
+          refresh: may_refresh,
+          join: flight.map(|f| &f.handle),
+          counted: !soft_wait,
+        }
+      }
+      // Stale but not allowed, or expired: a miss that keeps the entry for
+      // callers that accept stale values.
+      _ => join_or_lead(metrics, flight),
+    }
+  }
+
+  /// Counts a stale read whose caller waited up to softTimeout: it was
+  /// answered with the stale value, or with the refresh's fresh one.
+  pub fn record_soft_wait(&mut self, served_stale: bool) {
+    if served_stale {
+      self.metrics.stale_served += 1;
+    } else {
+      self.metrics.hits += 1;
+    }
+  }
+
+  /// Whether values are kept in memory: always, except with Redis and
+  /// `l1: false` (every call then reads Redis; flights still coalesce).
+  fn keeps_values(&self) -> bool {
+    self.config.redis.as_ref().is_none_or(|r| r.l1)
+  }
+
+  /// Drops `key` from memory if it still holds the value stamped `stamp`:
+  /// the shared store kept a newer one.
+  pub fn forget_if_stamp(&mut self, key: &str, stamp: u64) {
+    if self.store.peek(key).is_some_and(|e| e.meta.stamp == stamp) {
+      self.store.remove(key);
+    }
+  }
+
+  /// Registers a load for `key` before its loader is called, with the
+  /// binding's handle for it; returns its id. Without Redis the loader runs
+  /// right away, so the load is counted here; with Redis only once the
+  /// loader ran ([`Engine::count_loader_run`]): the fleet may answer the
+  /// flight, or it may be given up while it waits.
+  pub fn begin_flight(
+    &mut self,
+    key: &str,
+    handle: F,
+    refresh: Option<Refresh>,
+    policy: EntryPolicy,
+  ) -> u64 {
+    let now = self.now();
+    self.running += 1;
+    self.metrics.loads += u64::from(self.config.redis.is_none());
+    match refresh {
+      Some(Refresh::Early) => {
+        self.metrics.background_refreshes += 1;
+        self.metrics.early_refreshes += 1;
+      }
+      Some(Refresh::Stale) => self.metrics.background_refreshes += 1,
+      None => {}
+    }
+    let replaces = match refresh {
+      Some(Refresh::Early) => self.store.peek(key).map(|e| e.meta.stamp),
+      _ => None,
+    };
+    let id = self
+      .flights
+      .begin(key, handle, refresh.is_some(), policy, now);
+    if let Some(flight) = self.flights.get_mut(id) {
+      flight.replaces = replaces;
+    }
+    id
+  }
+
+  /// Flight `id` until it ends (superseded or not).
+  pub fn flight(&self, id: u64) -> Option<&Flight<F>> {
+    self.flights.get(id)
+  }
+
+  pub fn flight_mut(&mut self, id: u64) -> Option<&mut Flight<F>> {
+    self.flights.get_mut(id)
+  }
+
+  /// The key's current flight.
+  pub fn flight_for_key_mut(&mut self, key: &str) -> Option<&mut Flight<F>> {
+    self.flights.for_key_mut(key)
+  }
+
+  /// Whether a background refresh of `key` may start now: an entry is
+  /// there, no flight is, and the key is not backing off.
+  pub fn refresh_due(&self, key: &str) -> bool {
+    let now = self.now();
+    self.flights.for_key(key).is_none()
+      && (!self.keeps_values()
+        || self
+          .store
+          .peek(key)
+          .is_some_and(|e| now < e.meta.hard_until && now >= e.retry_after))
+  }
+
+  /// What a shared store may answer flight `id` with: `(accept_stale,
+  /// newer_than)`; `None` when the flight is no longer current.
+  pub fn flight_terms(&self, id: u64) -> Option<(bool, Option<u64>)> {
+    self
+      .flights
+      .current(id)
+      .map(|f| (!f.background && !f.strict, f.replaces))
+  }
+
+  /// Stores a value another instance wrote (read from the shared store) for
+  /// flight `id`, with that value's own deadlines: the L1 never looks
+  /// fresher than the shared entry. Returns what the flight's callers got.
+  ///
+  /// The flight's callers were counted as `misses` and `coalesced` when they
+  /// came; answered from the shared store, they are recounted as what they
+  /// got: `hits`, `staleServed` or `negativeHits`.
+  pub fn adopt(&mut self, id: u64, value: V, meta: Meta) -> Served {
+    let now = self.now();
+    let served = if meta.negative {
+      Served::Negative
+    } else if now < meta.fresh_until {
+      Served::Fresh
+    } else {
+      Served::Stale
+    };
+    self.running = self.running.saturating_sub(1);
+    let Some(flight) = self.flights.current(id) else {
+      return served;
+    };
+    let beta = flight.policy.beta;
+    let (leader, joined) = (u64::from(!flight.background), flight.joined);
+    let key = flight.key.clone();
+    let m = &mut self.metrics;
+    m.misses = m.misses.saturating_sub(leader);
+    m.coalesced = m.coalesced.saturating_sub(joined);
+    *match served {
+      Served::Negative => &mut m.negative_hits,
+      Served::Fresh => &mut m.hits,
+      Served::Stale => &mut m.stale_served,
+    } += leader + joined;
+    if now >= meta.hard_until || !self.keeps_values() {
+      return served;
+    }
+    let entry = Entry {
+      meta,
+      value,
+      retry_after: 0,
+      beta,
+      xfetch_u: self.draws.next(None),
+    };
+    let reclaimed = self.store.insert(key, entry, now);
+    self.count(reclaimed);
+    served
+  }
+
+  /// Applies changes other instances made: their keys leave the L1, and a
+  /// deleted (or cleared) key's flight is superseded, as a local `delete`
+  /// would.
+  pub fn invalidate(&mut self, invalidations: Vec<crate::engine::fleet::Invalidation>) {
+    use crate::core::lock::Change;
+    use crate::engine::fleet::Invalidation;
+    for invalidation in invalidations {
+      match invalidation {
+        Invalidation::Changed(Change::Filled(key)) => {
+          self.store.remove(&key);
+        }
+        Invalidation::Changed(Change::Deleted(key)) => {
+          self.store.remove(&key);
+          self.flights.supersede(&key);
+        }
+        Invalidation::Changed(Change::Cleared) => self.clear(),
+        Invalidation::Resubscribed => {
+          self.store.clear();
+        }
+      }
+    }
+  }
+
+  /// Stores a finished load's value (`negative`: the loader found nothing).
+  /// Returns what was stored, to be written to a shared store too: a
+  /// superseded flight's result is not stored.
+  pub fn fill(&mut self, id: u64, value: V, negative: bool, compute_ms: u64) -> Option<Meta> {
+    self.running = self.running.saturating_sub(1);
+    let flight = self.flights.current(id)?;
+    let (policy, stamp) = (flight.policy, flight.started_at);
+    let key = flight.key.as_str();
+    let now = self.now();
+    if negative && policy.negative_ttl == 0 {
+      // Not found, and not-found is not cached: what was there is gone.
+      self.store.remove(key);
+      return None;
+    }
+    if let Some(stored) = self.store.peek(key) {
+      if stored.meta.stamp > stamp {
+        return None;
+      }
+    }
+    let u = self.draws.next(self.fixed_jitter_u);
+    let (fresh_until, hard_until) = if negative {
+      let fresh = now.saturating_add(policy::jittered(policy.negative_ttl, self.config.jitter, u));
+      (fresh, fresh)
+    } else {
+      policy::deadlines(now, policy.ttl, policy.hard_ttl, self.config.jitter, u)
+    };
+    let meta = Meta {
+      fresh_until,
+      hard_until,
+      compute_ms,
+      stamp,
+      negative,
+    };
+    if self.keeps_values() {
+      let entry = Entry {
+        meta,
+        value,
+        retry_after: 0,
+        beta: policy.beta,
+        xfetch_u: self.draws.next(None),
+      };
+      let key = key.to_string();
+      let reclaimed = self.store.insert(key, entry, now);
+      self.count(reclaimed);
+    }
+    Some(meta)
+  }
+
+  /// With Redis, a flight's loader ran (it settled, with a value or an
+  /// error): counted in `loads`.
+  pub fn count_loader_run(&mut self) {
+    self.metrics.loads += u64::from(self.config.redis.is_some());
+  }
+
+  /// Records a failed load. The entry stays (stale-if-error) and is not
+  /// refreshed in the background again for `refresh_backoff`.
+  pub fn fail(&mut self, id: u64, timed_out: bool) {
+    self.running = self.running.saturating_sub(1);
+    self.metrics.load_errors += 1;
+    self.metrics.timeouts += u64::from(timed_out);
+    let Some(flight) = self.flights.get(id) else {
+      return;
+    };
+    self.metrics.background_errors += u64::from(flight.background);
+    if !flight.superseded {
+      let retry_after = self.now().saturating_add(self.config.refresh_backoff);
+      if let Some(entry) = self.store.peek_mut(&flight.key) {
+        entry.retry_after = retry_after;
+      }
+    }
+  }
+
+  /// Ends flight `id`, handing it back (its handle, its lock).
+  pub fn end_flight(&mut self, id: u64) -> Option<Flight<F>> {
+    self.flights.end(id)
+  }
+
+  /// Writes a value directly. A flight in flight for the key is superseded:
+  /// its result, loaded from older data, will not be stored.
+  pub fn set(&mut self, key: &str, value: V, policy: EntryPolicy) -> Meta {
+    let now = self.now();
+    self.flights.supersede(key);
+    let (fresh_until, hard_until) = policy::deadlines(
+      now,
+      policy.ttl,
+      policy.hard_ttl,
+      self.config.jitter,
+      self.draws.next(self.fixed_jitter_u),
+    );
+    let meta = Meta {
+      fresh_until,
+      hard_until,
+      compute_ms: 0,
+      stamp: now,
+      negative: false,
+    };
+    let entry = Entry {
+      meta,
+      value,
+      retry_after: 0,
+      beta: policy.beta,
+      xfetch_u: self.draws.next(None),
+    };
+    if self.keeps_values() {
+      let reclaimed = self.store.insert(key.to_string(), entry, now);
+      self.count(reclaimed);
+    }
+    meta
+  }
+
+  /// Removes `key` and supersedes its flight; true if a live entry was there.
+  pub fn delete(&mut self, key: &str) -> bool {
+    let now = self.now();
+    self.flights.supersede(key);
+    self
+      .store
+      .remove(key)
+      .is_some_and(|e| now < e.meta.hard_until)
+  }
+
+  pub fn clear(&mut self) {
+    self.flights.supersede_all();
+    self.store.clear();
+  }
+
+  /// A cached value, fresh or (when allowed) stale; not-found markers and
+  /// misses are `None`. Loads nothing and counts nothing.
+  pub fn get(&mut self, key: &str, allow_stale: bool) -> Option<&V> {
+    let now = self.now();
+    let (entry, reclaimed) = self.store.touch(key, now);
+    let found = match entry {
+      Some(e) if e.meta.negative => None,
+      Some(e) => match policy::classify(&e.meta, now) {
+        Freshness::Fresh => Some(&e.value),
+        Freshness::Stale if allow_stale => Some(&e.value),
+        _ => None,
+      },
+      None => None,
+    };
+    self.metrics.evictions += reclaimed.evicted;
+    self.metrics.expirations += reclaimed.expired;
+    found
+  }
+
+  pub fn metrics(&self) -> Metrics {
+    self.metrics
+  }
+
+  pub fn gauges(&self) -> Gauges {
+    Gauges {
+      size: self.store.len() as u64,
+      in_flight: self.running,
+      circuit_open: 0,
+    }
+  }
+
+  /// Drops every entry and flight (after `close`, once loads settled).
+  pub fn release(&mut self) -> Vec<Flight<F>> {
+    self.store.clear();
+    self.flights.drain()
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::core::options::RawCacheOptions;
+
+  type TestEngine = Engine<String, &'static str>;
+
+  fn engine() -> TestEngine {
+    let raw = RawCacheOptions {
+      ttl: Some(1_000.0),
+      hard_ttl: Some(10_000.0),
+      jitter: Some(0.0),
+      refresh_backoff: Some(5_000.0),
+      ..Default::default()
+    };
+    let mut e = Engine::new(CacheConfig::from_raw(&raw).unwrap());
+    e.set_random(Some(0.5), Some(1.0));
+    e
+  }
+
+  fn load(e: &mut TestEngine, key: &str, value: &str, compute_ms: u64) {
+    assert!(matches!(e.decide(key, true), Decision::Lead));
+    let policy = e.config().entry;
+    let id = e.begin_flight(key, "promise", None, policy);
+    assert!(e.fill(id, value.to_string(), false, compute_ms).is_some());
+    assert_eq!(e.end_flight(id).map(|f| f.handle), Some("promise"));
+  }
+
+  #[test]
+  fn concurrent_callers_join_one_flight() {
+    let mut e = engine();
+    assert!(matches!(e.decide("k", true), Decision::Lead));
+    let id = e.begin_flight("k", "p", None, e.config().entry);
+    for _ in 0..99 {
+      assert!(matches!(
+        e.decide("k", true),
+        Decision::Join { flight: &"p" }
+      ));
+    }
+    assert_eq!((e.metrics().misses, e.metrics().coalesced), (1, 99));
+    e.fail(id, false);
+    assert_eq!((e.metrics().loads, e.metrics().load_errors), (1, 1));
+    e.end_flight(id);
+    // A failed flight is not reused: the next caller leads again.
+    assert!(matches!(e.decide("k", true), Decision::Lead));
+    assert_eq!(e.gauges().size, 0);
+  }
+
+  #[test]
+  fn fresh_then_stale_with_one_refresh_then_expired() {
+    let mut e = engine();
+    load(&mut e, "k", "v1", 50);
+    assert!(matches!(
+      e.decide("k", true),
+      Decision::Hit { refresh: None, .. }
+    ));
+    e.advance_clock(1_000);
+    let id = match e.decide("k", true) {
+      Decision::Stale {
+        value,
+        refresh: true,
+        join: None,
+        counted: true,
+      } => {
+        assert_eq!(value, "v1");
+        e.begin_flight("k", "refresh", Some(Refresh::Stale), e.config().entry)
+      }
+      other => panic!("{other:?}"),
+    };
+    // While the refresh runs, stale readers start no other.
+    for _ in 0..10 {
+      assert!(matches!(
+        e.decide("k", true),
+        Decision::Stale { refresh: false, .. }
+      ));
+    }
+    // A caller that refuses stale values joins the refresh.
+    assert!(matches!(
+      e.decide("k", false),
+      Decision::Join { flight: &"refresh" }
+    ));
+    assert!(e.fill(id, "v2".into(), false, 70).is_some());
+    e.end_flight(id);
+    match e.decide("k", true) {
+      Decision::Hit { value, .. } => assert_eq!(value, "v2"),
+      other => panic!("{other:?}"),
+    }
+    assert_eq!(e.metrics().background_refreshes, 1);
+    assert_eq!(e.metrics().stale_served, 11);
+    e.advance_clock(10_000);
+    assert!(matches!(e.decide("k", true), Decision::Lead));
+  }
+
+  #[test]
+  fn failed_refresh_keeps_the_stale_value_and_backs_off() {
+    let mut e = engine();
+    load(&mut e, "k", "v1", 10);
+    e.advance_clock(1_500);
+    let id = e.begin_flight("k", "r", Some(Refresh::Stale), e.config().entry);
+    e.fail(id, false);
+    e.end_flight(id);
+    assert_eq!(e.metrics().background_errors, 1);
+    match e.decide("k", true) {
+      Decision::Stale { value, refresh, .. } => {
+        assert_eq!(value, "v1");
+        assert!(!refresh, "backing off");
+      }
+      other => panic!("{other:?}"),
+    }
+    e.advance_clock(5_000);
+    assert!(matches!(
+      e.decide("k", true),
+      Decision::Stale { refresh: true, .. }
+    ));
+  }
+
+  #[test]
+  fn xfetch_draws_decide_early_refresh() {
+    let mut e = engine();
+    load(&mut e, "k", "v", 100);
+    e.set_random(Some(0.5), Some(0.0));
+    assert!(matches!(
+      e.decide("k", true),
+      Decision::Hit {
+        refresh: Some(Refresh::Early),
+        ..
+      }
+    ));
+    e.set_random(Some(0.5), Some(1.0));
+    assert!(matches!(
+      e.decide("k", true),
+      Decision::Hit { refresh: None, .. }
+    ));
+    // An entry written with beta 0 never refreshes early, whatever the draw.
+    e.set_random(Some(0.5), Some(0.0));
+    let mut policy = e.config().entry;
+    policy.beta = 0.0;
+    let id = e.begin_flight("k", "p", None, policy);
+    assert!(e.fill(id, "v".into(), false, 100).is_some());
+    e.end_flight(id);
+    assert!(matches!(
+      e.decide("k", true),
+      Decision::Hit { refresh: None, .. }
+    ));
+  }
+
+  #[test]
+  fn negative_results_are_cached_for_negative_ttl_only() {
+    let mut e = engine();
+    let id = e.begin_flight("gone", "p", None, e.config().entry);
+    assert!(e.fill(id, "null".into(), true, 5).is_some());
+    e.end_flight(id);
+    assert!(matches!(e.decide("gone", true), Decision::Negative { .. }));
+    assert!(e.get("gone", true).is_none());
+    e.advance_clock(5_000);
+    assert!(matches!(e.decide("gone", true), Decision::Lead));
+    let mut policy = e.config().entry;
+    policy.negative_ttl = 0;
+    let id = e.begin_flight("gone", "p", None, policy);
+    assert!(e.fill(id, "null".into(), true, 5).is_none());
+  }
+
+  #[test]
+  fn set_and_delete_supersede_a_flight() {
+    let mut e = engine();
+    let id = e.begin_flight("k", "old", None, e.config().entry);
+    e.set("k", "direct".into(), e.config().entry);
+    assert!(e.fill(id, "from-old-data".into(), false, 1).is_none());
+    assert!(
+      e.end_flight(id).unwrap().superseded,
+      "the flight was superseded"
+    );
+    assert_eq!(e.get("k", true).map(String::as_str), Some("direct"));
+    let id = e.begin_flight("k", "p", Some(Refresh::Stale), e.config().entry);
+    assert!(e.delete("k"));
+    assert!(e.fill(id, "x".into(), false, 1).is_none());
+    assert!(matches!(e.decide("k", true), Decision::Lead));
+    assert!(!e.delete("k"));
+  }
+
+  #[test]
+  fn stale_false_never_gets_a_stale_value() {
+    let mut e = engine();
+    load(&mut e, "k", "v", 10);
+    e.advance_clock(2_000);
+    assert!(matches!(e.decide("k", false), Decision::Lead));
+    assert!(e.get("k", false).is_none());
+    assert_eq!(e.get("k", true).map(String::as_str), Some("v"));
+  }
+
+  #[test]
+  fn xfetch_draws_once_per_entry_not_once_per_read() {
+    let raw = RawCacheOptions {
+      ttl: Some(1_000.0),
+      jitter: Some(0.0),
+      ..Default::default()
+    };
+    let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
+    let id = e.begin_flight("hot", "p", None, e.config().entry);
+    e.fill(id, "v".into(), false, 100).unwrap();
+    e.end_flight(id);
+    // A read 1 s before expiry of a 100 ms key refreshes early with
+    // probability exp(-10) per draw: drawn per read, a million reads would
+    // refresh it almost surely; drawn once for the entry, almost never.
+    let early = (0..1_000_000)
+      .filter(|_| {
+        matches!(
+          e.decide("hot", true),
+          Decision::Hit {
+            refresh: Some(Refresh::Early),
+            ..
+          }
+        )
+      })
+      .count();
+    assert_eq!(early, 0);
+  }
+
+  #[test]
+  fn lru_bound_and_counters() {
+    let raw = RawCacheOptions {
+      max_entries: Some(3.0),
+      ..Default::default()
+    };
+    let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
+    for i in 0..10 {
+      e.set(&format!("k{i}"), "v".into(), e.config().entry);
+    }
+    assert_eq!(e.gauges().size, 3);
+    assert_eq!(e.metrics().evictions, 7);
+  }
+}
