@@ -36,20 +36,39 @@ pub struct Flight<F> {
   pub superseded: bool,
 }
 
+/// The flights, in a slab: an id is a slot and that slot's generation, so a
+/// report by id is an index and a compare, and a stale id (its flight ended,
+/// the slot reused) finds nothing. Ids stay below 2^53: they cross to JS as
+/// numbers.
 #[derive(Debug)]
 pub struct FlightTable<F> {
-  by_id: HashMap<u64, Flight<F>>,
-  /// Each key's current flight.
-  by_key: HashMap<String, u64>,
-  next_id: u64,
+  slots: Vec<Slot<F>>,
+  free: Vec<u32>,
+  /// Each key's current flight, by slot.
+  by_key: HashMap<String, u32>,
+  len: usize,
+}
+
+#[derive(Debug)]
+struct Slot<F> {
+  generation: u32,
+  flight: Option<Flight<F>>,
+}
+
+/// Generations wrap below this, keeping ids under 2^53.
+const GENERATIONS: u32 = 1 << 21;
+
+fn id_of(slot: u32, generation: u32) -> u64 {
+  (u64::from(generation) << 32) | u64::from(slot)
 }
 
 impl<F> Default for FlightTable<F> {
   fn default() -> Self {
     FlightTable {
-      by_id: HashMap::new(),
+      slots: Vec::new(),
+      free: Vec::new(),
       by_key: HashMap::new(),
-      next_id: 1,
+      len: 0,
     }
   }
 }
@@ -60,24 +79,25 @@ impl<F> FlightTable<F> {
     if self.by_key.is_empty() {
       return None;
     }
-    self.by_key.get(key).and_then(|id| self.by_id.get(id))
+    let slot = *self.by_key.get(key)?;
+    self.slots[slot as usize].flight.as_ref()
   }
 
   pub fn for_key_mut(&mut self, key: &str) -> Option<&mut Flight<F>> {
     if self.by_key.is_empty() {
       return None;
     }
-    let id = *self.by_key.get(key)?;
-    self.by_id.get_mut(&id)
+    let slot = *self.by_key.get(key)?;
+    self.slots[slot as usize].flight.as_mut()
   }
 
   /// Flights in the table, superseded ones included.
   pub fn len(&self) -> usize {
-    self.by_id.len()
+    self.len
   }
 
   pub fn is_empty(&self) -> bool {
-    self.by_id.is_empty()
+    self.len == 0
   }
 
   /// Starts a flight and makes it the key's current one; a flight already
@@ -91,13 +111,6 @@ impl<F> FlightTable<F> {
     policy: EntryPolicy,
     now: u64,
   ) -> u64 {
-    let id = self.next_id;
-    self.next_id += 1;
-    if let Some(previous) = self.by_key.insert(key.to_string(), id) {
-      if let Some(flight) = self.by_id.get_mut(&previous) {
-        flight.superseded = true;
-      }
-    }
     let flight = Flight {
       key: key.to_string(),
       handle,
@@ -110,27 +123,59 @@ impl<F> FlightTable<F> {
       lock: None,
       superseded: false,
     };
-    self.by_id.insert(id, flight);
+    let slot = match self.free.pop() {
+      Some(slot) => slot,
+      None => {
+        self.slots.push(Slot {
+          generation: 0,
+          flight: None,
+        });
+        (self.slots.len() - 1) as u32
+      }
+    };
+    let entry = &mut self.slots[slot as usize];
+    entry.generation = (entry.generation + 1) % GENERATIONS;
+    entry.flight = Some(flight);
+    let id = id_of(slot, entry.generation);
+    self.len += 1;
+    if let Some(previous) = self.by_key.insert(key.to_string(), slot) {
+      if let Some(flight) = self.slots[previous as usize].flight.as_mut() {
+        flight.superseded = true;
+      }
+    }
     id
+  }
+
+  fn slot(&self, id: u64) -> Option<&Slot<F>> {
+    let slot = self.slots.get((id & u64::from(u32::MAX)) as usize)?;
+    (u64::from(slot.generation) == id >> 32).then_some(slot)
+  }
+
+  fn slot_mut(&mut self, id: u64) -> Option<&mut Slot<F>> {
+    let slot = self.slots.get_mut((id & u64::from(u32::MAX)) as usize)?;
+    (u64::from(slot.generation) == id >> 32).then_some(slot)
   }
 
   /// Flight `id`, superseded or not, until it ends.
   pub fn get(&self, id: u64) -> Option<&Flight<F>> {
-    self.by_id.get(&id)
+    self.slot(id)?.flight.as_ref()
   }
 
   pub fn get_mut(&mut self, id: u64) -> Option<&mut Flight<F>> {
-    self.by_id.get_mut(&id)
+    self.slot_mut(id)?.flight.as_mut()
   }
 
   /// Flight `id`, if it is still its key's current flight.
   pub fn current(&self, id: u64) -> Option<&Flight<F>> {
-    self.by_id.get(&id).filter(|f| !f.superseded)
+    self.get(id).filter(|f| !f.superseded)
   }
 
   /// Ends flight `id`; a successor under the same key is left alone.
   pub fn end(&mut self, id: u64) -> Option<Flight<F>> {
-    let flight = self.by_id.remove(&id)?;
+    let flight = self.slot_mut(id)?.flight.take()?;
+    let slot = (id & u64::from(u32::MAX)) as u32;
+    self.free.push(slot);
+    self.len -= 1;
     if !flight.superseded {
       self.by_key.remove(&flight.key);
     }
@@ -143,8 +188,8 @@ impl<F> FlightTable<F> {
     if self.by_key.is_empty() {
       return;
     }
-    if let Some(id) = self.by_key.remove(key) {
-      if let Some(flight) = self.by_id.get_mut(&id) {
+    if let Some(slot) = self.by_key.remove(key) {
+      if let Some(flight) = self.slots[slot as usize].flight.as_mut() {
         flight.superseded = true;
       }
     }
@@ -152,7 +197,7 @@ impl<F> FlightTable<F> {
 
   pub fn supersede_all(&mut self) {
     self.by_key.clear();
-    for flight in self.by_id.values_mut() {
+    for flight in self.slots.iter_mut().filter_map(|s| s.flight.as_mut()) {
       flight.superseded = true;
     }
   }
@@ -160,7 +205,10 @@ impl<F> FlightTable<F> {
   /// Every flight, for teardown (after `close`, once loads settled).
   pub fn drain(&mut self) -> Vec<Flight<F>> {
     self.by_key.clear();
-    self.by_id.drain().map(|(_, f)| f).collect()
+    self.free.clear();
+    self.len = 0;
+    let flights = self.slots.drain(..).filter_map(|s| s.flight).collect();
+    flights
   }
 }
 
@@ -199,6 +247,18 @@ mod tests {
     assert!(t.end(second).is_some());
     assert!(t.is_empty());
     assert!(t.for_key("k").is_none());
+  }
+
+  #[test]
+  fn a_stale_id_finds_nothing_once_its_slot_is_reused() {
+    let mut t: FlightTable<&str> = FlightTable::default();
+    let first = t.begin("a", "p1", false, POLICY, 0);
+    assert!(t.end(first).is_some());
+    let second = t.begin("b", "p2", false, POLICY, 0);
+    assert_ne!(first, second, "the reused slot has a new generation");
+    assert!(t.get(first).is_none() && t.end(first).is_none());
+    assert_eq!(t.get(second).unwrap().key, "b");
+    assert!(second < 1 << 53);
   }
 
   #[test]
