@@ -2,7 +2,32 @@
 //! cheap coarse clock (plus the offset tests may add), and uniform draws
 //! from one small generator per cache. Both can be pinned for tests.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A cache's clock: the wall clock in epoch ms plus the offset tests add
+/// (`advanceClock`). One per cache, shared by the local engine and the
+/// fleet, so a test's time moves memory TTLs, Redis TTLs and the circuit
+/// breaker alike.
+#[derive(Debug, Clone, Default)]
+pub struct Clock {
+  offset: Arc<AtomicU64>,
+}
+
+impl Clock {
+  pub fn now(&self) -> u64 {
+    wall_clock_ms().saturating_add(self.offset.load(Ordering::Relaxed))
+  }
+
+  pub fn advance(&self, ms: u64) {
+    let _ = self
+      .offset
+      .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
+        Some(o.saturating_add(ms))
+      });
+  }
+}
 
 /// Epoch milliseconds from the coarse real-time clock on Linux: a few ms of
 /// resolution (plenty for TTLs) at a fraction of `SystemTime::now`'s cost,

@@ -8,7 +8,7 @@
 //! | negative (fresh)  | the not-found marker | —                               |
 //! | none / expired    | waits for a load     | one load per key (coalesced)    |
 
-use super::clock::{wall_clock_ms, Draws};
+use super::clock::{Clock, Draws};
 use super::flights::{Flight, FlightTable};
 use super::memory::{Entry, MemoryStore, Reclaimed};
 use super::metrics::{Gauges, Metrics};
@@ -85,7 +85,7 @@ pub struct Engine<V, F> {
   flights: FlightTable<F>,
   metrics: Metrics,
   running: u64,
-  clock_offset: u64,
+  clock: Clock,
   fixed_jitter_u: Option<f64>,
   fixed_xfetch_u: Option<f64>,
   draws: Draws,
@@ -94,13 +94,18 @@ pub struct Engine<V, F> {
 
 impl<V, F> Engine<V, F> {
   pub fn new(config: CacheConfig) -> Self {
+    Engine::with_clock(config, Clock::default())
+  }
+
+  /// An engine on `clock` (shared with the fleet).
+  pub fn with_clock(config: CacheConfig, clock: Clock) -> Self {
     Engine {
       store: MemoryStore::new(config.max_entries),
       config,
       flights: FlightTable::default(),
       metrics: Metrics::default(),
       running: 0,
-      clock_offset: 0,
+      clock,
       fixed_jitter_u: None,
       fixed_xfetch_u: None,
       draws: Draws::seeded(),
@@ -114,11 +119,11 @@ impl<V, F> Engine<V, F> {
 
   /// Epoch milliseconds, plus the offset tests may add.
   pub fn now(&self) -> u64 {
-    wall_clock_ms().saturating_add(self.clock_offset)
+    self.clock.now()
   }
 
   pub fn advance_clock(&mut self, ms: u64) {
-    self.clock_offset = self.clock_offset.saturating_add(ms);
+    self.clock.advance(ms);
   }
 
   /// Pins the random draws (`None`: real randomness again).
