@@ -3,9 +3,11 @@
 mod support;
 
 use herdcache::core::envelope::{DecodeError, Envelope, Meta};
-use herdcache::core::lock::{Change, Event};
+use herdcache::core::fleet::{Change, Event};
 use herdcache::engine::fleet::{Acquired, Fleet, FleetConfig, Terms};
-use herdcache::engine::redis::{lock_token, Events, LockAttempt, Read, RedisStore, RedisTimeouts};
+use herdcache::engine::shared::{
+  lock_token, Events, LockAttempt, Read, RedisStore, RedisTimeouts, SharedStore,
+};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -208,12 +210,9 @@ async fn fills_and_deletes_reach_subscribers_and_wake_waiters() {
   };
   let task = {
     let connected = Arc::clone(&connected);
-    events.subscribe(
-      s.client(),
-      s.channel().to_string(),
-      Duration::from_secs(1),
-      move |up| *connected.lock().unwrap() = up,
-    )
+    s.subscribe_with(&events, Duration::from_secs(1), move |up| {
+      *connected.lock().unwrap() = up
+    })
   };
   let deadline = Instant::now() + Duration::from_secs(5);
   while !*connected.lock().unwrap() {
@@ -644,12 +643,9 @@ async fn a_silent_subscription_is_probed_and_made_anew() {
   };
   let task = {
     let states = Arc::clone(&states);
-    events.subscribe(
-      s.client(),
-      s.channel().to_string(),
-      Duration::from_millis(300),
-      move |up| states.lock().unwrap().push(up),
-    )
+    s.subscribe_with(&events, Duration::from_millis(300), move |up| {
+      states.lock().unwrap().push(up)
+    })
   };
   wait_until("the first subscription", || {
     states.lock().unwrap().as_slice() == [true]

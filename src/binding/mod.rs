@@ -17,7 +17,7 @@ use crate::core::error::{Code, Error as CoreError, Kind};
 use crate::core::options::CacheConfig;
 use crate::engine::fleet::{Fleet, FleetConfig, Invalidations};
 use crate::engine::metrics::{Gauges, Metrics};
-use crate::engine::redis::{RedisStore, RedisTimeouts};
+use crate::engine::shared::{RedisStore, RedisTimeouts};
 use crate::engine::Engine;
 use held::Held;
 use napi::bindgen_prelude::*;

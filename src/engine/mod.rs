@@ -8,6 +8,6 @@ pub mod fleet;
 pub mod flights;
 pub mod memory;
 pub mod metrics;
-pub mod redis;
+pub mod shared;
 
 pub use cache::{Decision, Engine, Refresh};
