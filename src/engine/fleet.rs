@@ -8,7 +8,7 @@
 //!
 //! Runs on tokio; the in-process side (L1, flight table) stays with the
 //! caller, which gets invalidations from other instances through
-//! [`Fleet::take_invalidations`].
+//! [`Fleet::invalidations`].
 
 use super::shared::{lock_token, Events, LockAttempt, Read, RedisStore, SharedStore};
 use crate::core::breaker::Breaker;
