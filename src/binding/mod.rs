@@ -20,8 +20,9 @@ mod raw;
 
 use crate::core::error::{Code, Error as CoreError, Kind};
 use crate::core::options::CacheConfig;
+use crate::engine::clock::Clock;
 use crate::engine::fleet::{Fleet, FleetConfig};
-use crate::engine::redis::{RedisStore, RedisTimeouts};
+use crate::engine::shared::{RedisStore, RedisTimeouts};
 use crate::engine::Cache;
 use flight::FlightHandle;
 use held::Held;
@@ -153,6 +154,7 @@ impl NativeCache {
       // runs now on its JS thread; the error value is made in its scope.
       unsafe { to_napi_error(env.raw(), Failure::Coded(e)) }
     })?;
+    let clock = Clock::default();
     let fleet = match &config.redis {
       None => None,
       Some(redis) => {
@@ -172,6 +174,7 @@ impl NativeCache {
           lock_ttl: redis.lock_ttl,
           hard_timeout: config.hard_timeout,
           breaker_cooldown: redis.breaker_cooldown,
+          clock: clock.clone(),
         };
         Some(napi::bindgen_prelude::within_runtime_if_available(|| {
           Fleet::start(store, fleet_config)
@@ -181,7 +184,7 @@ impl NativeCache {
     let id = NEXT_CACHE_ID.with(|next| next.replace(next.get() + 1));
     let inner = Rc::new(Inner {
       id,
-      cache: RefCell::new(Cache::new(config, fleet)),
+      cache: RefCell::new(Cache::new(config, clock, fleet)),
       helpers: RefCell::new(None),
       outcome_slot: Cell::new(std::ptr::null_mut()),
       outcome_buffer: RefCell::new(None),

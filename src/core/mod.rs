@@ -5,7 +5,7 @@
 pub mod breaker;
 pub mod envelope;
 pub mod error;
+pub mod fleet;
 pub mod key;
-pub mod lock;
 pub mod options;
 pub mod policy;

@@ -15,6 +15,7 @@
 //! Futures returned here own what they need (an `Arc<Fleet>`, the key) and
 //! run on tokio; the binding runs them and reports back by flight id.
 
+use super::clock::Clock;
 use super::fleet::{Acquired, Fleet, Invalidations, Terms};
 use super::flights::Flight;
 use super::local::{Decision, Engine, Refresh, Served};
@@ -78,9 +79,10 @@ pub struct Cache<V, F> {
 }
 
 impl<V, F> Cache<V, F> {
-  pub fn new(config: CacheConfig, fleet: Option<Arc<Fleet>>) -> Self {
+  /// A cache on `clock`; `fleet`, when given, must run on the same clock.
+  pub fn new(config: CacheConfig, clock: Clock, fleet: Option<Arc<Fleet>>) -> Self {
     Cache {
-      local: Engine::new(config),
+      local: Engine::with_clock(config, clock),
       invalidations: fleet.as_ref().map(|f| f.invalidations()),
       fleet,
     }
@@ -429,7 +431,7 @@ mod tests {
       jitter: Some(0.0),
       ..Default::default()
     };
-    Cache::new(CacheConfig::from_raw(&raw).unwrap(), None)
+    Cache::new(CacheConfig::from_raw(&raw).unwrap(), Clock::default(), None)
   }
 
   fn envelope(now: u64, fresh_for: u64, hard_for: u64) -> Envelope {

@@ -1,19 +1,20 @@
-//! The fleet protocol over the Redis store (DESIGN.md §3): for one flight,
+//! The fleet protocol over a shared store (DESIGN.md §3): for one flight,
 //! read; use a fresh value another instance wrote; else take the lock, or
 //! wait for the winner's fill notice; extend the lease while our loader runs;
-//! write conditionally and release. Every Redis failure fails open (the
+//! write conditionally and release. Every store failure fails open (the
 //! caller loads locally) and feeds the circuit breaker, which makes calls
-//! skip Redis for a cool-down instead of each waiting for a timeout.
+//! skip the store for a cool-down instead of each waiting for a timeout.
+//! The store is a [`SharedStore`] (Redis: [`RedisStore`], the default).
 //!
 //! Runs on tokio; the in-process side (L1, flight table) stays with the
 //! caller, which gets invalidations from other instances through
-//! [`Fleet::take_invalidations`].
+//! [`Fleet::invalidations`].
 
-use super::redis::{lock_token, Events, LockAttempt, Read, RedisStore};
+use super::clock::Clock;
+use super::shared::{lock_token, Events, LockAttempt, Read, RedisStore, SharedStore};
 use crate::core::breaker::Breaker;
 use crate::core::envelope::{DecodeError, Envelope};
-use crate::core::lock::{loser_step, Change, Lease, LoserStep, RedisKeys};
-use redis::RedisResult;
+use crate::core::fleet::{loser_step, Change, Lease, LoserStep};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,14 +64,18 @@ pub struct FleetConfig {
   pub lock_ttl: u64,
   pub hard_timeout: u64,
   pub breaker_cooldown: u64,
+  /// The cache's clock, shared with its local engine.
+  pub clock: Clock,
 }
 
-pub struct Fleet {
-  store: RedisStore,
+/// The fleet protocol over the store `S`; `Fleet` alone is the Redis one.
+pub struct Fleet<S: SharedStore = RedisStore> {
+  store: S,
   events: Arc<Events>,
   breaker: Mutex<Breaker>,
   lease: Lease,
   hard_timeout: u64,
+  clock: Clock,
   pub counters: FleetCounters,
   extenders: Mutex<HashMap<u64, JoinHandle<()>>>,
   invalidations: Arc<Invalidations>,
@@ -126,16 +131,9 @@ impl Invalidations {
   }
 }
 
-fn wall_ms() -> u64 {
-  std::time::SystemTime::now()
-    .duration_since(std::time::UNIX_EPOCH)
-    .map(|d| d.as_millis() as u64)
-    .unwrap_or(0)
-}
-
-impl Fleet {
+impl<S: SharedStore> Fleet<S> {
   /// Must run inside the tokio runtime (the subscriber is spawned).
-  pub fn start(store: RedisStore, config: FleetConfig) -> Arc<Fleet> {
+  pub fn start(store: S, config: FleetConfig) -> Arc<Fleet<S>> {
     let invalidations = Arc::new(Invalidations::default());
     let origin = store.origin().to_string();
     let events = {
@@ -151,6 +149,7 @@ impl Fleet {
       breaker: Mutex::new(Breaker::new(1, config.breaker_cooldown)),
       lease: Lease::new(config.lock_ttl),
       hard_timeout: config.hard_timeout,
+      clock: config.clock,
       counters: FleetCounters::default(),
       extenders: Mutex::new(HashMap::new()),
       invalidations: Arc::clone(&invalidations),
@@ -161,16 +160,11 @@ impl Fleet {
     // While the subscription is down, changes elsewhere go unseen: each
     // (re)connection clears the L1, so nothing missed is served from it.
     let ever_connected = AtomicBool::new(false);
-    let handle = fleet.events.subscribe(
-      fleet.store.client(),
-      fleet.store.channel().to_string(),
-      fleet.store.timeouts().command,
-      move |connected| {
-        if connected && ever_connected.swap(true, Ordering::Relaxed) {
-          invalidations.push(Invalidation::Resubscribed);
-        }
-      },
-    );
+    let handle = fleet.store.subscribe(&fleet.events, move |connected| {
+      if connected && ever_connected.swap(true, Ordering::Relaxed) {
+        invalidations.push(Invalidation::Resubscribed);
+      }
+    });
     *fleet.subscriber.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
     fleet
   }
@@ -197,11 +191,11 @@ impl Fleet {
       .breaker
       .lock()
       .unwrap_or_else(|p| p.into_inner())
-      .allow(wall_ms())
+      .allow(self.clock.now())
   }
 
   /// Feeds the breaker and the error counter.
-  fn track<T>(&self, result: RedisResult<T>) -> Option<T> {
+  fn track<T>(&self, result: Result<T, S::Error>) -> Option<T> {
     let mut breaker = self.breaker.lock().unwrap_or_else(|p| p.into_inner());
     match result {
       Ok(value) => {
@@ -210,13 +204,13 @@ impl Fleet {
       }
       Err(_) => {
         bump(&self.counters.redis_errors);
-        breaker.failure(wall_ms());
+        breaker.failure(self.clock.now());
         None
       }
     }
   }
 
-  async fn read(&self, keys: &RedisKeys) -> Option<Read> {
+  async fn read(&self, keys: &S::Keys) -> Option<Read> {
     self.track(self.store.read(keys).await)
   }
 
@@ -257,7 +251,7 @@ impl Fleet {
   /// `None`: Redis failed.
   async fn fresh(
     &self,
-    keys: &RedisKeys,
+    keys: &S::Keys,
     now: u64,
     newer_than: Option<u64>,
   ) -> Option<Option<Envelope>> {
@@ -293,7 +287,7 @@ impl Fleet {
     if !self.allowed() {
       return requests.iter().map(|_| local()).collect();
     }
-    let keys: Vec<RedisKeys> = requests
+    let keys: Vec<S::Keys> = requests
       .iter()
       .map(|(key, _)| self.store.keys(key))
       .collect();
@@ -330,16 +324,13 @@ impl Fleet {
     terms: Terms,
     read_first: bool,
   ) -> Acquired {
-    let Terms {
-      now, newer_than, ..
-    } = terms;
+    let Terms { newer_than, .. } = terms;
     let local = Acquired::Load { token: None };
     if !self.allowed() {
       return local;
     }
     let keys = self.store.keys(key);
     let started = Instant::now();
-    let clock = |started: Instant| now + started.elapsed().as_millis() as u64;
     if read_first {
       match self.read(&keys).await {
         None => return local,
@@ -368,7 +359,7 @@ impl Fleet {
         Some(LockAttempt::Won) => {
           bump(&self.counters.lock_acquired);
           // Someone may have written between our read and our lock.
-          match self.fresh(&keys, clock(started), newer_than).await {
+          match self.fresh(&keys, self.clock.now(), newer_than).await {
             Some(Some(e)) => {
               let _ = self.store.release(&keys, &token).await;
               return Acquired::Value(e);
@@ -389,7 +380,7 @@ impl Fleet {
           }
           // Subscribe before re-checking: a fill in between still wakes us.
           let waiter = notice.get_or_insert_with(|| self.events.wait(key));
-          match self.fresh(&keys, clock(started), newer_than).await {
+          match self.fresh(&keys, self.clock.now(), newer_than).await {
             Some(Some(e)) => return Acquired::Value(e),
             None => return local,
             Some(None) => {}
@@ -407,7 +398,7 @@ impl Fleet {
             }
             notice = None;
           }
-          match self.fresh(&keys, clock(started), newer_than).await {
+          match self.fresh(&keys, self.clock.now(), newer_than).await {
             Some(Some(e)) => return Acquired::Value(e),
             None => return local,
             Some(None) => {}
@@ -422,9 +413,9 @@ impl Fleet {
   /// reconnect, behind a release sent on the new connection), so the
   /// release is repeated every redisTimeout until it removed the lock or the
   /// lease is over; with our unique token every attempt is harmless.
-  fn release_later(self: &Arc<Self>, keys: RedisKeys, token: String) {
+  fn release_later(self: &Arc<Self>, keys: S::Keys, token: String) {
     let fleet = Arc::clone(self);
-    let every = fleet.store.timeouts().command;
+    let every = fleet.store.command_timeout();
     let until = Instant::now() + Duration::from_millis(fleet.lease.ttl);
     tokio::spawn(async move {
       loop {
@@ -441,7 +432,7 @@ impl Fleet {
 
   /// Extends the lease every third of its TTL while the flight's loader
   /// runs, until `settle` (or hardTimeout plus one lease, whichever first).
-  fn keep_lease(self: &Arc<Self>, id: u64, keys: RedisKeys, token: String) {
+  fn keep_lease(self: &Arc<Self>, id: u64, keys: S::Keys, token: String) {
     let fleet = Arc::clone(self);
     let every = Duration::from_millis(self.lease.extend_every);
     let give_up = Instant::now() + Duration::from_millis(self.hard_timeout + self.lease.ttl);
@@ -492,7 +483,11 @@ impl Fleet {
       return None;
     }
     let keys = self.store.keys(key);
-    let px = envelope.meta.hard_until.saturating_sub(wall_ms()).max(1);
+    let px = envelope
+      .meta
+      .hard_until
+      .saturating_sub(self.clock.now())
+      .max(1);
     let corrupt = self.take_corrupt_stamp(key);
     let result = self
       .store
@@ -519,7 +514,11 @@ impl Fleet {
       return false;
     }
     let keys = self.store.keys(key);
-    let px = envelope.meta.hard_until.saturating_sub(wall_ms()).max(1);
+    let px = envelope
+      .meta
+      .hard_until
+      .saturating_sub(self.clock.now())
+      .max(1);
     let corrupt = self.take_corrupt_stamp(key);
     let result = self
       .store
@@ -577,7 +576,7 @@ impl Fleet {
   }
 }
 
-impl Drop for Fleet {
+impl<S: SharedStore> Drop for Fleet<S> {
   fn drop(&mut self) {
     self.stop();
   }

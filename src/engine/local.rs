@@ -355,7 +355,7 @@ impl<V, F> Engine<V, F> {
   /// deleted (or cleared) key's flight is superseded, as a local `delete`
   /// would.
   pub fn invalidate(&mut self, invalidations: Vec<crate::engine::fleet::Invalidation>) {
-    use crate::core::lock::Change;
+    use crate::core::fleet::Change;
     use crate::engine::fleet::Invalidation;
     for invalidation in invalidations {
       match invalidation {

@@ -12,7 +12,7 @@ pub mod flights;
 pub mod local;
 pub mod memory;
 pub mod metrics;
-pub mod redis;
+pub mod shared;
 
 pub use cache::{Cache, FirstStep, Next, Step, Written};
 pub use local::{Decision, Engine, Refresh, Served};

@@ -54,6 +54,7 @@ impl RedisServer {
 
   /// A server that speaks TLS only, with a self-signed certificate made
   /// here (connect with `rediss://…/#insecure`).
+  #[allow(dead_code)]
   pub fn start_tls(dir: &std::path::Path) -> Option<RedisServer> {
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     let made = Command::new("openssl")
@@ -148,11 +149,13 @@ impl RedisServer {
   }
 
   /// The server's process id (its log names it).
+  #[allow(dead_code)]
   pub fn pid(&self) -> u32 {
     self.child.id()
   }
 
   /// Where the server logs (`--logfile`); removed when it is dropped.
+  #[allow(dead_code)]
   pub fn log_path(&self) -> PathBuf {
     self.dir.join("redis.log")
   }

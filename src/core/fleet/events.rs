@@ -1,0 +1,91 @@
+//! The events channel's wire format: what changed, and which instance
+//! changed it.
+
+/// What happened to a key, on the events channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+  /// A value was written for the key (a load finished, or `set`).
+  Filled(String),
+  /// The key was deleted.
+  Deleted(String),
+  /// Every key of the prefix was cleared.
+  Cleared,
+}
+
+/// A message on the events channel: a change, and the instance that made it
+/// (so an instance can skip its own notices).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+  pub origin: String,
+  pub change: Change,
+}
+
+impl Event {
+  pub fn new(origin: &str, change: Change) -> Event {
+    Event {
+      origin: origin.to_string(),
+      change,
+    }
+  }
+
+  /// `f <origin> <key>`, `d <origin> <key>`, `c <origin>`; origins have no spaces.
+  pub fn encode(&self) -> String {
+    let origin = &self.origin;
+    match &self.change {
+      Change::Filled(key) => format!("f {origin} {key}"),
+      Change::Deleted(key) => format!("d {origin} {key}"),
+      Change::Cleared => format!("c {origin}"),
+    }
+  }
+
+  /// `None` for a message this version does not know (ignored, not fatal).
+  pub fn decode(message: &str) -> Option<Event> {
+    let (kind, rest) = message.split_once(' ')?;
+    let (origin, key) = match rest.split_once(' ') {
+      Some((origin, key)) => (origin, Some(key)),
+      None => (rest, None),
+    };
+    if origin.is_empty() {
+      return None;
+    }
+    let change = match (kind, key) {
+      ("f", Some(key)) if !key.is_empty() => Change::Filled(key.to_string()),
+      ("d", Some(key)) if !key.is_empty() => Change::Deleted(key.to_string()),
+      ("c", None) => Change::Cleared,
+      _ => return None,
+    };
+    Some(Event::new(origin, change))
+  }
+
+  /// The key the change is about (`None`: all of them).
+  pub fn key(&self) -> Option<&str> {
+    match &self.change {
+      Change::Filled(key) | Change::Deleted(key) => Some(key),
+      Change::Cleared => None,
+    }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn events_round_trip_and_unknown_ones_are_ignored() {
+    for change in [
+      Change::Filled("a b:c".into()),
+      Change::Deleted("k".into()),
+      Change::Cleared,
+    ] {
+      let event = Event::new("p1", change);
+      assert_eq!(Event::decode(&event.encode()), Some(event));
+    }
+    for junk in [
+      "", "x", "f", "f ", "f p1", "f p1 ", "z p1 key", "c", "c  ", "d  key",
+    ] {
+      assert_eq!(Event::decode(junk), None, "{junk:?}");
+    }
+    assert_eq!(Event::decode("f p1 k").unwrap().key(), Some("k"));
+    assert_eq!(Event::decode("c p1").unwrap().key(), None);
+  }
+}

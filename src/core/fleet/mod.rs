@@ -1,0 +1,19 @@
+//! The fleet protocol's pure parts, one job per file: the Redis names of a
+//! key ([`keys`]), the pub/sub event wire format ([`events`]), the Lua
+//! scripts ([`scripts`]) and the lease and loser policy ([`lease`]).
+//!
+//! The lock is an *efficiency* lock (one recompute per expiry across a fleet,
+//! most of the time), never a correctness guarantee: it has no fencing token,
+//! so a holder paused past its lease can still write. What such a late writer
+//! cannot do is overwrite a newer value: writes are conditional on the
+//! envelope's stamp ([`WRITE_SCRIPT`]).
+
+pub mod events;
+pub mod keys;
+pub mod lease;
+pub mod scripts;
+
+pub use events::{Change, Event};
+pub use keys::{events_channel, RedisKeys};
+pub use lease::{loser_step, Lease, LoserStep};
+pub use scripts::{EXTEND_SCRIPT, LOCK_SCRIPT, RELEASE_SCRIPT, TOKEN_PATTERN, WRITE_SCRIPT};

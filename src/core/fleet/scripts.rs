@@ -1,0 +1,127 @@
+//! The Lua scripts of the fleet lock and the conditional write, run by the
+//! Redis store (`engine::shared::redis`).
+
+/// What a lock set by herdcache holds (a UUID v4 token, as a Lua pattern):
+/// anything else under a lock key, or a lock without a TTL, was set by no
+/// instance and is garbage (see [`LOCK_SCRIPT`]).
+pub const TOKEN_PATTERN: &str =
+  "^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$";
+
+/// Takes the lock if it is free: `SET lock token PX ttl` as `SET … NX` does,
+/// and in the same round trip tells a loser how long the holder's lease has
+/// left. A lock no herdcache instance can have set — no TTL (every lock has
+/// one), a value that is not a token, another Redis type — is garbage: it is
+/// replaced, so it can neither block a key forever nor make losers spin.
+/// KEYS[1] lock; ARGV[1] token, ARGV[2] lease ms, ARGV[3] the token pattern.
+/// Returns 0 if this caller now holds the lock, else the holder's lease, ms.
+pub const LOCK_SCRIPT: &str = r#"
+local held = redis.pcall('GET', KEYS[1])
+if held then
+  local lease = redis.call('PTTL', KEYS[1])
+  if lease > 0 and type(held) == 'string' and string.match(held, ARGV[3]) then
+    return lease
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 0
+"#;
+
+/// Deletes the lock only if it still holds our token: a holder whose lease
+/// ran out must not delete the lock another instance took since. (`pcall`:
+/// another Redis type under the lock key is not ours, not an error.)
+/// KEYS[1] lock; ARGV[1] token. Returns 1 if released.
+pub const RELEASE_SCRIPT: &str = r#"
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"#;
+
+/// Extends the lease only while the lock still holds our token.
+/// KEYS[1] lock; ARGV[1] token, ARGV[2] lease ms. Returns 1 if extended.
+pub const EXTEND_SCRIPT: &str = r#"
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"#;
+
+/// Writes an envelope unless the stored one comes from a load that started
+/// later (its stamp is greater), announces the fill, and releases our lock —
+/// one round trip, and the lock is only released once the value is readable.
+/// The header rules are `Envelope::decode_header`'s (numbers of at most
+/// `envelope::MAX_DIGITS` digits, so Lua's doubles compare stamps exactly
+/// as the reader reads them; hardUntil >= freshUntil), so a value the
+/// reader rejects for its header is overwritten here too. A valid header
+/// over a value the reader rejected (not UTF-8 JSON) is replaced when the
+/// writer names its stamp (ARGV[7]): the reader, not Lua, judges JSON. A
+/// foreign or other-type value is overwritten.
+/// KEYS[1] value, KEYS[2] lock; ARGV[1] envelope, ARGV[2] hard TTL ms,
+/// ARGV[3] stamp, ARGV[4] token ('' when not holding the lock),
+/// ARGV[5] channel, ARGV[6] fill message, ARGV[7] the stamp of a corrupt
+/// value to replace (''), ARGV[8] the digit limit.
+/// Returns 1 if written, 0 if a newer value was kept.
+pub const WRITE_SCRIPT: &str = r#"
+local newer = false
+local stored = redis.pcall('GET', KEYS[1])
+if type(stored) == 'string' then
+  local fresh, hard, compute, stamp = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n')
+  local digits = tonumber(ARGV[8])
+  newer = stamp ~= nil and #fresh <= digits and #hard <= digits and #compute <= digits
+    and #stamp <= digits and tonumber(hard) >= tonumber(fresh)
+    and tonumber(stamp) > tonumber(ARGV[3]) and tonumber(stamp) ~= tonumber(ARGV[7])
+end
+if not newer then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('PUBLISH', ARGV[5], ARGV[6])
+end
+if ARGV[4] ~= '' and redis.pcall('GET', KEYS[2]) == ARGV[4] then
+  redis.call('DEL', KEYS[2])
+end
+return newer and 0 or 1
+"#;
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn the_write_script_reads_the_envelope_stamp() {
+    // The pattern must match what `Envelope::encode` writes.
+    use crate::core::envelope::{Envelope, Meta};
+    let text = Envelope {
+      meta: Meta {
+        fresh_until: 1,
+        hard_until: 2,
+        compute_ms: 3,
+        stamp: 1_700_000_000_123,
+        negative: false,
+      },
+      json: "{}".into(),
+    }
+    .encode();
+    assert!(text.starts_with("hc1 1 2 3 1700000000123 v\n"));
+    assert!(WRITE_SCRIPT.contains(r"'^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n'"));
+  }
+
+  #[test]
+  fn the_token_pattern_matches_lock_tokens_only() {
+    // The Lua pattern, translated: 8-4-4-4-12 hex digits, nothing else.
+    let lua_to_shape = |text: &str| -> bool {
+      let groups: Vec<&str> = text.split('-').collect();
+      groups.len() == 5
+        && groups
+          .iter()
+          .zip([8, 4, 4, 4, 12])
+          .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let token = uuid::Uuid::new_v4().to_string();
+    assert!(lua_to_shape(&token), "{token}");
+    assert_eq!(
+      TOKEN_PATTERN.matches("%x").count(),
+      32,
+      "one %x per hex digit of a UUID"
+    );
+    assert!(TOKEN_PATTERN.starts_with('^') && TOKEN_PATTERN.ends_with('$'));
+  }
+}

@@ -1,0 +1,228 @@
+//! The shared store a fleet of instances meets in: the [`SharedStore`]
+//! trait the fleet protocol (`engine::fleet`) runs over, the types its
+//! calls answer with, and [`Events`], which hands fill notices and
+//! invalidations from a store's subscription to the flights waiting for
+//! them. One implementation today: [`redis::RedisStore`]. Every store
+//! passes the contract suite, `tests/store_contract.rs`.
+
+pub mod redis;
+
+pub use self::redis::{RedisStore, RedisTimeouts};
+
+use crate::core::envelope::{DecodeError, Envelope};
+use crate::core::fleet::Event;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// What a read found under a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+  Missing,
+  Found(Envelope),
+  /// Not a herdcache envelope (another program's value, a corrupt write):
+  /// treated as a miss, and counted.
+  Corrupt(DecodeError),
+}
+
+/// What an attempt to take the fleet lock found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockAttempt {
+  /// This caller holds the lock now.
+  Won,
+  /// Another instance holds it, for this many more ms.
+  Held(u64),
+}
+
+/// A fresh lock token: random, unique per acquisition.
+pub fn lock_token() -> String {
+  uuid::Uuid::new_v4().to_string()
+}
+
+/// What the fleet protocol needs from the store its instances share: values
+/// (envelopes), one lock per key with a lease, and a channel of changes.
+///
+/// Every call is one round trip (or one pipeline) and bounded by the store's
+/// own timeouts; an `Err` is a store failure, which the fleet fails open on
+/// (the caller loads locally) and feeds to its circuit breaker. Values the
+/// store holds but herdcache did not write are not failures: they read as
+/// [`Read::Corrupt`], and writes and locks replace them.
+///
+/// The futures are `Send` (the fleet spawns lease keepers and retried
+/// releases on tokio) and the fleet calls them by static dispatch:
+/// `Fleet<S: SharedStore>`, no trait objects.
+pub trait SharedStore: Send + Sync + 'static {
+  /// The store's names for one user key (value and lock), computed once per
+  /// flight and passed to every call about that key.
+  type Keys: Send + Sync + 'static;
+  type Error: std::fmt::Debug + Send + 'static;
+
+  /// The names of `key` under this store's prefix.
+  fn keys(&self, key: &str) -> Self::Keys;
+
+  /// Names this store on the events channel: its own changes come back with
+  /// it, so the fleet can tell them from other instances'.
+  fn origin(&self) -> &str;
+
+  /// The bound of one call: a lock whose taking may have failed is released
+  /// again this often until its lease is over.
+  fn command_timeout(&self) -> Duration;
+
+  fn read(&self, keys: &Self::Keys) -> impl Future<Output = Result<Read, Self::Error>> + Send;
+
+  /// Reads many keys in one round trip; the answers come in `keys`' order.
+  fn read_many(
+    &self,
+    keys: &[Self::Keys],
+  ) -> impl Future<Output = Result<Vec<Read>, Self::Error>> + Send;
+
+  /// Takes the lock under `token` for `ttl` ms if it is free, or held by
+  /// something no instance can have set (garbage: replaced); else says how
+  /// long the holder's lease has left.
+  fn lock(
+    &self,
+    keys: &Self::Keys,
+    token: &str,
+    ttl: u64,
+  ) -> impl Future<Output = Result<LockAttempt, Self::Error>> + Send;
+
+  /// The lock's remaining lease in ms, `None` if nobody holds it.
+  fn lock_lease(
+    &self,
+    keys: &Self::Keys,
+  ) -> impl Future<Output = Result<Option<u64>, Self::Error>> + Send;
+
+  /// Sets the lease to `ttl` ms if the lock still holds `token`. True if so.
+  fn extend(
+    &self,
+    keys: &Self::Keys,
+    token: &str,
+    ttl: u64,
+  ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+  /// Deletes the lock if it still holds `token` (a holder whose lease ran
+  /// out must not free the lock another instance took since). True if so.
+  fn release(
+    &self,
+    keys: &Self::Keys,
+    token: &str,
+  ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+  /// Writes `envelope` for `key`, expiring in `px` ms, unless the stored
+  /// value is a valid envelope from a load that started later (a greater
+  /// stamp); a stored value the reader rejects is replaced, and so is one
+  /// with a valid header over a bad value whose stamp is `corrupt_stamp`.
+  /// A write announces the fill on the events channel, and in any case the
+  /// lock is released if it still holds `token`, after the value is
+  /// readable. True if written, false if a newer value was kept.
+  fn write_over(
+    &self,
+    key: &str,
+    keys: &Self::Keys,
+    envelope: &Envelope,
+    px: u64,
+    token: Option<&str>,
+    corrupt_stamp: Option<u64>,
+  ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+  /// Deletes `key` and announces it. True if a value was there.
+  fn delete(
+    &self,
+    key: &str,
+    keys: &Self::Keys,
+  ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+  /// Removes every value of this store's prefix (and no other) and
+  /// announces it. Returns how many were removed.
+  fn clear(&self) -> impl Future<Output = Result<u64, Self::Error>> + Send;
+
+  /// Delivers every event on the channel (this store's own included) to
+  /// `events` until the returned task is aborted, reconnecting as needed;
+  /// `on_connected` tells whether the subscription is live (while it is
+  /// not, changes elsewhere may be missed). Must run inside tokio.
+  fn subscribe(
+    &self,
+    events: &Arc<Events>,
+    on_connected: impl Fn(bool) + Send + Sync + 'static,
+  ) -> JoinHandle<()>;
+
+  /// True if this caller now holds the lock.
+  fn try_lock(
+    &self,
+    keys: &Self::Keys,
+    token: &str,
+    ttl: u64,
+  ) -> impl Future<Output = Result<bool, Self::Error>> + Send {
+    async move { Ok(self.lock(keys, token, ttl).await? == LockAttempt::Won) }
+  }
+
+  /// [`SharedStore::write_over`] with no corrupt value to replace.
+  fn write(
+    &self,
+    key: &str,
+    keys: &Self::Keys,
+    envelope: &Envelope,
+    px: u64,
+    token: Option<&str>,
+  ) -> impl Future<Output = Result<bool, Self::Error>> + Send {
+    self.write_over(key, keys, envelope, px, token, None)
+  }
+}
+
+type Handler = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// Fill notices and invalidations, from one subscription per store. Callers
+/// that lost the lock register a waiter *before* they re-read the key, so a
+/// fill that lands in between still wakes them.
+pub struct Events {
+  waiters: Mutex<HashMap<String, Vec<oneshot::Sender<()>>>>,
+  handler: Handler,
+}
+
+impl Events {
+  pub fn new(handler: impl Fn(&Event) + Send + Sync + 'static) -> Arc<Events> {
+    Arc::new(Events {
+      waiters: Mutex::new(HashMap::new()),
+      handler: Arc::new(handler),
+    })
+  }
+
+  /// Resolves when `key` is filled, deleted or cleared. Waiters whose
+  /// caller gave up (dropped the receiver) are pruned here, so a key that is
+  /// waited on often but never filled holds no more than its live waiters.
+  pub fn wait(&self, key: &str) -> oneshot::Receiver<()> {
+    let (tx, rx) = oneshot::channel();
+    let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+    let list = waiters.entry(key.to_string()).or_default();
+    list.retain(|waiter| !waiter.is_closed());
+    list.push(tx);
+    rx
+  }
+
+  /// How many callers wait for `key` now.
+  pub fn waiting(&self, key: &str) -> usize {
+    let waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+    waiters
+      .get(key)
+      .map_or(0, |list| list.iter().filter(|w| !w.is_closed()).count())
+  }
+
+  /// Wakes the waiters of the event's key (all of them for a clear), then
+  /// hands the event to the handler.
+  pub fn dispatch(&self, event: &Event) {
+    let woken: Vec<oneshot::Sender<()>> = {
+      let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+      match event.key() {
+        Some(key) => waiters.remove(key).unwrap_or_default(),
+        None => waiters.drain().flat_map(|(_, w)| w).collect(),
+      }
+    };
+    for waiter in woken {
+      let _ = waiter.send(());
+    }
+    (self.handler)(event);
+  }
+}

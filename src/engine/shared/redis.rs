@@ -1,0 +1,386 @@
+//! The Redis store: reads and conditional writes of envelopes, the fleet
+//! lock (acquire, extend, compare-and-delete release), invalidations, and
+//! the events subscription that delivers fill notices. Async on tokio,
+//! through redis-rs; no napi. The protocol that sequences these calls
+//! (DESIGN.md §3) is `engine::fleet`'s.
+
+use super::{Events, LockAttempt, Read, SharedStore};
+use crate::core::envelope::{DecodeError, Envelope, MAX_DIGITS};
+use crate::core::fleet::{self as protocol, Change, Event, RedisKeys};
+use futures_util::StreamExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, RedisError, RedisResult, Script};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+use tokio::task::JoinHandle;
+
+/// Timeouts and retries of the connection: bounded, so a Redis that is down
+/// or slow costs a caller at most these, never redis-rs's defaults (a bad URL
+/// took 9.4 s to fail with them).
+#[derive(Debug, Clone, Copy)]
+pub struct RedisTimeouts {
+  pub connect: Duration,
+  pub command: Duration,
+  pub retries: usize,
+}
+
+impl Default for RedisTimeouts {
+  fn default() -> Self {
+    RedisTimeouts {
+      connect: Duration::from_millis(1_000),
+      command: Duration::from_millis(1_000),
+      retries: 1,
+    }
+  }
+}
+
+pub struct RedisStore {
+  client: Client,
+  timeouts: RedisTimeouts,
+  manager: OnceCell<ConnectionManager>,
+  prefix: String,
+  channel: String,
+  /// Names this store on the events channel, so it can skip its own notices.
+  origin: String,
+  lock: Script,
+  release: Script,
+  extend: Script,
+  write: Script,
+}
+
+impl RedisStore {
+  /// Checks the URL (`redis://`, `rediss://` with the system's roots, with
+  /// user, password and db; `rediss://…/#insecure` skips certificate checks,
+  /// for tests); connects on first use.
+  pub fn open(url: &str, prefix: &str, timeouts: RedisTimeouts) -> RedisResult<RedisStore> {
+    if url.starts_with("rediss://") {
+      // rustls needs one process-wide crypto provider; a second install (by
+      // another cache, or by the host application) is refused, harmlessly.
+      let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    Ok(RedisStore {
+      client: Client::open(url)?,
+      timeouts,
+      manager: OnceCell::new(),
+      prefix: prefix.to_string(),
+      channel: protocol::events_channel(prefix),
+      origin: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
+      lock: Script::new(protocol::LOCK_SCRIPT),
+      release: Script::new(protocol::RELEASE_SCRIPT),
+      extend: Script::new(protocol::EXTEND_SCRIPT),
+      write: Script::new(protocol::WRITE_SCRIPT),
+    })
+  }
+
+  /// The events channel of this store's prefix.
+  pub fn channel(&self) -> &str {
+    &self.channel
+  }
+
+  pub fn timeouts(&self) -> RedisTimeouts {
+    self.timeouts
+  }
+
+  fn event(&self, change: Change) -> String {
+    Event::new(&self.origin, change).encode()
+  }
+
+  async fn connection(&self) -> RedisResult<ConnectionManager> {
+    let manager = self
+      .manager
+      .get_or_try_init(|| async {
+        let config = ConnectionManagerConfig::new()
+          .set_number_of_retries(self.timeouts.retries)
+          .set_connection_timeout(Some(self.timeouts.connect))
+          .set_response_timeout(Some(self.timeouts.command));
+        self.client.get_connection_manager_with_config(config).await
+      })
+      .await?;
+    Ok(manager.clone())
+  }
+
+  /// [`SharedStore::subscribe`] with its own bound on connecting,
+  /// subscribing and each liveness probe (the trait's uses the command
+  /// timeout).
+  ///
+  /// The subscription has a connection of its own and reconnects with a
+  /// capped backoff. A connection that goes silent (a partition, a paused
+  /// or blackholed server) ends no stream, so it is probed: a PING every
+  /// [`LIVENESS_PROBE`], answered within `timeout`, or the subscription is
+  /// dropped and made anew.
+  pub fn subscribe_with(
+    &self,
+    events: &Arc<Events>,
+    timeout: Duration,
+    on_connected: impl Fn(bool) + Send + Sync + 'static,
+  ) -> JoinHandle<()> {
+    let events = Arc::clone(events);
+    let client = self.client.clone();
+    let channel = self.channel.clone();
+    tokio::spawn(async move {
+      let mut backoff = Duration::from_millis(50);
+      loop {
+        if let Ok(Ok(pubsub)) = tokio::time::timeout(timeout, client.get_async_pubsub()).await {
+          let (mut sink, mut messages) = pubsub.split();
+          if let Ok(Ok(())) = tokio::time::timeout(timeout, sink.subscribe(&channel)).await {
+            on_connected(true);
+            backoff = Duration::from_millis(50);
+            let mut probe = tokio::time::interval(LIVENESS_PROBE);
+            probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            probe.tick().await;
+            loop {
+              tokio::select! {
+                message = messages.next() => {
+                  let Some(message) = message else { break };
+                  if let Some(event) = message
+                    .get_payload::<String>()
+                    .ok()
+                    .and_then(|m| Event::decode(&m))
+                  {
+                    events.dispatch(&event);
+                  }
+                }
+                _ = probe.tick() => {
+                  let pong = tokio::time::timeout(timeout, sink.ping::<redis::Value>()).await;
+                  if !matches!(pong, Ok(Ok(_))) {
+                    break;
+                  }
+                }
+              }
+            }
+            on_connected(false);
+          }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+      }
+    })
+  }
+}
+
+impl SharedStore for RedisStore {
+  type Keys = RedisKeys;
+  type Error = RedisError;
+
+  fn keys(&self, key: &str) -> RedisKeys {
+    RedisKeys::new(&self.prefix, key)
+  }
+
+  fn origin(&self) -> &str {
+    &self.origin
+  }
+
+  fn command_timeout(&self) -> Duration {
+    self.timeouts.command
+  }
+
+  async fn read(&self, keys: &RedisKeys) -> RedisResult<Read> {
+    let mut c = self.connection().await?;
+    let bytes = redis::cmd("GET").arg(&keys.value).query_async(&mut c).await;
+    read_reply(bytes)
+  }
+
+  /// One pipeline: one round trip for a whole batch of loads that found
+  /// nothing in memory.
+  async fn read_many(&self, keys: &[RedisKeys]) -> RedisResult<Vec<Read>> {
+    let mut c = self.connection().await?;
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for k in keys {
+      pipe.cmd("GET").arg(&k.value);
+    }
+    let replies: Vec<RedisResult<Option<Vec<u8>>>> = pipe.query_async(&mut c).await?;
+    replies.into_iter().map(read_reply).collect()
+  }
+
+  /// `LOCK_SCRIPT`: one round trip whether it wins or not.
+  async fn lock(&self, keys: &RedisKeys, token: &str, ttl: u64) -> RedisResult<LockAttempt> {
+    let mut c = self.connection().await?;
+    let lease: i64 = self
+      .lock
+      .key(&keys.lock)
+      .arg(token)
+      .arg(ttl.max(1))
+      .arg(protocol::TOKEN_PATTERN)
+      .invoke_async(&mut c)
+      .await?;
+    Ok(match u64::try_from(lease) {
+      Ok(ms) if ms > 0 => LockAttempt::Held(ms),
+      _ => LockAttempt::Won,
+    })
+  }
+
+  async fn lock_lease(&self, keys: &RedisKeys) -> RedisResult<Option<u64>> {
+    let mut c = self.connection().await?;
+    let pttl: i64 = redis::cmd("PTTL")
+      .arg(&keys.lock)
+      .query_async(&mut c)
+      .await?;
+    Ok(u64::try_from(pttl).ok())
+  }
+
+  async fn extend(&self, keys: &RedisKeys, token: &str, ttl: u64) -> RedisResult<bool> {
+    let mut c = self.connection().await?;
+    let extended: i64 = self
+      .extend
+      .key(&keys.lock)
+      .arg(token)
+      .arg(ttl.max(1))
+      .invoke_async(&mut c)
+      .await?;
+    Ok(extended == 1)
+  }
+
+  async fn release(&self, keys: &RedisKeys, token: &str) -> RedisResult<bool> {
+    let mut c = self.connection().await?;
+    let released: i64 = self
+      .release
+      .key(&keys.lock)
+      .arg(token)
+      .invoke_async(&mut c)
+      .await?;
+    Ok(released == 1)
+  }
+
+  /// `WRITE_SCRIPT`: the conditional SET, the PUBLISH and the lock's
+  /// release in one round trip.
+  async fn write_over(
+    &self,
+    key: &str,
+    keys: &RedisKeys,
+    envelope: &Envelope,
+    px: u64,
+    token: Option<&str>,
+    corrupt_stamp: Option<u64>,
+  ) -> RedisResult<bool> {
+    let mut c = self.connection().await?;
+    let written: i64 = self
+      .write
+      .key(&keys.value)
+      .key(&keys.lock)
+      .arg(envelope.encode())
+      .arg(px.max(1))
+      .arg(envelope.meta.stamp)
+      .arg(token.unwrap_or(""))
+      .arg(&self.channel)
+      .arg(self.event(Change::Filled(key.to_string())))
+      .arg(corrupt_stamp.map(|s| s.to_string()).unwrap_or_default())
+      .arg(MAX_DIGITS)
+      .invoke_async(&mut c)
+      .await?;
+    Ok(written == 1)
+  }
+
+  /// DEL and PUBLISH in one transaction.
+  async fn delete(&self, key: &str, keys: &RedisKeys) -> RedisResult<bool> {
+    let mut c = self.connection().await?;
+    let (deleted, _): (i64, i64) = redis::pipe()
+      .atomic()
+      .cmd("DEL")
+      .arg(&keys.value)
+      .cmd("PUBLISH")
+      .arg(&self.channel)
+      .arg(self.event(Change::Deleted(key.to_string())))
+      .query_async(&mut c)
+      .await?;
+    Ok(deleted > 0)
+  }
+
+  /// SCAN, then UNLINK in batches, then PUBLISH.
+  async fn clear(&self) -> RedisResult<u64> {
+    let mut c = self.connection().await?;
+    let pattern = format!("{{{}*", glob_escape(&self.prefix));
+    let mut cursor: u64 = 0;
+    let mut removed = 0;
+    loop {
+      let (next, names): (u64, Vec<String>) = redis::cmd("SCAN")
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(&pattern)
+        .arg("COUNT")
+        .arg(500)
+        .query_async(&mut c)
+        .await?;
+      if !names.is_empty() {
+        let n: u64 = redis::cmd("UNLINK").arg(&names).query_async(&mut c).await?;
+        removed += n;
+      }
+      if next == 0 {
+        break;
+      }
+      cursor = next;
+    }
+    let _: i64 = redis::cmd("PUBLISH")
+      .arg(&self.channel)
+      .arg(self.event(Change::Cleared))
+      .query_async(&mut c)
+      .await?;
+    Ok(removed)
+  }
+
+  fn subscribe(
+    &self,
+    events: &Arc<Events>,
+    on_connected: impl Fn(bool) + Send + Sync + 'static,
+  ) -> JoinHandle<()> {
+    self.subscribe_with(events, self.timeouts.command, on_connected)
+  }
+}
+
+/// A GET's reply as a [`Read`]. Another program's list or hash under our
+/// key (WRONGTYPE), a header that does not parse, a value that is not UTF-8
+/// JSON: a foreign value, not a Redis failure.
+fn read_reply(reply: RedisResult<Option<Vec<u8>>>) -> RedisResult<Read> {
+  let bytes = match reply {
+    Ok(Some(bytes)) => bytes,
+    Ok(None) => return Ok(Read::Missing),
+    Err(e) if e.code() == Some("WRONGTYPE") => {
+      return Ok(Read::Corrupt(DecodeError::NotAnEnvelope))
+    }
+    Err(e) => return Err(e),
+  };
+  let Some(newline) = bytes.iter().position(|&b| b == b'\n') else {
+    return Ok(Read::Corrupt(DecodeError::NotAnEnvelope));
+  };
+  let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| DecodeError::NotAnEnvelope);
+  let meta = match header.and_then(Envelope::decode_header) {
+    Ok(meta) => meta,
+    Err(e) => return Ok(Read::Corrupt(e)),
+  };
+  Ok(match std::str::from_utf8(&bytes[newline + 1..]) {
+    Ok(json) if is_json(json) => Read::Found(Envelope {
+      meta,
+      json: json.to_string(),
+    }),
+    _ => Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp }),
+  })
+}
+
+/// Whether `text` is one JSON value: an envelope whose value line is not
+/// would fail every reader's `JSON.parse`, so it is treated as corrupt here.
+/// Values nested past serde's recursion limit (128) are left to the JS
+/// reader's `JSON.parse`, which has none: herdcache writes such values too.
+fn is_json(text: &str) -> bool {
+  let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde::de::IgnoredAny>();
+  match values.next() {
+    Some(Ok(_)) => values.next().is_none(),
+    Some(Err(e)) => e.to_string().starts_with("recursion limit exceeded"),
+    None => false,
+  }
+}
+
+/// Escapes Redis glob characters, so a prefix matches only itself.
+fn glob_escape(text: &str) -> String {
+  let mut out = String::with_capacity(text.len());
+  for ch in text.chars() {
+    if matches!(ch, '*' | '?' | '[' | ']' | '\\') {
+      out.push('\\');
+    }
+    out.push(ch);
+  }
+  out
+}
+
+/// How often a live events subscription is probed.
+pub const LIVENESS_PROBE: Duration = Duration::from_secs(1);

@@ -1,0 +1,329 @@
+//! The fleet protocol (`engine::fleet`) between instances: `Fleet`s with a
+//! store each (so each has its own origin) on one real redis-server. One
+//! winner per key, losers woken by the fill notice, a dead holder's lease
+//! running out, a late writer losing to a newer stamp, invalidations
+//! crossing from one instance to the other.
+
+mod support;
+
+use herdcache::core::envelope::{Envelope, Meta};
+use herdcache::core::fleet::Change;
+use herdcache::engine::clock::Clock;
+use herdcache::engine::fleet::{Acquired, Fleet, FleetConfig, Invalidation, Terms};
+use herdcache::engine::shared::{lock_token, RedisStore, RedisTimeouts, SharedStore};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::RedisServer;
+
+const PREFIX: &str = "fleet:";
+
+fn store(server: &RedisServer) -> RedisStore {
+  RedisStore::open(&server.url(), PREFIX, RedisTimeouts::default()).unwrap()
+}
+
+fn fleet(server: &RedisServer, lock_ttl: u64, hard_timeout: u64) -> Arc<Fleet> {
+  Fleet::start(
+    store(server),
+    FleetConfig {
+      lock_ttl,
+      hard_timeout,
+      breaker_cooldown: 1_000,
+      clock: Clock::default(),
+    },
+  )
+}
+
+fn wall_ms() -> u64 {
+  std::time::SystemTime::now()
+    .duration_since(std::time::UNIX_EPOCH)
+    .unwrap()
+    .as_millis() as u64
+}
+
+/// A value fresh for a minute, from a load that started at `stamp`.
+fn envelope(stamp: u64, json: &str) -> Envelope {
+  let now = wall_ms();
+  Envelope {
+    meta: Meta {
+      fresh_until: now + 60_000,
+      hard_until: now + 120_000,
+      compute_ms: 5,
+      stamp,
+      negative: false,
+    },
+    json: json.into(),
+  }
+}
+
+/// A foreground flight of callers that take fresh values only.
+fn terms() -> Terms {
+  Terms {
+    now: wall_ms(),
+    accept_stale: false,
+    newer_than: None,
+  }
+}
+
+fn read(counter: &AtomicU64) -> u64 {
+  counter.load(Ordering::Relaxed)
+}
+
+/// Polls `pred`, for 8 s at most.
+async fn wait_until(what: &str, mut pred: impl FnMut() -> bool) {
+  let deadline = Instant::now() + Duration::from_secs(8);
+  while !pred() {
+    assert!(Instant::now() < deadline, "timed out waiting for {what}");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+  }
+}
+
+/// Waits until `to` has heard a change `from` makes (a delete of `probe`),
+/// so its subscription is live. Returns what it took from `to`'s queue on
+/// the way.
+async fn hears(from: &Fleet, to: &Fleet) -> Vec<Invalidation> {
+  let deadline = Instant::now() + Duration::from_secs(8);
+  let probe = Invalidation::Changed(Change::Deleted("probe".into()));
+  let mut taken = Vec::new();
+  loop {
+    assert!(Instant::now() < deadline, "the subscription never came up");
+    from.delete("probe").await.expect("redis answers");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    taken.extend(to.invalidations().take());
+    if taken.contains(&probe) {
+      return taken;
+    }
+  }
+}
+
+/// Concurrent acquires of one key on two instances: exactly one takes the
+/// lock, every other waits for its fill notice, and all of them get the
+/// winner's value when it lands, long before any lease or timeout ran out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_winner_per_key_and_the_losers_wake_on_the_fill_notice() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  // Leases that would keep a loser waiting 10 s if no notice came.
+  let (lock_ttl, hard_timeout) = (10_000, 30_000);
+  let a = fleet(&server, lock_ttl, hard_timeout);
+  let b = fleet(&server, lock_ttl, hard_timeout);
+  hears(&a, &b).await;
+  hears(&b, &a).await;
+  let fleets = [&a, &b];
+  let flights: Vec<_> = [(0, 1), (0, 2), (1, 1), (1, 2)]
+    .into_iter()
+    .map(|(at, id)| {
+      let fleet = Arc::clone(fleets[at]);
+      let task = tokio::spawn(async move { fleet.acquire("k", id, terms(), true).await });
+      (at, id, task)
+    })
+    .collect();
+  let sum = |f: fn(&Fleet) -> u64| f(&a) + f(&b);
+  // The winner is answered at once; the losers are in their wait.
+  wait_until("one winner and three waiting losers", || {
+    flights.iter().filter(|(_, _, t)| t.is_finished()).count() == 1
+      && sum(|f| read(&f.counters.lock_waits)) == 3
+  })
+  .await;
+  assert_eq!(sum(|f| read(&f.counters.lock_acquired)), 1);
+  assert_eq!(sum(|f| read(&f.counters.lock_contended)), 3);
+  assert_eq!(sum(|f| f.waiting_for("k") as u64), 3);
+  let mut losers = Vec::new();
+  let mut winner = None;
+  for (at, id, task) in flights {
+    if task.is_finished() {
+      winner = Some((at, id, task.await.unwrap()));
+    } else {
+      losers.push(task);
+    }
+  }
+  let (at, id, won) = winner.unwrap();
+  let Acquired::Load { token: Some(token) } = won else {
+    panic!("the winner must load under the lock: {won:?}");
+  };
+  let value = envelope(wall_ms(), "\"winner's\"");
+  let filled = Instant::now();
+  assert_eq!(
+    fleets[at].settle("k", id, value.clone(), Some(token)).await,
+    Some(true)
+  );
+  for loser in losers {
+    let got = tokio::time::timeout(Duration::from_millis(lock_ttl / 2), loser)
+      .await
+      .expect("a loser waited for the lease instead of the fill notice")
+      .unwrap();
+    assert_eq!(got, Acquired::Value(value.clone()));
+  }
+  assert!(filled.elapsed() < Duration::from_millis(lock_ttl / 2));
+  assert_eq!(sum(|f| read(&f.counters.fill_notices)), 3);
+  // Nobody loaded a second time, and nobody waits any more.
+  assert_eq!(sum(|f| read(&f.counters.lock_acquired)), 1);
+  assert_eq!(sum(|f| f.waiting_for("k") as u64), 0);
+  assert_eq!(sum(|f| read(&f.counters.redis_errors)), 0);
+  a.stop();
+  b.stop();
+}
+
+/// A holder that dies (takes the lock with its token, then neither extends
+/// it nor fills) holds the key up only until its lease runs out: the other
+/// instance then takes the lock and loads, long before hardTimeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_lease_runs_out_and_another_instance_loads() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let (lock_ttl, hard_timeout) = (600, 20_000);
+  let a = fleet(&server, lock_ttl, hard_timeout);
+  let b = fleet(&server, lock_ttl, hard_timeout);
+  let held = a.acquire("k", 1, terms(), true).await;
+  assert!(
+    matches!(held, Acquired::Load { token: Some(_) }),
+    "{held:?}"
+  );
+  // The holder dies: its lease keeper stops, and it never writes.
+  a.stop();
+  let started = Instant::now();
+  let acquired = b.acquire("k", 1, terms(), true).await;
+  let waited = started.elapsed();
+  let Acquired::Load { token: Some(token) } = acquired else {
+    panic!("the survivor must take the lock: {acquired:?}");
+  };
+  assert!(waited >= Duration::from_millis(lock_ttl / 2), "{waited:?}");
+  assert!(
+    waited < Duration::from_millis(hard_timeout / 4),
+    "waited {waited:?}: for hardTimeout, not the lease"
+  );
+  assert_eq!(read(&b.counters.lock_acquired), 1);
+  assert_eq!(read(&b.counters.lock_contended), 1);
+  assert!(read(&b.counters.lock_waits) >= 1);
+  assert_eq!(read(&b.counters.fill_notices), 0);
+  // The lock is the survivor's now, and its settle releases it.
+  let s = store(&server);
+  let keys = s.keys("k");
+  assert!(!s.release(&keys, &lock_token()).await.unwrap());
+  assert_eq!(
+    b.settle("k", 1, envelope(wall_ms(), "1"), Some(token))
+      .await,
+    Some(true)
+  );
+  assert_eq!(s.lock_lease(&keys).await.unwrap(), None);
+  b.stop();
+}
+
+/// A loser waiting on a live lock registers one fill waiter, however many
+/// times it re-checks, and none is left once it is done.
+#[tokio::test]
+async fn a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let fleet = Fleet::start(
+    store(&server),
+    FleetConfig {
+      lock_ttl: 5_000,
+      hard_timeout: 10_000,
+      breaker_cooldown: 1_000,
+      clock: Clock::default(),
+    },
+  );
+  let other = store(&server);
+  let keys = other.keys("k");
+  // A "dead holder": its lease runs out in 400 ms and is never extended.
+  assert!(other.try_lock(&keys, &lock_token(), 400).await.unwrap());
+  let terms = Terms {
+    now: 1,
+    accept_stale: false,
+    newer_than: None,
+  };
+  let started = Instant::now();
+  let acquire = {
+    let fleet = Arc::clone(&fleet);
+    tokio::spawn(async move { fleet.acquire("k", 1, terms, true).await })
+  };
+  tokio::time::sleep(Duration::from_millis(150)).await;
+  assert_eq!(fleet.waiting_for("k"), 1);
+  let acquired = acquire.await.unwrap();
+  assert!(
+    matches!(acquired, Acquired::Load { token: Some(_) }),
+    "{acquired:?}"
+  );
+  assert!(started.elapsed() >= Duration::from_millis(300));
+  // One wait for the lease, and at most a couple more if it had 1 ms left.
+  let waits = fleet.counters.lock_waits.load(Ordering::Relaxed);
+  assert!((1..=3).contains(&waits), "{waits} waits");
+  assert_eq!(fleet.waiting_for("k"), 0);
+  fleet.stop();
+}
+
+/// A holder whose load outlived the value another instance wrote since
+/// (from a load that started later) loses its write, and still frees the
+/// lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_writer_loses_to_a_newer_stamp() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let a = fleet(&server, 5_000, 10_000);
+  let b = fleet(&server, 5_000, 10_000);
+  let started = wall_ms();
+  let acquired = b.acquire("k", 7, terms(), true).await;
+  let Acquired::Load { token: Some(token) } = acquired else {
+    panic!("b must hold the lock: {acquired:?}");
+  };
+  let newer = envelope(started + 1, "\"newer\"");
+  assert!(a.write("k", newer.clone()).await);
+  let late = envelope(started, "\"late\"");
+  assert_eq!(b.settle("k", 7, late, Some(token)).await, Some(false));
+  assert_eq!(a.peek("k", wall_ms()).await, Some(newer.clone()));
+  assert_eq!(b.peek("k", wall_ms()).await, Some(newer));
+  let s = store(&server);
+  assert_eq!(s.lock_lease(&s.keys("k")).await.unwrap(), None);
+  // A load that started later still wins.
+  let newest = envelope(started + 2, "\"newest\"");
+  assert_eq!(b.settle("k", 8, newest.clone(), None).await, Some(true));
+  assert_eq!(a.peek("k", wall_ms()).await, Some(newest));
+  a.stop();
+  b.stop();
+}
+
+/// What instance `a` changes, `b` is told to forget (and `a` is not: it
+/// knows its own changes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalidation_from_one_instance_reaches_the_other() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let a = fleet(&server, 5_000, 10_000);
+  let b = fleet(&server, 5_000, 10_000);
+  hears(&a, &b).await;
+  hears(&b, &a).await;
+  assert!(a.write("k", envelope(wall_ms(), "1")).await);
+  assert_eq!(a.delete("k").await, Some(true));
+  assert!(a.clear().await.is_some());
+  let expected = [
+    Invalidation::Changed(Change::Filled("k".into())),
+    Invalidation::Changed(Change::Deleted("k".into())),
+    Invalidation::Changed(Change::Cleared),
+  ];
+  let about_k = |list: Vec<Invalidation>| -> Vec<Invalidation> {
+    list
+      .into_iter()
+      .filter(|i| expected.contains(i))
+      .collect::<Vec<_>>()
+  };
+  let mut at_b = Vec::new();
+  wait_until("b to hear a's changes", || {
+    at_b.extend(about_k(b.invalidations().take()));
+    at_b.len() >= expected.len()
+  })
+  .await;
+  assert_eq!(at_b, expected);
+  // Once a has heard a later change of b's, it has had its own three back
+  // from the channel, and kept none of them.
+  let mut at_a = hears(&b, &a).await;
+  at_a.extend(a.invalidations().take());
+  assert_eq!(about_k(at_a), []);
+  a.stop();
+  b.stop();
+}

@@ -1,0 +1,639 @@
+//! The contract every shared store keeps: each behaviour the fleet protocol
+//! (`engine::fleet`) relies on, with an assertion that fails if a store
+//! breaks it. [`contract`] runs the whole suite for one store (as
+//! bentocache's `registerCacheDriverTestSuite` does for a driver);
+//! `the_redis_store_keeps_the_contract` runs it against a real redis-server.
+//!
+//! A new store gets a [`Fixture`] (how to open one, and how to plant what no
+//! herdcache instance writes) and one `#[tokio::test]` calling `contract`.
+
+mod support;
+
+use futures_util::FutureExt;
+use herdcache::core::envelope::{DecodeError, Envelope, Meta};
+use herdcache::core::fleet::{Change, Event};
+use herdcache::engine::shared::{
+  lock_token, Events, LockAttempt, Read, RedisStore, RedisTimeouts, SharedStore,
+};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::RedisServer;
+
+/// What the suite needs from a store's backend beyond the trait.
+trait Fixture {
+  type Store: SharedStore;
+  /// A new store on the shared backend under `prefix`, with an origin of
+  /// its own (as another instance of the fleet would have).
+  fn store(&self, prefix: &str) -> Self::Store;
+  /// Stores `bytes` as the value of `key`, as another program (or a corrupt
+  /// write) would: no envelope, no TTL.
+  async fn plant_value(&self, store: &Self::Store, key: &str, bytes: &[u8]);
+  /// Puts `garbage` where `key`'s lock goes.
+  async fn plant_lock(&self, store: &Self::Store, key: &str, garbage: Garbage);
+}
+
+/// Lock keys no herdcache instance can have set.
+#[derive(Debug, Clone, Copy)]
+enum Garbage {
+  /// A string that is not a token, without a TTL.
+  NoTtl,
+  /// A well-formed token without a TTL (every lock has one).
+  TokenWithoutTtl,
+  /// A string that is not a token, with a TTL.
+  NotAToken,
+  /// Another type (a list), without a TTL.
+  List,
+  /// Another type (a hash), with a TTL.
+  HashWithTtl,
+}
+
+const GARBAGE: [Garbage; 5] = [
+  Garbage::NoTtl,
+  Garbage::TokenWithoutTtl,
+  Garbage::NotAToken,
+  Garbage::List,
+  Garbage::HashWithTtl,
+];
+
+/// Every case, in order. Each runs to its end even when an earlier one
+/// failed, and the suite then fails naming every broken case (their panic
+/// messages are printed as they happen).
+async fn contract<F: Fixture>(f: &F) {
+  let mut broken = Vec::new();
+  macro_rules! run {
+    ($($case:ident),* $(,)?) => {$(
+      eprintln!("store contract: {}", stringify!($case));
+      if AssertUnwindSafe($case(f)).catch_unwind().await.is_err() {
+        broken.push(stringify!($case));
+      }
+    )*};
+  }
+  run!(
+    reads_tell_absent_found_and_corrupt_apart,
+    read_many_answers_in_the_order_asked,
+    an_older_load_never_overwrites_a_newer_value,
+    a_value_readers_reject_is_replaced_and_a_valid_newer_one_kept,
+    the_writer_and_the_reader_agree_on_near_valid_values,
+    one_holder_at_a_time_and_only_the_holder_releases_or_extends,
+    a_contended_lock_reports_the_holders_lease,
+    a_lock_expires_by_itself,
+    a_garbage_lock_is_replaced,
+    a_write_releases_our_lock_but_not_someone_elses,
+    writes_deletes_and_clears_are_announced_and_wake_waiters,
+    a_subscription_delivers_other_origins_events_of_its_prefix_only,
+    clear_removes_only_this_prefix,
+  );
+  assert!(
+    broken.is_empty(),
+    "the store breaks the contract: {broken:?}"
+  );
+}
+
+#[tokio::test]
+async fn the_redis_store_keeps_the_contract() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let connection = redis::Client::open(server.url())
+    .unwrap()
+    .get_multiplexed_async_connection()
+    .await
+    .unwrap();
+  contract(&RedisFixture { server, connection }).await;
+}
+
+struct RedisFixture {
+  server: RedisServer,
+  connection: redis::aio::MultiplexedConnection,
+}
+
+impl RedisFixture {
+  async fn run(&self, command: &[&[u8]]) {
+    let mut cmd = redis::cmd(std::str::from_utf8(command[0]).unwrap());
+    for arg in &command[1..] {
+      cmd.arg(*arg);
+    }
+    let _: redis::Value = cmd.query_async(&mut self.connection.clone()).await.unwrap();
+  }
+}
+
+impl Fixture for RedisFixture {
+  type Store = RedisStore;
+
+  fn store(&self, prefix: &str) -> RedisStore {
+    RedisStore::open(&self.server.url(), prefix, RedisTimeouts::default()).unwrap()
+  }
+
+  async fn plant_value(&self, store: &RedisStore, key: &str, bytes: &[u8]) {
+    self
+      .run(&[b"SET", store.keys(key).value.as_bytes(), bytes])
+      .await;
+  }
+
+  async fn plant_lock(&self, store: &RedisStore, key: &str, garbage: Garbage) {
+    let lock = store.keys(key).lock;
+    let lock = lock.as_bytes();
+    match garbage {
+      Garbage::NoTtl => self.run(&[b"SET", lock, b"foreign"]).await,
+      Garbage::TokenWithoutTtl => {
+        let token = b"0b5a1c9e-8f1d-4a5e-9c1b-2f6b1d3e4a5f";
+        self.run(&[b"SET", lock, token]).await
+      }
+      Garbage::NotAToken => self.run(&[b"SET", lock, b"foreign", b"PX", b"60000"]).await,
+      Garbage::List => self.run(&[b"RPUSH", lock, b"x"]).await,
+      Garbage::HashWithTtl => {
+        self.run(&[b"HSET", lock, b"f", b"v"]).await;
+        self.run(&[b"PEXPIRE", lock, b"60000"]).await
+      }
+    }
+  }
+}
+
+fn envelope(stamp: u64, json: &str) -> Envelope {
+  Envelope {
+    meta: Meta {
+      fresh_until: stamp + 1_000,
+      hard_until: stamp + 10_000,
+      compute_ms: 12,
+      stamp,
+      negative: false,
+    },
+    json: json.into(),
+  }
+}
+
+/// What the fleet passes to the write after a read found a corrupt value.
+fn corrupt_stamp(read: &Read) -> Option<u64> {
+  match read {
+    Read::Corrupt(DecodeError::BadValue { stamp }) => Some(*stamp),
+    _ => None,
+  }
+}
+
+/// Polls `pred` (the subscriber shares the runtime), for 8 s at most.
+async fn wait_until(what: &str, pred: impl Fn() -> bool) {
+  let deadline = Instant::now() + Duration::from_secs(8);
+  while !pred() {
+    assert!(Instant::now() < deadline, "timed out waiting for {what}");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+  }
+}
+
+/// A live subscription of `store` that records every event it delivers.
+struct Recorder {
+  seen: Arc<Mutex<Vec<Event>>>,
+  events: Arc<Events>,
+  task: tokio::task::JoinHandle<()>,
+}
+
+impl Recorder {
+  async fn start<S: SharedStore>(store: &S) -> Recorder {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let connected = Arc::new(AtomicBool::new(false));
+    let events = {
+      let seen = Arc::clone(&seen);
+      Events::new(move |e| seen.lock().unwrap().push(e.clone()))
+    };
+    let task = {
+      let connected = Arc::clone(&connected);
+      store.subscribe(&events, move |up| connected.store(up, Ordering::SeqCst))
+    };
+    wait_until("the subscription", || connected.load(Ordering::SeqCst)).await;
+    Recorder { seen, events, task }
+  }
+
+  /// Waits for `n` events, and returns the first `n`.
+  async fn first(&self, n: usize) -> Vec<Event> {
+    wait_until(&format!("{n} events"), || {
+      self.seen.lock().unwrap().len() >= n
+    })
+    .await;
+    self.seen.lock().unwrap()[..n].to_vec()
+  }
+}
+
+impl Drop for Recorder {
+  fn drop(&mut self) {
+    self.task.abort();
+  }
+}
+
+async fn reads_tell_absent_found_and_corrupt_apart<F: Fixture>(f: &F) {
+  let s = f.store("read:");
+  let keys = s.keys("user:1");
+  assert_eq!(s.read(&keys).await.unwrap(), Read::Missing);
+  let e = envelope(1_000, "{\"a\":1}");
+  assert!(s.write("user:1", &keys, &e, 60_000, None).await.unwrap());
+  assert_eq!(s.read(&keys).await.unwrap(), Read::Found(e));
+
+  // Foreign or corrupt values read as corrupt, and are overwritten.
+  let keys = s.keys("k");
+  for junk in [
+    "{\"plain\":\"json\"}",
+    "hc1 garbage\n{}",
+    "hc1 9 1 0 0 v\n1",
+  ] {
+    f.plant_value(&s, "k", junk.as_bytes()).await;
+    assert!(
+      matches!(s.read(&keys).await.unwrap(), Read::Corrupt(_)),
+      "{junk}"
+    );
+  }
+  assert!(s
+    .write("k", &keys, &envelope(5, "1"), 60_000, None)
+    .await
+    .unwrap());
+  assert_eq!(s.read(&keys).await.unwrap(), Read::Found(envelope(5, "1")));
+}
+
+async fn read_many_answers_in_the_order_asked<F: Fixture>(f: &F) {
+  let s = f.store("many:");
+  for (key, stamp) in [("one", 1), ("three", 3)] {
+    let json = stamp.to_string();
+    let e = envelope(stamp, &json);
+    assert!(s.write(key, &s.keys(key), &e, 60_000, None).await.unwrap());
+  }
+  f.plant_value(&s, "junk", b"not an envelope").await;
+  let asked = ["three", "two", "one", "junk", "three"];
+  let keys: Vec<_> = asked.iter().map(|k| s.keys(k)).collect();
+  let reads = s.read_many(&keys).await.unwrap();
+  assert_eq!(reads.len(), asked.len());
+  assert_eq!(reads[0], Read::Found(envelope(3, "3")));
+  assert_eq!(reads[1], Read::Missing);
+  assert_eq!(reads[2], Read::Found(envelope(1, "1")));
+  assert!(matches!(reads[3], Read::Corrupt(_)), "{:?}", reads[3]);
+  assert_eq!(reads[4], Read::Found(envelope(3, "3")));
+  assert_eq!(s.read_many(&keys[1..2]).await.unwrap(), [Read::Missing]);
+}
+
+async fn an_older_load_never_overwrites_a_newer_value<F: Fixture>(f: &F) {
+  let s = f.store("order:");
+  let keys = s.keys("k");
+  assert!(s
+    .write("k", &keys, &envelope(2_000, "\"new\""), 60_000, None)
+    .await
+    .unwrap());
+  assert!(!s
+    .write("k", &keys, &envelope(1_999, "\"late\""), 60_000, None)
+    .await
+    .unwrap());
+  assert_eq!(
+    s.read(&keys).await.unwrap(),
+    Read::Found(envelope(2_000, "\"new\""))
+  );
+  assert!(s
+    .write("k", &keys, &envelope(2_001, "\"newer\""), 60_000, None)
+    .await
+    .unwrap());
+  assert_eq!(
+    s.read(&keys).await.unwrap(),
+    Read::Found(envelope(2_001, "\"newer\""))
+  );
+}
+
+/// A stored value the reader rejects can never block writes, whatever its
+/// stamp says; a valid newer one is kept, up to the largest stamp the
+/// format allows.
+async fn a_value_readers_reject_is_replaced_and_a_valid_newer_one_kept<F: Fixture>(f: &F) {
+  let s = f.store("reject:");
+  let far = "9".repeat(25);
+  let huge = "9".repeat(16);
+  let corrupt_but_newer = [
+    format!("hc1 1 2 3 {far} v\n1"),
+    format!("hc1 1 2 3 {huge} v\n1"),
+    format!("hc1 {far} {far} 3 99999999999999 v\n1"),
+    "hc1 5 2 3 99999999999999 v\n1".to_string(),
+    "hc1 1 2 3 99999999999999 v\nnot json".to_string(),
+    "hc1 1 2 3 99999999999999 v\n".to_string(),
+  ];
+  let keys = s.keys("k");
+  for stored in corrupt_but_newer {
+    f.plant_value(&s, "k", stored.as_bytes()).await;
+    let read = s.read(&keys).await.unwrap();
+    assert!(
+      matches!(read, Read::Corrupt(_)),
+      "the reader rejects {stored:?}"
+    );
+    let ours = envelope(1_000, "\"ours\"");
+    assert!(
+      s.write_over("k", &keys, &ours, 60_000, None, corrupt_stamp(&read))
+        .await
+        .unwrap(),
+      "the writer must replace {stored:?}"
+    );
+    assert_eq!(s.read(&keys).await.unwrap(), Read::Found(ours));
+  }
+  let newest = envelope(999_999_999_989_999, "\"newest\"");
+  assert!(s.write("k", &keys, &newest, 60_000, None).await.unwrap());
+  assert!(!s
+    .write(
+      "k",
+      &keys,
+      &envelope(999_999_999_989_998, "\"late\""),
+      60_000,
+      None
+    )
+    .await
+    .unwrap());
+  assert_eq!(s.read(&keys).await.unwrap(), Read::Found(newest));
+}
+
+/// The writer and the reader agree on every stored value: the writer keeps
+/// a value with a newer stamp exactly when the reader accepts it, so no
+/// stored value is both unreadable and impossible to overwrite.
+async fn the_writer_and_the_reader_agree_on_near_valid_values<F: Fixture>(f: &F) {
+  use rand::{Rng, SeedableRng};
+  let s = f.store("agree:");
+  let seed = 0x5eed_u64;
+  let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+  // Mostly valid numbers, so that whole valid headers come up often.
+  let numbers = [
+    "2000",
+    "2000",
+    "2000",
+    "3000",
+    "3000",
+    "999999999999999",
+    "999999999999999",
+    "999999999999999",
+    "1000000000000000",
+    "99999999999999999999999",
+    "-5",
+    "",
+    "0x10",
+    "1e3",
+  ];
+  // herdcache writes values nested past serde's recursion limit too.
+  let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+  let bodies: [&[u8]; 10] = [
+    deep.as_bytes(),
+    b"1",
+    b"{\"a\":[1,2]}",
+    b"\"s\"",
+    b"null",
+    b"not json",
+    b"",
+    b"[1,",
+    b"\"\xff\xfe\"",
+    b"1 2",
+  ];
+  let (mut kept, mut replaced) = (0, 0);
+  for case in 0..1_000 {
+    let mut pick = |list: &[&str]| list[rng.random_range(0..list.len())].to_string();
+    let fields = [
+      pick(&numbers),
+      pick(&numbers),
+      pick(&numbers),
+      pick(&numbers),
+    ];
+    let tag = pick(&["hc1", "hc1", "hc1", "hc2", "HC1"]);
+    let kind = pick(&["v", "n", "v", "q"]);
+    let mut stored = format!(
+      "{tag} {} {} {} {} {kind}\n",
+      fields[0], fields[1], fields[2], fields[3]
+    )
+    .into_bytes();
+    stored.extend_from_slice(bodies[rng.random_range(0..bodies.len())]);
+    let key = format!("agree{case}");
+    let keys = s.keys(&key);
+    f.plant_value(&s, &key, &stored).await;
+    let read = s.read(&keys).await.unwrap();
+    let accepted = matches!(read, Read::Found(_));
+    let written = s
+      .write_over(
+        &key,
+        &keys,
+        &envelope(1_000, "\"ours\""),
+        60_000,
+        None,
+        corrupt_stamp(&read),
+      )
+      .await
+      .unwrap();
+    assert_eq!(
+      written,
+      !accepted,
+      "seed {seed:#x} case {case}: {:?} (reader accepts: {accepted})",
+      String::from_utf8_lossy(&stored)
+    );
+    if accepted {
+      kept += 1;
+    } else {
+      replaced += 1;
+    }
+  }
+  // The generator reaches both sides.
+  assert!(
+    kept >= 10 && replaced >= 300,
+    "kept {kept}, replaced {replaced}"
+  );
+}
+
+async fn one_holder_at_a_time_and_only_the_holder_releases_or_extends<F: Fixture>(f: &F) {
+  let s = f.store("holder:");
+  let keys = s.keys("hot");
+  let (mine, theirs) = (lock_token(), lock_token());
+  assert_ne!(mine, theirs);
+  assert!(s.try_lock(&keys, &mine, 5_000).await.unwrap());
+  assert!(!s.try_lock(&keys, &theirs, 5_000).await.unwrap());
+  let lease = s.lock_lease(&keys).await.unwrap().unwrap();
+  assert!(lease > 4_000 && lease <= 5_000);
+  assert!(!s.release(&keys, &theirs).await.unwrap());
+  assert!(!s.extend(&keys, &theirs, 60_000).await.unwrap());
+  // The holder's lease is untouched by the others' attempts.
+  let lease = s.lock_lease(&keys).await.unwrap().unwrap();
+  assert!(lease <= 5_000, "{lease}");
+  assert!(s.extend(&keys, &mine, 60_000).await.unwrap());
+  assert!(s.lock_lease(&keys).await.unwrap().unwrap() > 50_000);
+  assert!(s.release(&keys, &mine).await.unwrap());
+  assert_eq!(s.lock_lease(&keys).await.unwrap(), None);
+  // A released lock is not released or extended twice.
+  assert!(!s.release(&keys, &mine).await.unwrap());
+  assert!(!s.extend(&keys, &mine, 5_000).await.unwrap());
+  assert!(s.try_lock(&keys, &theirs, 5_000).await.unwrap());
+}
+
+async fn a_contended_lock_reports_the_holders_lease<F: Fixture>(f: &F) {
+  let s = f.store("contended:");
+  let keys = s.keys("k");
+  assert_eq!(
+    s.lock(&keys, &lock_token(), 5_000).await.unwrap(),
+    LockAttempt::Won
+  );
+  match s.lock(&keys, &lock_token(), 5_000).await.unwrap() {
+    LockAttempt::Held(lease) => assert!(lease > 4_000 && lease <= 5_000, "{lease}"),
+    other => panic!("the lock was taken twice: {other:?}"),
+  }
+}
+
+async fn a_lock_expires_by_itself<F: Fixture>(f: &F) {
+  let s = f.store("expires:");
+  let keys = s.keys("k");
+  assert!(s.try_lock(&keys, &lock_token(), 50).await.unwrap());
+  tokio::time::sleep(Duration::from_millis(120)).await;
+  assert_eq!(s.lock_lease(&keys).await.unwrap(), None);
+  assert!(s.try_lock(&keys, &lock_token(), 50).await.unwrap());
+}
+
+/// A lock key no instance can have set (no TTL, not a token, another
+/// type) is garbage: the next caller takes the lock at once instead of
+/// waiting (or, before, spinning) until its hardTimeout.
+async fn a_garbage_lock_is_replaced<F: Fixture>(f: &F) {
+  let s = f.store("garbage:");
+  for (i, garbage) in GARBAGE.into_iter().enumerate() {
+    let key = format!("g{i}");
+    f.plant_lock(&s, &key, garbage).await;
+    let keys = s.keys(&key);
+    let mine = lock_token();
+    assert_eq!(
+      s.lock(&keys, &mine, 5_000).await.unwrap(),
+      LockAttempt::Won,
+      "{garbage:?}"
+    );
+    // It is a real lock now: ours, with a lease, released by our token.
+    let lease = s.lock_lease(&keys).await.unwrap().unwrap();
+    assert!(lease > 4_000 && lease <= 5_000, "{garbage:?}: {lease}");
+    assert!(s.release(&keys, &mine).await.unwrap(), "{garbage:?}");
+  }
+  // Calls that compare our token never fail on another type.
+  f.plant_lock(&s, "f", Garbage::List).await;
+  let keys = s.keys("f");
+  assert!(!s.release(&keys, &lock_token()).await.unwrap());
+  assert!(!s.extend(&keys, &lock_token(), 5_000).await.unwrap());
+  assert!(s
+    .write("f", &keys, &envelope(1, "1"), 60_000, Some(&lock_token()))
+    .await
+    .unwrap());
+}
+
+async fn a_write_releases_our_lock_but_not_someone_elses<F: Fixture>(f: &F) {
+  let s = f.store("release:");
+  let keys = s.keys("k");
+  let mine = lock_token();
+  assert!(s.try_lock(&keys, &mine, 5_000).await.unwrap());
+  assert!(s
+    .write("k", &keys, &envelope(1, "1"), 60_000, Some(&mine))
+    .await
+    .unwrap());
+  assert_eq!(s.lock_lease(&keys).await.unwrap(), None);
+  // Our lease ran out and another instance holds the lock now.
+  let theirs = lock_token();
+  assert!(s.try_lock(&keys, &theirs, 5_000).await.unwrap());
+  assert!(s
+    .write("k", &keys, &envelope(2, "2"), 60_000, Some(&mine))
+    .await
+    .unwrap());
+  assert!(s.lock_lease(&keys).await.unwrap().is_some());
+  assert!(!s.try_lock(&keys, &mine, 5_000).await.unwrap());
+  // A write that loses to a newer value still releases the writer's lock:
+  // the late loader is done either way.
+  assert!(s.release(&keys, &theirs).await.unwrap());
+  assert!(s.try_lock(&keys, &mine, 5_000).await.unwrap());
+  assert!(!s
+    .write("k", &keys, &envelope(1, "late"), 60_000, Some(&mine))
+    .await
+    .unwrap());
+  assert_eq!(s.lock_lease(&keys).await.unwrap(), None);
+}
+
+async fn writes_deletes_and_clears_are_announced_and_wake_waiters<F: Fixture>(f: &F) {
+  let s = f.store("announce:");
+  let recorder = Recorder::start(&s).await;
+  let keys = s.keys("k");
+  let waiter = recorder.events.wait("k");
+  let mut other = recorder.events.wait("other");
+  assert!(s
+    .write("k", &keys, &envelope(1, "1"), 60_000, None)
+    .await
+    .unwrap());
+  tokio::time::timeout(Duration::from_secs(5), waiter)
+    .await
+    .expect("the fill notice wakes the waiter")
+    .unwrap();
+  assert!(s.delete("k", &keys).await.unwrap());
+  assert!(!s.delete("k", &keys).await.unwrap());
+  recorder.first(3).await;
+  // A clear wakes every waiter.
+  let after_clear = recorder.events.wait("k");
+  assert_eq!(s.clear().await.unwrap(), 0);
+  let origin = s.origin().to_string();
+  assert_eq!(
+    recorder.first(4).await,
+    [
+      Event::new(&origin, Change::Filled("k".into())),
+      Event::new(&origin, Change::Deleted("k".into())),
+      Event::new(&origin, Change::Deleted("k".into())),
+      Event::new(&origin, Change::Cleared),
+    ]
+  );
+  tokio::time::timeout(Duration::from_secs(5), after_clear)
+    .await
+    .expect("the clear wakes the waiter")
+    .unwrap();
+  tokio::time::timeout(Duration::from_secs(5), &mut other)
+    .await
+    .expect("the clear wakes a waiter of any key")
+    .unwrap();
+  assert_eq!(recorder.events.waiting("k"), 0);
+}
+
+/// Another instance's changes reach a subscription, named by that
+/// instance's origin (so the fleet can skip its own); another prefix's do
+/// not; a key's waiter is woken by that key's events only.
+async fn a_subscription_delivers_other_origins_events_of_its_prefix_only<F: Fixture>(f: &F) {
+  let a = f.store("fleet:");
+  let b = f.store("fleet:");
+  let elsewhere = f.store("elsewhere:");
+  assert_ne!(a.origin(), b.origin());
+  assert!(!a.origin().contains(' ') && !a.origin().is_empty());
+  let at_b = Recorder::start(&b).await;
+  let at_elsewhere = Recorder::start(&elsewhere).await;
+  let mut other_key = at_b.events.wait("other");
+  let keys = a.keys("k");
+  assert!(a
+    .write("k", &keys, &envelope(1, "1"), 60_000, None)
+    .await
+    .unwrap());
+  assert!(a.delete("k", &keys).await.unwrap());
+  let origin = a.origin().to_string();
+  assert_eq!(
+    at_b.first(2).await,
+    [
+      Event::new(&origin, Change::Filled("k".into())),
+      Event::new(&origin, Change::Deleted("k".into())),
+    ]
+  );
+  assert!(other_key.try_recv().is_err(), "woken by another key");
+  // The other prefix's subscription saw none of it: its first event is its
+  // own, published after a's.
+  elsewhere.delete("k", &elsewhere.keys("k")).await.unwrap();
+  assert_eq!(
+    at_elsewhere.first(1).await,
+    [Event::new(elsewhere.origin(), Change::Deleted("k".into()))]
+  );
+}
+
+async fn clear_removes_only_this_prefix<F: Fixture>(f: &F) {
+  // A glob character in the prefix matches only itself.
+  let mine = f.store("app*1:");
+  let theirs = f.store("app:");
+  for i in 0..1_200 {
+    let key = format!("k{i}");
+    mine
+      .write(&key, &mine.keys(&key), &envelope(1, "1"), 60_000, None)
+      .await
+      .unwrap();
+  }
+  theirs
+    .write("k0", &theirs.keys("k0"), &envelope(1, "1"), 60_000, None)
+    .await
+    .unwrap();
+  assert_eq!(mine.clear().await.unwrap(), 1_200);
+  assert_eq!(mine.read(&mine.keys("k0")).await.unwrap(), Read::Missing);
+  assert!(matches!(
+    theirs.read(&theirs.keys("k0")).await.unwrap(),
+    Read::Found(_)
+  ));
+}
