@@ -43,6 +43,23 @@ impl Held {
     Ok(held)
   }
 
+  /// `value` with `promise`, a promise already fulfilled with it (the
+  /// flight's), as its settled promise.
+  pub unsafe fn settled(env: Env, value: Value, promise: Option<JsRef>) -> RawResult<Held> {
+    let resolved = OnceCell::new();
+    if let Some(promise) = promise {
+      let _ = resolved.set(promise);
+    }
+    let held = Held {
+      value: HeldValue::from_js(env, value)?,
+      resolved,
+    };
+    if let (HeldValue::Object(_), None) = (&held.value, held.resolved.get()) {
+      held.resolved(env);
+    }
+    Ok(held)
+  }
+
   pub unsafe fn to_js(&self, env: Env) -> Value {
     self.value.to_js(env)
   }
