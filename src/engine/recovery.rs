@@ -98,11 +98,8 @@ impl RecoveryQueue {
       return 1;
     }
     let slot = self.slot(now);
-    match self.keys.insert(key.to_string(), (slot, op)) {
-      Some((old, _)) => {
-        self.order.remove(&old.seq);
-      }
-      None => {}
+    if let Some((old, _)) = self.keys.insert(key.to_string(), (slot, op)) {
+      self.order.remove(&old.seq);
     }
     self.order.insert(slot.seq, key.to_string());
     let mut dropped = 0;
