@@ -10,7 +10,7 @@
 //! each carry it), and a string behind one thin pointer. 32 bytes, where
 //! two `JsRef`s and an inline `Vec` took 48 (bench/RESULTS.md, memory).
 
-use super::raw::{self, Env, RawResult, Value};
+use super::raw::{self, Env, JsRef, RawResult, Value};
 use napi::sys;
 use std::cell::Cell;
 use std::ptr;
@@ -60,16 +60,16 @@ impl Held {
   /// `value` with `promise`, a promise already fulfilled with it (the
   /// flight's), as its settled promise.
   pub unsafe fn settled(env: Env, value: Value, promise: Option<JsRef>) -> RawResult<Held> {
-    let resolved = OnceCell::new();
-    if let Some(promise) = promise {
-      let _ = resolved.set(promise);
-    }
     let held = Held {
+      env,
       value: HeldValue::from_js(env, value)?,
-      resolved,
+      // The flight's `JsRef` was made on this env: a cache lives on one.
+      resolved: Cell::new(promise.map_or(ptr::null_mut(), JsRef::into_raw)),
     };
-    if let (HeldValue::Object(_), None) = (&held.value, held.resolved.get()) {
-      held.resolved(env);
+    if let HeldValue::Object(_) = held.value {
+      if held.resolved.get().is_null() {
+        held.resolved(env);
+      }
     }
     Ok(held)
   }
