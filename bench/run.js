@@ -19,7 +19,9 @@
 //   --out=FILE           where to write the Markdown (default bench/RESULTS.md; quick: bench/out/quick.md)
 //
 // Without --only / --scenarios it then runs bench/nest.js (a cached Nest
-// route: herdcache/nest next to @nestjs/cache-manager), which writes bench/NEST.md.
+// route: herdcache/nest next to @nestjs/cache-manager), which writes bench/NEST.md,
+// and bench/memory.js (bytes per cached entry), which appends its section to
+// the Markdown this run wrote.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -860,6 +862,12 @@ async function main() {
       { stdio: 'inherit' },
     )
     if (nest.status !== 0) process.exitCode = nest.status || 1
+    const memory = require('node:child_process').spawnSync(
+      process.execPath,
+      [path.join(__dirname, 'memory.js'), ...(QUICK ? ['--quick'] : []), `--out=${OUT}`],
+      { stdio: 'inherit' },
+    )
+    if (memory.status !== 0) process.exitCode = memory.status || 1
   }
 }
 
