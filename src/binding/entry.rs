@@ -111,6 +111,7 @@ enum Action {
   /// A settled promise of the value, an outcome, maybe a refresh to start.
   Serve(Value, Outcome, Option<Refresh>),
   Stale {
+    /// The entry's settled promise.
     value: Value,
     refresh: bool,
     join: Option<Value>,
@@ -189,7 +190,7 @@ unsafe fn get_or_load_impl(
         join,
         counted,
       } => Action::Stale {
-        value: value.to_js(env),
+        value: value.resolved(env),
         refresh,
         join: join.and_then(|f| f.promise(env)),
         counted,
@@ -231,7 +232,8 @@ unsafe fn get_or_load_impl(
           if !counted {
             inner.cache.borrow_mut().local_mut().record_soft_wait(true);
           }
-          raw::resolved(env, value)
+          // `value` is the entry's settled promise.
+          value
         }
       };
       (promise, Outcome::Stale)

@@ -32,8 +32,9 @@ pub struct FlightHandle {
   /// With a fleet: the `status` objects of the flight's callers, whose
   /// `outcome` the flight sets if another instance's value answers it.
   pub statuses: Vec<JsRef>,
-  /// With a fleet: our loader's value while it is written there.
-  answer: Option<Held>,
+  /// With a fleet: our loader's value while it is written there (an
+  /// object by reference, a primitive by copy).
+  answer: Option<Kept>,
 }
 
 impl std::fmt::Debug for FlightHandle {
@@ -75,6 +76,30 @@ impl FlightHandle {
       Ok(value) => sys::napi_resolve_deferred(env, deferred, value),
       Err(error) => sys::napi_reject_deferred(env, deferred, error),
     };
+  }
+}
+
+/// A JS value kept across a tokio step.
+enum Kept {
+  Object(JsRef),
+  Primitive(Held),
+}
+
+impl Kept {
+  unsafe fn new(env: Env, value: Value) -> RawResult<Kept> {
+    Ok(match raw::type_of(env, value) {
+      sys::ValueType::napi_object | sys::ValueType::napi_function => {
+        Kept::Object(JsRef::strong(env, value)?)
+      }
+      _ => Kept::Primitive(Held::from_js(env, value)?),
+    })
+  }
+
+  unsafe fn to_js(&self, env: Env) -> Value {
+    match self {
+      Kept::Object(reference) => reference.get(env).unwrap_or_else(|| raw::undefined(env)),
+      Kept::Primitive(held) => held.value_or_promise(env),
+    }
   }
 }
 
@@ -134,7 +159,7 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
         Ok(raw::undefined(env))
       }
       Step::Later(write) => {
-        let kept = Held::from_js(env, value)?;
+        let kept = Kept::new(env, value)?;
         if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
           flight.handle.answer = Some(kept);
         }

@@ -1,9 +1,11 @@
-//! How the embedded store holds a value: the parsed JS value itself, so a
-//! hit is a reference lookup instead of a `JSON.parse` (objects by
-//! `napi_ref`; primitives, which napi 9 cannot reference, by copy), plus the
-//! settled promise of it, made on the first hit and handed to every later
-//! one: a resolved promise never changes, and making one per hit was most
-//! of a hit's cost.
+//! How the embedded store holds a value: the settled promise of the parsed
+//! JS value, handed to every hit (a resolved promise never changes, and
+//! making one per hit was most of a hit's cost; a hit is a reference lookup
+//! instead of a `JSON.parse`). An object is held through that promise alone,
+//! which keeps it alive: one `napi_ref` per entry, not two (each is ~80
+//! bytes in Node 20, bench/RESULTS.md, memory). Primitives, which napi 9
+//! cannot reference, are kept by copy and their promise is made on the
+//! first hit.
 //!
 //! A `Held` is in every entry of the store, so it is kept small: the env
 //! once for both references (bare `napi_ref`s, not two `JsRef`s that would
@@ -27,8 +29,8 @@ pub struct Held {
 
 #[derive(Debug)]
 enum HeldValue {
-  /// A strong `napi_ref`, deleted with the `Held`.
-  Object(sys::napi_ref),
+  /// An object or function: it lives in the settled promise.
+  Object,
   /// UTF-16 code units, so a string with a lone surrogate comes back as it
   /// went in (UTF-8 would turn it into U+FFFD). Boxed once more to keep
   /// this enum at two words: strings are the rarer value.
@@ -42,23 +44,12 @@ enum HeldValue {
 
 impl Held {
   pub unsafe fn from_js(env: Env, value: Value) -> RawResult<Held> {
-    let held = Held {
-      env,
-      value: HeldValue::from_js(env, value)?,
-      resolved: Cell::new(ptr::null_mut()),
-    };
-    // Resolving a promise with an object reads its `then`, which can run
-    // user code (a getter on Object.prototype) that calls back into the
-    // cache. So an object's promise is made here, before the value is
-    // stored, and not on its first hit, while the engine is borrowed.
-    if let HeldValue::Object(_) = held.value {
-      held.resolved(env);
-    }
-    Ok(held)
+    Held::settled(env, value, None)
   }
 
-  /// `value` with `promise`, a promise already fulfilled with it (the
-  /// flight's), as its settled promise.
+  /// `value` held with `promise`, a promise already fulfilled with it (the
+  /// flight's), as its settled promise; without one, an object's is made
+  /// here.
   pub unsafe fn settled(env: Env, value: Value, promise: Option<JsRef>) -> RawResult<Held> {
     let held = Held {
       env,
@@ -66,16 +57,26 @@ impl Held {
       // The flight's `JsRef` was made on this env: a cache lives on one.
       resolved: Cell::new(promise.map_or(ptr::null_mut(), JsRef::into_raw)),
     };
-    if let HeldValue::Object(_) = held.value {
-      if held.resolved.get().is_null() {
-        held.resolved(env);
-      }
+    // Resolving a promise with an object reads its `then`, which can run
+    // user code (a getter on Object.prototype) that calls back into the
+    // cache. So an object's promise is made here, before the value is
+    // stored, and not on its first hit, while the engine is borrowed. It is
+    // also all that keeps the object.
+    if let (HeldValue::Object, true) = (&held.value, held.resolved.get().is_null()) {
+      let promise = raw::resolved(env, value);
+      held.resolved.set(raw::create_reference(env, promise, 1)?);
     }
     Ok(held)
   }
 
-  pub unsafe fn to_js(&self, env: Env) -> Value {
-    self.value.to_js(env)
+  /// Something that gives the value: a primitive itself, an object as its
+  /// settled promise (the only reference kept to it). Resolving a promise
+  /// with either gives the value.
+  pub unsafe fn value_or_promise(&self, env: Env) -> Value {
+    match self.value {
+      HeldValue::Object => self.resolved(env),
+      _ => self.value.to_js(env),
+    }
   }
 
   /// A promise resolved with the value; the same one on every call. Made
@@ -107,9 +108,6 @@ impl Drop for Held {
     // engine owned by an `Inner`, which is freed in a napi call or a napi
     // finalizer while the env is alive, as `JsRef`'s `Drop` explains.
     unsafe {
-      if let HeldValue::Object(reference) = self.value {
-        raw::delete_reference(self.env, reference);
-      }
       let promise = self.resolved.get();
       if !promise.is_null() {
         raw::delete_reference(self.env, promise);
@@ -121,9 +119,7 @@ impl Drop for Held {
 impl HeldValue {
   unsafe fn from_js(env: Env, value: Value) -> RawResult<HeldValue> {
     Ok(match raw::type_of(env, value) {
-      sys::ValueType::napi_object | sys::ValueType::napi_function => {
-        HeldValue::Object(raw::create_reference(env, value, 1)?)
-      }
+      sys::ValueType::napi_object | sys::ValueType::napi_function => HeldValue::Object,
       sys::ValueType::napi_string => HeldValue::Text(Box::new(raw::get_string_utf16(env, value)?)),
       sys::ValueType::napi_number => HeldValue::Number(raw::get_number(env, value)),
       sys::ValueType::napi_boolean => HeldValue::Bool(raw::get_bool(env, value)),
@@ -134,7 +130,8 @@ impl HeldValue {
 
   unsafe fn to_js(&self, env: Env) -> Value {
     match self {
-      HeldValue::Object(r) => raw::reference_value(env, *r).unwrap_or_else(|| raw::undefined(env)),
+      // Never asked for: an object's promise is made with the `Held`.
+      HeldValue::Object => raw::undefined(env),
       HeldValue::Text(units) => raw::string_utf16(env, units),
       HeldValue::Number(n) => raw::number(env, *n),
       HeldValue::Bool(b) => raw::boolean(env, *b),

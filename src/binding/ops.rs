@@ -48,7 +48,7 @@ pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
     let options = read_call_options(env, [argv[1], undefined, undefined, undefined, undefined])?;
     let mut cache = inner.cache.borrow_mut();
     Ok(match cache.get(key, !options.refuse_stale) {
-      Some(held) => held.to_js(env),
+      Some(held) => held.value_or_promise(env),
       None => undefined,
     })
   })
