@@ -335,42 +335,46 @@ test('every writer writes hc2, with the refresh moment it drew: u = 1 never earl
   assert.equal(direct.refreshAt, direct.freshUntil, 'set() has no compute time: never early')
 })
 
-test("another instance's refreshAt decides when this one refreshes early; an hc1 entry gets a local draw", T, async (t) => {
-  const redis = await startRedis(t)
-  if (!redis) return
-  const prefix = 'hc2r:'
-  const now = Date.now()
-  const write = (key, text) => redis.cmd('SET', names(prefix, key).value, text, 'PX', 600000)
-  // Past its moment (but fresh): refreshed early, whatever this instance would draw.
-  await write('due', `hc2 ${now + 60000} ${now + 600000} 50 ${now} ${now} v\n"old"`)
-  // Its moment is freshUntil: never early, though this instance's draw would be.
-  await write('never', `hc2 ${now + 60000} ${now + 600000} 50 ${now} ${now + 60000} v\n"old"`)
-  // hc1: no moment written, this instance draws one (u = 0: at once).
-  await write('v1', `hc1 ${now + 60000} ${now + 600000} 50 ${now} v\n"old"`)
+test(
+  "another instance's refreshAt decides when this one refreshes early; an hc1 entry gets a local draw",
+  T,
+  async (t) => {
+    const redis = await startRedis(t)
+    if (!redis) return
+    const prefix = 'hc2r:'
+    const now = Date.now()
+    const write = (key, text) => redis.cmd('SET', names(prefix, key).value, text, 'PX', 600000)
+    // Past its moment (but fresh): refreshed early, whatever this instance would draw.
+    await write('due', `hc2 ${now + 60000} ${now + 600000} 50 ${now} ${now} v\n"old"`)
+    // Its moment is freshUntil: never early, though this instance's draw would be.
+    await write('never', `hc2 ${now + 60000} ${now + 600000} 50 ${now} ${now + 60000} v\n"old"`)
+    // hc1: no moment written, this instance draws one (u = 0: at once).
+    await write('v1', `hc1 ${now + 60000} ${now + 600000} 50 ${now} v\n"old"`)
 
-  const never = track(t, new Cache({ redis: redis.url, prefix, beta: 1 }))
-  never[kTesting].setRandom({ xfetch: 0 })
-  const noLoad = counted(() => 'WRONG')
-  for (let i = 0; i < 5; i++) assert.equal(await never.getOrLoad('never', noLoad), 'old')
-  await sleep(50)
-  assert.equal(noLoad.calls, 0, 'refreshAt = freshUntil: no early refresh')
-  assert.equal(never.stats().earlyRefreshes, 0)
+    const never = track(t, new Cache({ redis: redis.url, prefix, beta: 1 }))
+    never[kTesting].setRandom({ xfetch: 0 })
+    const noLoad = counted(() => 'WRONG')
+    for (let i = 0; i < 5; i++) assert.equal(await never.getOrLoad('never', noLoad), 'old')
+    await sleep(50)
+    assert.equal(noLoad.calls, 0, 'refreshAt = freshUntil: no early refresh')
+    assert.equal(never.stats().earlyRefreshes, 0)
 
-  const due = track(t, new Cache({ redis: redis.url, prefix, beta: 1 }))
-  due[kTesting].setRandom({ xfetch: 1 })
-  const refresh = counted(() => 'new')
-  const status = {}
-  assert.equal(await due.getOrLoad('due', refresh, { status }), 'old')
-  assert.equal(status.outcome, 'hit')
-  assert.equal(await due.getOrLoad('due', refresh), 'old', 'served while the early refresh runs')
-  await waitFor(() => due.stats().earlyRefreshes === 1 && due.stats().inFlight === 0, 'the early refresh')
-  assert.equal(refresh.calls, 1)
-  await storedEnvelope(redis, names(prefix, 'due').value, (e) => e.value === 'new' && e.version === 'hc2')
+    const due = track(t, new Cache({ redis: redis.url, prefix, beta: 1 }))
+    due[kTesting].setRandom({ xfetch: 1 })
+    const refresh = counted(() => 'new')
+    const status = {}
+    assert.equal(await due.getOrLoad('due', refresh, { status }), 'old')
+    assert.equal(status.outcome, 'hit')
+    assert.equal(await due.getOrLoad('due', refresh), 'old', 'served while the early refresh runs')
+    await waitFor(() => due.stats().earlyRefreshes === 1 && due.stats().inFlight === 0, 'the early refresh')
+    assert.equal(refresh.calls, 1)
+    await storedEnvelope(redis, names(prefix, 'due').value, (e) => e.value === 'new' && e.version === 'hc2')
 
-  const v1 = counted(() => 'new')
-  assert.equal(await never.getOrLoad('v1', v1), 'old')
-  assert.equal(await never.getOrLoad('v1', v1), 'old', 'the read after the adopting one refreshes early')
-  await waitFor(() => never.stats().earlyRefreshes === 1 && never.stats().inFlight === 0, 'the early refresh of hc1')
-  assert.equal(v1.calls, 1)
-  await storedEnvelope(redis, names(prefix, 'v1').value, (e) => e.value === 'new' && e.version === 'hc2')
-})
+    const v1 = counted(() => 'new')
+    assert.equal(await never.getOrLoad('v1', v1), 'old')
+    assert.equal(await never.getOrLoad('v1', v1), 'old', 'the read after the adopting one refreshes early')
+    await waitFor(() => never.stats().earlyRefreshes === 1 && never.stats().inFlight === 0, 'the early refresh of hc1')
+    assert.equal(v1.calls, 1)
+    await storedEnvelope(redis, names(prefix, 'v1').value, (e) => e.value === 'new' && e.version === 'hc2')
+  },
+)

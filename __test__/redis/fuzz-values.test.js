@@ -113,7 +113,22 @@ const WEIRD_NUMBERS = [
   '9'.repeat(MAX_DIGITS), // the largest valid value
   '0',
 ]
-const WEIRD_TAGS = ['hc0', 'hc1', 'hc2', 'hc3', 'hc9', 'HC1', 'hc1x', 'hc', 'h', 'hc10000000', 'hc12', '', ' hc1', 'hc1\u0000']
+const WEIRD_TAGS = [
+  'hc0',
+  'hc1',
+  'hc2',
+  'hc3',
+  'hc9',
+  'HC1',
+  'hc1x',
+  'hc',
+  'h',
+  'hc10000000',
+  'hc12',
+  '',
+  ' hc1',
+  'hc1\u0000',
+]
 const WEIRD_KINDS = ['x', 'V', 'vv', '', 'n v', 'nn', 'v\r', '\u0000']
 const WEIRD_JSON = [
   '',
