@@ -436,23 +436,27 @@ async function stampedeWorker() {
   } catch (err) {
     closeError = String(err && err.message)
   }
-  process.send({
-    type: 'result',
-    proc,
-    runs,
-    hists: hists.map((h) => (h ? sparse(h) : null)),
-    done: Array.from(done),
-    errs: Array.from(errs),
-    stale: Array.from(stale),
-    maxAge,
-    maxAgeMeasured,
-    errorSamples,
-    pending,
-    cpuMs: (cpu.user + cpu.system) / 1000,
-    stats,
-    closeError,
-  })
-  setTimeout(() => process.exit(0), 50).unref()
+  process.send(
+    {
+      type: 'result',
+      proc,
+      runs,
+      hists: hists.map((h) => (h ? sparse(h) : null)),
+      done: Array.from(done),
+      errs: Array.from(errs),
+      stale: Array.from(stale),
+      maxAge,
+      maxAgeMeasured,
+      errorSamples,
+      pending,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      stats,
+      closeError,
+    },
+    // Exit once the message is out: a fixed delay lost results when 30 busy
+    // workers shared 2 cores (the orchestrator saw "exited without a result").
+    () => process.exit(0),
+  )
 }
 
 // ---------------------------------------------------------------- worker: hit throughput
