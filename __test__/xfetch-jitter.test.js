@@ -113,6 +113,29 @@ test('setRandom({ xfetch: null }) goes back to real randomness (no forced early 
   assert.equal(loader.calls, 1)
 })
 
+test('setRandom({ xfetch }) pins the draw made when an entry is written; an entry keeps its moment', T, async (t) => {
+  const cache = h.track(t, new Cache({ ttl: 10000, hardTtl: 100000, jitter: 0, beta: 1 }))
+  h.setRandom(cache, { xfetch: 1 })
+  const loader = h.slowLoader(20, 'v')
+  await cache.getOrLoad('k', loader) // written with u = 1: never early
+  h.setRandom(cache, { xfetch: 0 })
+  h.advance(cache, 9000)
+  for (let i = 0; i < 5; i++) await cache.getOrLoad('k', loader)
+  await h.sleep(60)
+  assert.equal(loader.calls, 1, 'a later pin does not move the moment of the entry already written')
+  assert.equal(cache.stats().earlyRefreshes, 0)
+
+  h.advance(cache, 1500) // stale: refreshed, and the new entry is written with u = 0
+  await cache.getOrLoad('k', loader)
+  await h.waitFor(() => loader.calls === 2 && cache.stats().inFlight === 0, 'the stale refresh')
+  assert.equal(cache.stats().earlyRefreshes, 0)
+  const status = {}
+  assert.equal(await cache.getOrLoad('k', loader, { status }), 'v')
+  assert.equal(status.outcome, 'hit')
+  await h.waitFor(() => loader.calls === 3, 'the early refresh of the entry written with u = 0, at its first read')
+  assert.equal(cache.stats().earlyRefreshes, 1)
+})
+
 // ---- jitter -----------------------------------------------------------------
 
 async function freshAt(jitterU, advanceMs, opts = {}, t) {

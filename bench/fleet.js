@@ -15,6 +15,9 @@
 //    expiry), then the measured window. The rounds rotate the order of the
 //    libraries; a figure is the median over rounds, a ratio the median of the
 //    per-round ratios (drift on this shared 2-core machine hits both sides).
+//    Then the same at BIG_PROCS processes × BIG_CALLERS callers (30 × 5: a
+//    fleet of 30, where one XFetch draw per instance made the earliest of 30
+//    refresh H(30) = 4 loader times early), for the libraries of --big-libs.
 // 2. Hit throughput in one process, on a warm key, 1 and 64 in flight: the
 //    method of bench/run.js (one warm-up sample, then interleaved rotated
 //    samples, medians, per-round ratios, a full GC between samples).
@@ -27,7 +30,8 @@
 //                      herdcache with XFetch off, run only when named here)
 //   --rounds=N         stampede rounds (default 3; quick 1)
 //   --seconds=S        measured seconds per stampede run (default 10; quick 3)
-//   --no-stampede      skip part 1;  --no-hits  skip part 2
+//   --no-stampede      skip part 1;  --no-hits  skip part 2;  --no-big  skip part 1 at 30 processes
+//   --big-libs=a,b     libraries of part 1 at 30 processes (default herdcache; `all`: every library of part 1)
 //   --out=FILE.md      where to write the Markdown (the plot goes beside it)
 
 const fs = require('node:fs')
@@ -60,8 +64,8 @@ const {
 const WORKER = opt('worker') // internal: 'stampede' | 'hits'
 if (!WORKER) {
   rejectUnknownArgs(
-    /^--(quick|no-stampede|no-hits|only=.+|rounds=\d+|seconds=[\d.]+|out=.+)$/,
-    'node bench/fleet.js [--quick] [--only=lib,lib] [--rounds=N] [--seconds=S] [--no-stampede] [--no-hits] [--out=FILE.md]',
+    /^--(quick|no-stampede|no-hits|no-big|big-libs=.+|only=.+|rounds=\d+|seconds=[\d.]+|out=.+)$/,
+    'node bench/fleet.js [--quick] [--only=lib,lib] [--rounds=N] [--seconds=S] [--no-stampede] [--no-hits] [--no-big] [--big-libs=lib,lib|all] [--out=FILE.md]',
   )
 }
 // where herdcache is loaded from: the snapshot the orchestrator made (see snapshotHerdcache)
@@ -73,7 +77,11 @@ const ONLY = opt('only') ? new Set(opt('only').split(',')) : null
 const OUT = opt('out') ? path.resolve(opt('out')) : path.join(__dirname, QUICK ? 'out/fleet-quick.md' : 'FLEET.md')
 
 const PROCS = 4
-const CALLERS = 50
+// callers per process: 50 (a worker is told, for the 30-process fleet)
+const CALLERS = Number(opt('callers') || 50)
+const BIG_PROCS = 30
+const BIG_CALLERS = 5
+const BIG_LIBS = opt('big-libs') || 'herdcache'
 const TTL = 1000 // ms, stampede
 const LOAD_MS = 200
 const WARM_MS = 1500 // cold start + first expiry, not measured
@@ -428,23 +436,27 @@ async function stampedeWorker() {
   } catch (err) {
     closeError = String(err && err.message)
   }
-  process.send({
-    type: 'result',
-    proc,
-    runs,
-    hists: hists.map((h) => (h ? sparse(h) : null)),
-    done: Array.from(done),
-    errs: Array.from(errs),
-    stale: Array.from(stale),
-    maxAge,
-    maxAgeMeasured,
-    errorSamples,
-    pending,
-    cpuMs: (cpu.user + cpu.system) / 1000,
-    stats,
-    closeError,
-  })
-  setTimeout(() => process.exit(0), 50).unref()
+  process.send(
+    {
+      type: 'result',
+      proc,
+      runs,
+      hists: hists.map((h) => (h ? sparse(h) : null)),
+      done: Array.from(done),
+      errs: Array.from(errs),
+      stale: Array.from(stale),
+      maxAge,
+      maxAgeMeasured,
+      errorSamples,
+      pending,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      stats,
+      closeError,
+    },
+    // Exit once the message is out: a fixed delay lost results when 30 busy
+    // workers shared 2 cores (the orchestrator saw "exited without a result").
+    () => process.exit(0),
+  )
 }
 
 // ---------------------------------------------------------------- worker: hit throughput
@@ -659,7 +671,7 @@ function runWorker(args, onReady) {
   })
 }
 
-async function stampedeRun(srv, lib) {
+async function stampedeRun(srv, lib, { procs = PROCS, callers = CALLERS } = {}) {
   await srv.client.flushall()
   await srv.client.config('RESETSTAT')
   const infoBefore = await srv.client.info('cpu')
@@ -669,7 +681,7 @@ async function stampedeRun(srv, lib) {
     goResolve = resolve
   })
   const ps = []
-  for (let p = 0; p < PROCS; p++) {
+  for (let p = 0; p < procs; p++) {
     ps.push(
       runWorker(
         [
@@ -677,12 +689,13 @@ async function stampedeRun(srv, lib) {
           `--lib=${lib}`,
           `--port=${srv.port}`,
           `--proc=${p}`,
+          `--callers=${callers}`,
           ...(QUICK ? ['--quick'] : []),
           `--seconds=${SECONDS}`,
         ],
         (child) => {
           ready.push(child)
-          if (ready.length === PROCS) goResolve()
+          if (ready.length === procs) goResolve()
         },
       ),
     )
@@ -823,6 +836,76 @@ function analyzeStampede(run) {
     herdStats: Object.keys(stats).length ? stats : null,
     series,
   }
+}
+
+// ---------------------------------------------------------------- part 1 at 30 processes
+
+const bigPeersText = (big) => {
+  const peers = big.names.filter((n) => !n.startsWith('herdcache') && !big.rows[n].error)
+  return peers.length
+    ? `; peers at ${BIG_PROCS}: ${peers.map((n) => `${libByName.get(n).label} ${fmtN(big.rows[n].perTtl, 2)}`).join(', ')}`
+    : ''
+}
+
+// The stampede of part 1 with BIG_PROCS processes × BIG_CALLERS callers, for
+// the libraries of --big-libs among `names`: the same runs, rounds and medians.
+async function bigStampede(srv, names, odd) {
+  const wanted = BIG_LIBS === 'all' ? names : names.filter((n) => BIG_LIBS.split(',').includes(n))
+  if (!wanted.length) return null
+  const size = { procs: BIG_PROCS, callers: BIG_CALLERS }
+  console.log(
+    `\n1b. the same at ${BIG_PROCS} processes × ${BIG_CALLERS} callers: ${wanted.join(', ')}, ${ROUNDS} round(s)`,
+  )
+  const rows = {}
+  const perRound = wanted.map(() => [])
+  for (let round = 0; round < ROUNDS; round++) {
+    const rot = round % wanted.length
+    for (const n of wanted.slice(rot).concat(wanted.slice(0, rot))) {
+      const run = await stampedeRun(srv, n, size)
+      const a = run.error ? { error: run.error } : analyzeStampede(run)
+      perRound[wanted.indexOf(n)][round] = a
+      if (a.error) console.log(`  r${round + 1} ${n.padEnd(19)} FAILED: ${a.error.split('\n').slice(0, 3).join(' | ')}`)
+      else
+        console.log(
+          `  r${round + 1} ${n.padEnd(19)} loader runs ${String(a.loaderRuns).padStart(5)} (${a.perTtl.toFixed(2)}/period, ${a.perExpiryMean.toFixed(1)}/expiry, max ${a.perExpiryMax})  served ${fmtOps(a.servedPerSec).padStart(8)}/s  p50 ${fmtMs(a.p50us).padStart(8)}  p99 ${fmtMs(a.p99us).padStart(8)}  stale ${(a.staleShare * 100).toFixed(0)} %  errors ${a.errors}${a.pending ? `  PENDING ${a.pending}` : ''}`,
+        )
+    }
+  }
+  wanted.forEach((n, i) => {
+    const ok = perRound[i].filter((r) => r && !r.error)
+    if (!ok.length) {
+      const error = (perRound[i].find((r) => r && r.error) || { error: 'no run' }).error
+      rows[n] = { error }
+      odd.push(`${libByName.get(n).label} at ${BIG_PROCS} processes failed: ${error.split('\n')[0]}`)
+      return
+    }
+    const med = (k) => median(ok.map((r) => r[k]).filter((x) => x !== null && x !== undefined))
+    const row = { rounds: ok.length, failedRounds: perRound[i].length - ok.length }
+    for (const k of [
+      'loaderRuns',
+      'perTtl',
+      'perExpiryMean',
+      'servedPerSec',
+      'p50us',
+      'p99us',
+      'slowCalls',
+      'staleShare',
+      'errors',
+    ])
+      row[k] = med(k)
+    row.perExpiryMax = Math.max(...ok.map((r) => r.perExpiryMax))
+    row.herdStats = ok[ok.length - 1].herdStats
+    row.all = perRound[i].map((a) => a && { ...a, series: undefined })
+    rows[n] = row
+    if (row.errors)
+      odd.push(`${libByName.get(n).label} at ${BIG_PROCS} processes: ${row.errors} calls failed (median per round).`)
+    const s = row.herdStats
+    if (s && s.loads !== ok[ok.length - 1].loaderRunsAll)
+      odd.push(
+        `${libByName.get(n).label} at ${BIG_PROCS} processes: \`stats().loads\` ${s.loads} but the loader ran ${ok[ok.length - 1].loaderRunsAll} times.`,
+      )
+  })
+  return { procs: BIG_PROCS, callers: BIG_CALLERS, names: wanted, rows }
 }
 
 // ---------------------------------------------------------------- formatting
@@ -1081,6 +1164,41 @@ function markdown(ctx) {
     L.push(
       `*loader runs*: in the ${SECONDS} s measured, all processes; *per TTL period*: loader runs × ttl ÷ ${SECONDS} s; *per expiry*: loader runs that overlapped in time (one group per expiry or refresh; back-to-back refreshes are separate groups), mean and max over the groups; *served / s*: calls answered with the value, all processes; p50/p99/p99.9: the calls started in the window (latency histogram, ±2 %); *calls that waited ≥ ${SLOW_MS} ms*: how many calls started in the window waited for a load (the callers are a closed loop, so a stall holds back the next calls: the percentiles under-weight it, this count does not); *stale answers*: share of answers whose value was loaded more than ${STALE_AGE} ms before (ttl + the 10 % jitter herdcache may add).`,
     )
+    const big = stampede.big
+    if (big) {
+      L.push('')
+      L.push(
+        `The same at **${big.procs} processes × ${big.callers} callers** (a fleet of ${big.procs}; ${big.names.length < names.length ? `${big.names.map((n) => libByName.get(n).label).join(', ')} only, the peers ran at ${PROCS} processes above` : 'every library'}):`,
+      )
+      L.push('')
+      L.push(
+        `| library | processes | loader runs | per TTL period | per expiry (mean / max) | served / s | p50 | p99 | calls that waited ≥ ${SLOW_MS} ms | stale answers | errors |`,
+      )
+      L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+      for (const n of big.names) {
+        const r = big.rows[n]
+        const small = stampede.rows[n]
+        if (small && !small.error)
+          L.push(
+            `| ${libByName.get(n).label} | ${PROCS} | ${fmtN(small.loaderRuns, 0)} | ${fmtN(small.perTtl, 2)} | ${small.perExpiryMean.toFixed(1)} / ${fmtN(small.perExpiryMax, 0)} | ${fmtOps(small.servedPerSec)} | ${fmtMs(small.p50us)} | ${fmtMs(small.p99us)} | ${fmtN(small.slowCalls, 0)} | ${fmtPct(small.staleShare)} | ${fmtN(small.errors, 0)} |`,
+          )
+        if (r.error) {
+          L.push(
+            `| ${libByName.get(n).label} | ${big.procs} | failed: ${esc(r.error.split('\n')[0]).replace(/\|/g, '\\|')} | | | | | | | | |`,
+          )
+          continue
+        }
+        L.push(
+          `| ${libByName.get(n).label} | ${big.procs} | ${fmtN(r.loaderRuns, 0)} | ${fmtN(r.perTtl, 2)} | ${r.perExpiryMean.toFixed(1)} / ${fmtN(r.perExpiryMax, 0)} | ${fmtOps(r.servedPerSec)} | ${fmtMs(r.p50us)} | ${fmtMs(r.p99us)} | ${fmtN(r.slowCalls, 0)} | ${fmtPct(r.staleShare)} | ${fmtN(r.errors, 0)} |`,
+        )
+      }
+      const hb = big.rows.herdcache
+      if (hb && hb.herdStats)
+        L.push(
+          '',
+          `herdcache at ${big.procs} processes, \`stats()\` summed (last round, whole run): loads ${hb.herdStats.loads}, lockAcquired ${hb.herdStats.lockAcquired}, earlyRefreshes ${hb.herdStats.earlyRefreshes} (early refresh flights started by the instances; the losers of the lock run no loader), staleServed ${hb.herdStats.staleServed}.`,
+        )
+    }
     L.push('')
     L.push('Costs and counters (same runs, medians):')
     L.push('')
@@ -1372,6 +1490,7 @@ async function main() {
           )
         if (r.closeErrors.length) odd.push(`${libByName.get(n).label}: close(): ${r.closeErrors[0]}.`)
       }
+      if (!flag('no-big')) stampede.big = await bigStampede(srv, names, odd)
     }
 
     // ---- 2. hits
@@ -1444,6 +1563,18 @@ async function main() {
             target: 'expiry: served requests / s ≥ the best peer',
             measured: `${fmtOps(h.servedPerSec)}/s vs ${libByName.get(bestPeer).label} ${fmtOps(rows[bestPeer].servedPerSec)}/s (${fmtRatio(rows[bestPeer].ratio)})`,
             met: rows[bestPeer].ratio >= 1 ? 'yes' : '**no**',
+          })
+        const big = stampede.big && stampede.big.rows.herdcache
+        if (big && !big.error)
+          targets.push({
+            target: `expiry at ${BIG_PROCS} processes × ${BIG_CALLERS} callers: herdcache loader runs ≤ 1.1 per TTL period (as at ${PROCS})`,
+            measured: `${fmtN(big.perTtl, 2)} per TTL period (${big.loaderRuns} runs in ${SECONDS} s; ${big.perExpiryMean.toFixed(1)} per expiry, max ${big.perExpiryMax}) vs ${fmtN(h.perTtl, 2)} at ${PROCS} processes${bigPeersText(stampede.big)}`,
+            met:
+              big.perTtl <= 1.1 && big.perExpiryMax <= 1
+                ? 'yes'
+                : big.perTtl <= 1.1
+                  ? `per period yes; per expiry max ${big.perExpiryMax}`
+                  : '**no**',
           })
       } else {
         targets.push({

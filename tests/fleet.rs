@@ -52,6 +52,7 @@ fn envelope(stamp: u64, json: &str) -> Envelope {
       hard_until: now + 120_000,
       compute_ms: 5,
       stamp,
+      refresh_at: Some(now + 59_000),
       negative: false,
     },
     json: json.into(),

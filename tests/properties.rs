@@ -6,7 +6,9 @@
 use herdcache::core::breaker::{Breaker, State};
 use herdcache::core::envelope::{Envelope, Meta, MAX_DIGITS};
 use herdcache::core::key::{check_string_key, encode_parts, Part, MAX_KEY_BYTES};
-use herdcache::core::policy::{classify, deadlines, jittered, xfetch_refresh_early, Freshness};
+use herdcache::core::policy::{
+  classify, deadlines, jittered, xfetch_refresh_at, xfetch_refresh_early, Freshness,
+};
 use proptest::prelude::*;
 
 /// The largest header number the format allows.
@@ -18,13 +20,15 @@ fn meta() -> impl Strategy<Value = Meta> {
     0..=MAX_NUMBER,
     0..=MAX_NUMBER,
     0..=MAX_NUMBER,
+    0..=MAX_NUMBER,
     any::<bool>(),
   )
-    .prop_map(|(a, b, compute_ms, stamp, negative)| Meta {
+    .prop_map(|(a, b, compute_ms, stamp, r, negative)| Meta {
       fresh_until: a.min(b),
       hard_until: a.max(b),
       compute_ms,
       stamp,
+      refresh_at: Some(r.min(a.min(b))),
       negative,
     })
 }
@@ -34,7 +38,8 @@ fn meta() -> impl Strategy<Value = Meta> {
 fn header_like() -> impl Strategy<Value = String> {
   proptest::collection::vec(
     prop_oneof![
-      4 => Just("hc1".to_string()),
+      2 => Just("hc1".to_string()),
+      2 => Just("hc2".to_string()),
       4 => Just(" ".to_string()),
       4 => (0u64..=u64::MAX).prop_map(|n| n.to_string()),
       2 => "[0-9]{14,30}",
@@ -97,8 +102,13 @@ proptest! {
       prop_assert!(e.meta.fresh_until <= e.meta.hard_until);
       prop_assert!(e.meta.stamp <= MAX_NUMBER && e.meta.hard_until <= MAX_NUMBER);
       prop_assert!(!e.json.is_empty());
-      // Whatever decodes encodes back to itself.
-      prop_assert_eq!(Envelope::decode(&e.encode()), Ok(e));
+      prop_assert!(e.meta.refresh_at.is_none_or(|at| at <= e.meta.fresh_until));
+      prop_assert_eq!(e.meta.refresh_at.is_none(), header.starts_with("hc1 "));
+      // Whatever decodes encodes back to itself (as hc2: an hc1 entry, which
+      // has no moment, is written back as "never early").
+      let mut again = e.clone();
+      again.meta.refresh_at = e.meta.refresh_at.or(Some(e.meta.fresh_until));
+      prop_assert_eq!(Envelope::decode(&e.encode()), Ok(again));
     }
   }
 
@@ -109,11 +119,41 @@ proptest! {
   }
 
   #[test]
-  fn header_numbers_past_the_digit_limit_are_corrupt(meta in meta(), extra in (MAX_NUMBER + 1)..=u64::MAX, field in 0usize..4) {
-    let mut numbers = [meta.fresh_until, meta.hard_until, meta.compute_ms, meta.stamp];
+  fn header_numbers_past_the_digit_limit_are_corrupt(meta in meta(), extra in (MAX_NUMBER + 1)..=u64::MAX, field in 0usize..5) {
+    let mut numbers = [meta.fresh_until, meta.hard_until, meta.compute_ms, meta.stamp, meta.refresh_at.unwrap()];
+    let valid = format!("hc2 {} {} {} {} {} v\n1", numbers[0], numbers[1], numbers[2], numbers[3], numbers[4]);
+    prop_assert!(Envelope::decode(&valid).is_ok());
     numbers[field] = extra;
-    let text = format!("hc1 {} {} {} {} v\n1", numbers[0], numbers[1], numbers[2], numbers[3]);
+    let text = format!("hc2 {} {} {} {} {} v\n1", numbers[0], numbers[1], numbers[2], numbers[3], numbers[4]);
     prop_assert!(Envelope::decode(&text).is_err());
+    if field < 4 {
+      let text = format!("hc1 {} {} {} {} v\n1", numbers[0], numbers[1], numbers[2], numbers[3]);
+      prop_assert!(Envelope::decode(&text).is_err());
+    }
+  }
+
+  #[test]
+  fn a_refresh_moment_past_fresh_until_is_corrupt(meta in meta(), past in 1u64..1_000) {
+    let at = meta.fresh_until + past;
+    prop_assume!(at <= MAX_NUMBER);
+    let text = format!("hc2 {} {} {} {} {at} v\n1", meta.fresh_until, meta.hard_until, meta.compute_ms, meta.stamp);
+    prop_assert!(Envelope::decode(&text).is_err());
+  }
+
+  #[test]
+  fn the_write_time_moment_is_clamped_and_agrees_with_the_read_time_formula(
+    stamp in 0u64..1 << 45, fresh_for in 0u64..1 << 20, now_in in 0.0f64..1.0,
+    compute in 0u64..100_000, beta in 0.0f64..10.0, u in 0.0f64..=1.0,
+  ) {
+    let fresh = stamp + fresh_for;
+    let at = xfetch_refresh_at(stamp, fresh, compute, beta, u);
+    prop_assert!(stamp <= at && at <= fresh);
+    // A reader between the write and freshUntil refreshes from the moment
+    // on, exactly when the per-read formula with the same draw would.
+    let now = stamp + (fresh_for as f64 * now_in) as u64;
+    if now < fresh {
+      prop_assert_eq!(now >= at, xfetch_refresh_early(now, fresh, compute, beta, u), "now {} at {}", now, at);
+    }
   }
 
   #[test]

@@ -18,6 +18,7 @@ fn envelope(stamp: u64, json: &str) -> Envelope {
       hard_until: stamp + 10_000,
       compute_ms: 12,
       stamp,
+      refresh_at: Some(stamp + 900),
       negative: false,
     },
     json: json.into(),

@@ -159,6 +159,7 @@ fn envelope(stamp: u64, json: &str) -> Envelope {
       hard_until: stamp + 10_000,
       compute_ms: 12,
       stamp,
+      refresh_at: Some(stamp + 900),
       negative: false,
     },
     json: json.into(),
@@ -235,6 +236,9 @@ async fn reads_tell_absent_found_and_corrupt_apart<F: Fixture>(f: &F) {
     "{\"plain\":\"json\"}",
     "hc1 garbage\n{}",
     "hc1 9 1 0 0 v\n1",
+    "hc2 1 2 3 4 v\n1",
+    "hc2 5 9 0 0 6 v\n1",
+    "hc3 1 2 3 4 1 v\n1",
   ] {
     f.plant_value(&s, "k", junk.as_bytes()).await;
     assert!(
@@ -308,6 +312,12 @@ async fn a_value_readers_reject_is_replaced_and_a_valid_newer_one_kept<F: Fixtur
     "hc1 5 2 3 99999999999999 v\n1".to_string(),
     "hc1 1 2 3 99999999999999 v\nnot json".to_string(),
     "hc1 1 2 3 99999999999999 v\n".to_string(),
+    format!("hc2 1 2 3 {far} 1 v\n1"),
+    format!("hc2 1 2 3 99999999999999 {huge} v\n1"),
+    "hc2 5 9 3 99999999999999 6 v\n1".to_string(),
+    "hc2 5 2 3 99999999999999 1 v\n1".to_string(),
+    "hc2 1 2 3 99999999999999 v\n1".to_string(),
+    "hc2 1 2 3 99999999999999 1 v\nnot json".to_string(),
   ];
   let keys = s.keys("k");
   for stored in corrupt_but_newer {
@@ -380,22 +390,26 @@ async fn the_writer_and_the_reader_agree_on_near_valid_values<F: Fixture>(f: &F)
     b"\"\xff\xfe\"",
     b"1 2",
   ];
-  let (mut kept, mut replaced) = (0, 0);
-  for case in 0..1_000 {
+  let (mut kept, mut kept_v2, mut replaced) = (0, 0, 0);
+  for case in 0..2_000 {
     let mut pick = |list: &[&str]| list[rng.random_range(0..list.len())].to_string();
-    let fields = [
-      pick(&numbers),
-      pick(&numbers),
-      pick(&numbers),
-      pick(&numbers),
-    ];
-    let tag = pick(&["hc1", "hc1", "hc1", "hc2", "HC1"]);
+    // hc1 has four numbers, hc2 five (refreshAt): both counts with both
+    // tags, and a version that does not exist.
+    let tag = pick(&["hc1", "hc1", "hc2", "hc2", "hc3", "HC1"]);
+    let matching = if tag == "hc2" { 5 } else { 4 };
+    let count = match pick(&["other", "same", "same", "same", "same"]).as_str() {
+      "other" => 9 - matching,
+      _ => matching,
+    };
+    let mut fields: Vec<String> = (0..4).map(|_| pick(&numbers)).collect();
+    if count == 5 {
+      // refreshAt, mostly at or below freshUntil, sometimes past it.
+      fields.push(pick(&[
+        "0", "1000", "1000", "2000", "3000", "-5", "", "1e3",
+      ]));
+    }
     let kind = pick(&["v", "n", "v", "q"]);
-    let mut stored = format!(
-      "{tag} {} {} {} {} {kind}\n",
-      fields[0], fields[1], fields[2], fields[3]
-    )
-    .into_bytes();
+    let mut stored = format!("{tag} {} {kind}\n", fields.join(" ")).into_bytes();
     stored.extend_from_slice(bodies[rng.random_range(0..bodies.len())]);
     let key = format!("agree{case}");
     let keys = s.keys(&key);
@@ -421,14 +435,15 @@ async fn the_writer_and_the_reader_agree_on_near_valid_values<F: Fixture>(f: &F)
     );
     if accepted {
       kept += 1;
+      kept_v2 += usize::from(tag == "hc2");
     } else {
       replaced += 1;
     }
   }
   // The generator reaches both sides.
   assert!(
-    kept >= 10 && replaced >= 300,
-    "kept {kept}, replaced {replaced}"
+    kept >= 10 && kept_v2 >= 5 && replaced >= 300,
+    "kept {kept} ({kept_v2} hc2), replaced {replaced}"
   );
 }
 

@@ -4,7 +4,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('../redis-server')
-const { Cache } = require('../..')
+const { Cache, kTesting } = require('../..')
 const { track, counted, gatedLoader } = require('../helpers')
 const { sleep, waitFor, within, parseEnvelope, names, storedEnvelope, lockReleased } = require('./fixtures/fleet')
 
@@ -23,6 +23,10 @@ function corruptCases() {
     'an unknown flag': `hc1 ${later} ${later} 1 ${now} q\n1`,
     'a future version': `hc9 ${later} ${later} 1 ${now} v\n1`,
     'a value line that is not JSON': `hc1 ${later} ${later} 1 ${now} v\n{not json`,
+    'an hc2 header without refreshAt': `hc2 ${later} ${later} 1 ${now} v\n1`,
+    'an hc2 refreshAt past freshUntil': `hc2 ${later} ${later} 1 ${now} ${later + 1} v\n1`,
+    'an hc2 refreshAt that is not a number': `hc2 ${later} ${later} 1 ${now} soon v\n1`,
+    'an hc1 header with a refreshAt': `hc1 ${later} ${later} 1 ${now} ${now} v\n1`,
     'binary bytes': Buffer.from([0xff, 0xfe, 0x00, 0x01, 0x0a, 0x80]),
   }
 }
@@ -49,7 +53,7 @@ test(
       assert.equal(loader.calls, 1, `${name}: treated as a miss`)
       assert.equal(status.outcome, 'miss', name)
       assert.equal(cache.stats().corruptValues, before + 1, `${name}: counted once in corruptValues`)
-      // overwritten with an hc1 envelope
+      // overwritten with an hc2 envelope
       const env = await storedEnvelope(redis, names(prefix, key).value, (e) => e.value?.fixed === i)
       assert.deepEqual(env.value, { fixed: i }, name)
       // Another instance now reads it from Redis without loading.
@@ -121,8 +125,19 @@ test('an envelope written by hand in the documented format is read as such (valu
     600000,
   )
 
+  await redis.cmd(
+    'SET',
+    names(prefix, 'fresh2').value,
+    `hc2 ${now + 60000} ${now + 600000} 5 ${now} ${now + 59000} v\n{"hand":2}`,
+    'PX',
+    600000,
+  )
+
   const never = counted(() => 'WRONG')
   let status = {}
+  assert.deepEqual(await cache.getOrLoad('fresh2', never, { status }), { hand: 2 })
+  assert.equal(status.outcome, 'hit')
+  status = {}
   assert.deepEqual(await cache.getOrLoad('fresh', never, { status }), { hand: [1, 2] })
   assert.equal(status.outcome, 'hit')
   status = {}
@@ -130,7 +145,7 @@ test('an envelope written by hand in the documented format is read as such (valu
   assert.ok(neg === undefined || neg === null, `a negative marker reads as "not found": ${neg}`)
   assert.equal(status.outcome, 'negative')
   assert.equal(never.calls, 0)
-  assert.equal(cache.stats().redisHits, 2)
+  assert.equal(cache.stats().redisHits, 3)
 
   const refresh = counted(() => 'new')
   status = {}
@@ -218,6 +233,24 @@ test(
       'newer',
       'the envelope with the newer stamp is kept',
     )
+
+    // The same with a newer hc2 envelope.
+    const key2 = names(prefix, 'k2')
+    const loader2 = gatedLoader()
+    const p2 = cache.getOrLoad('k2', loader2)
+    await waitFor(() => loader2.calls === 1, 'the second load starting')
+    const newer2 = `hc2 ${now + 60000} ${now + 600000} 3 ${now} ${now + 59000} v\n"newer2"`
+    await redis.cmd('SET', key2.value, newer2, 'PX', 600000)
+    loader2.runs[0].resolve('older')
+    await within(
+      p2.catch(() => {}),
+      3000,
+      'the second call',
+    )
+    await waitFor(() => cache.stats().inFlight === 0, 'the second load to finish')
+    await lockReleased(redis, key2.lock)
+    await sleep(50)
+    assert.equal(await redis.cmd('GET', key2.value), newer2, 'the hc2 envelope with the newer stamp is kept')
   },
 )
 
@@ -234,6 +267,9 @@ test(
       'a stamp past u64': `hc1 ${later} ${later} 1 ${'9'.repeat(25)} v\n1`,
       'a stamp past the digit limit': `hc1 ${later} ${later} 1 ${'9'.repeat(16)} v\n1`,
       'a newer stamp over a value that is not JSON': `hc1 ${later} ${later} 1 ${now + 10 ** 9} v\n{not json`,
+      'an hc2 stamp past the digit limit': `hc2 ${later} ${later} 1 ${'9'.repeat(16)} ${later} v\n1`,
+      'an hc2 newer stamp with refreshAt past freshUntil': `hc2 ${later} ${later} 1 ${now + 10 ** 9} ${later + 1} v\n1`,
+      'an hc2 newer stamp over a value that is not JSON': `hc2 ${later} ${later} 1 ${now + 10 ** 9} ${later} v\n{nope`,
       'a newer stamp over bytes that are not UTF-8': Buffer.concat([
         Buffer.from(`hc1 ${later} ${later} 1 ${now + 10 ** 9} v\n"`),
         Buffer.from([0xff, 0xfe, 0x22]),
@@ -258,5 +294,87 @@ test(
       assert.equal(again.calls, 0, name)
       assert.equal(loader.calls, 1, name)
     }
+  },
+)
+
+test('every writer writes hc2, with the refresh moment it drew: u = 1 never early, u = 0 its stamp', T, async (t) => {
+  const redis = await startRedis(t)
+  if (!redis) return
+  const prefix = 'hc2w:'
+  const cache = track(t, new Cache({ redis: redis.url, prefix, ttl: 60000, jitter: 0, beta: 1 }))
+  cache[kTesting].setRandom({ xfetch: 1 })
+  await cache.getOrLoad('late', async () => {
+    await sleep(30)
+    return 'v'
+  })
+  const late = await storedEnvelope(redis, names(prefix, 'late').value)
+  assert.equal(late.version, 'hc2')
+  assert.ok(late.computeMs >= 20, `computeMs ${late.computeMs}`)
+  assert.equal(late.refreshAt, late.freshUntil, 'u = 1: never early')
+
+  cache[kTesting].setRandom({ xfetch: 0 })
+  await cache.getOrLoad('eager', async () => {
+    await sleep(30)
+    return 'v'
+  })
+  const eager = await storedEnvelope(redis, names(prefix, 'eager').value)
+  assert.equal(eager.refreshAt, eager.stamp, 'u = 0: from the stamp on (the first read refreshes)')
+
+  cache[kTesting].setRandom({ xfetch: 0.5 })
+  await cache.getOrLoad('half', async () => {
+    await sleep(200)
+    return 'v'
+  })
+  const half = await storedEnvelope(redis, names(prefix, 'half').value)
+  const expected = half.freshUntil - half.computeMs * Math.LN2
+  assert.ok(Math.abs(half.refreshAt - expected) <= 1, `refreshAt ${half.refreshAt}, expected ~${expected}`)
+
+  await cache.set('direct', 'v')
+  const direct = await storedEnvelope(redis, names(prefix, 'direct').value)
+  assert.equal(direct.version, 'hc2')
+  assert.equal(direct.refreshAt, direct.freshUntil, 'set() has no compute time: never early')
+})
+
+test(
+  "another instance's refreshAt decides when this one refreshes early; an hc1 entry gets a local draw",
+  T,
+  async (t) => {
+    const redis = await startRedis(t)
+    if (!redis) return
+    const prefix = 'hc2r:'
+    const now = Date.now()
+    const write = (key, text) => redis.cmd('SET', names(prefix, key).value, text, 'PX', 600000)
+    // Past its moment (but fresh): refreshed early, whatever this instance would draw.
+    await write('due', `hc2 ${now + 60000} ${now + 600000} 50 ${now} ${now} v\n"old"`)
+    // Its moment is freshUntil: never early, though this instance's draw would be.
+    await write('never', `hc2 ${now + 60000} ${now + 600000} 50 ${now} ${now + 60000} v\n"old"`)
+    // hc1: no moment written, this instance draws one (u = 0: at once).
+    await write('v1', `hc1 ${now + 60000} ${now + 600000} 50 ${now} v\n"old"`)
+
+    const never = track(t, new Cache({ redis: redis.url, prefix, beta: 1 }))
+    never[kTesting].setRandom({ xfetch: 0 })
+    const noLoad = counted(() => 'WRONG')
+    for (let i = 0; i < 5; i++) assert.equal(await never.getOrLoad('never', noLoad), 'old')
+    await sleep(50)
+    assert.equal(noLoad.calls, 0, 'refreshAt = freshUntil: no early refresh')
+    assert.equal(never.stats().earlyRefreshes, 0)
+
+    const due = track(t, new Cache({ redis: redis.url, prefix, beta: 1 }))
+    due[kTesting].setRandom({ xfetch: 1 })
+    const refresh = counted(() => 'new')
+    const status = {}
+    assert.equal(await due.getOrLoad('due', refresh, { status }), 'old')
+    assert.equal(status.outcome, 'hit')
+    assert.equal(await due.getOrLoad('due', refresh), 'old', 'served while the early refresh runs')
+    await waitFor(() => due.stats().earlyRefreshes === 1 && due.stats().inFlight === 0, 'the early refresh')
+    assert.equal(refresh.calls, 1)
+    await storedEnvelope(redis, names(prefix, 'due').value, (e) => e.value === 'new' && e.version === 'hc2')
+
+    const v1 = counted(() => 'new')
+    assert.equal(await never.getOrLoad('v1', v1), 'old')
+    assert.equal(await never.getOrLoad('v1', v1), 'old', 'the read after the adopting one refreshes early')
+    await waitFor(() => never.stats().earlyRefreshes === 1 && never.stats().inFlight === 0, 'the early refresh of hc1')
+    assert.equal(v1.calls, 1)
+    await storedEnvelope(redis, names(prefix, 'v1').value, (e) => e.value === 'new' && e.version === 'hc2')
   },
 )

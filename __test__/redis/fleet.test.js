@@ -145,3 +145,58 @@ test('seed quiz: 30 instances (3 processes × 10 caches), one hot key expires �
   assert.equal(total(stats, 'lockAcquired'), 2, 'one lock acquisition per load')
   await Promise.all(kids.map((k) => k.close()))
 })
+
+test('XFetch fleet-wide: 30 instances (3 processes × 10 caches × 5 callers) read one hot key for 8 TTL periods → at most one loader run per period, never two at once', {
+  timeout: 20000,
+}, async (t) => {
+  const redis = await startRedis(t)
+  if (!redis) return
+  const log = loaderLog(t)
+  const prefix = 'xf:'
+  const ttl = 1000
+  // Defaults otherwise: beta 1 (XFetch on), jitter ±10 %, hardTtl 10 × ttl.
+  const options = { redis: redis.url, prefix, ttl }
+  const kids = await Promise.all([0, 1, 2].map(() => spawnChild(t, { options, instances: 10, log: log.file })))
+  const loader = { value: 'v', ms: 100, logEnd: true }
+
+  // The cold load, then every instance reads continuously. With one draw per
+  // instance the earliest of 30 would refresh ~H(30) = 4 × computeMs early
+  // (about 1.5 runs per period here); with the writer's one draw, ~1 per period.
+  const cold = collect(await Promise.all(kids.map((k) => k.call('burst', { key: 'hot', n: 1, loader }))))
+  assert.deepEqual(cold.errors, [])
+  assert.equal(log.runs('hot').length, 1, 'one cold load for 30 instances')
+  const periods = 8
+  const started = Date.now()
+  const reads = await Promise.all(
+    kids.map((k) =>
+      k.call('readLoop', { key: 'hot', ms: periods * ttl, callers: 5, every: 5, loader }, periods * ttl + 8000),
+    ),
+  )
+  await waitFor(() => log.spans('hot').length === log.runs('hot').length, 'the last loader run to end', 3000)
+
+  const perInstance = reads.flat()
+  assert.equal(perInstance.length, 30)
+  const errors = perInstance.flatMap((r) => r.errors)
+  assert.deepEqual(errors, [], 'no read rejects')
+  for (const r of perInstance) assert.ok(r.reads >= 50, `instance ${r.inst} read ${r.reads} times`)
+  const during = log.runs('hot').filter((r) => r.at >= started)
+  t.diagnostic(
+    `${during.length} loader runs in ${periods} TTL periods at ${JSON.stringify(during.map((r) => r.at - started))} (${total(await Promise.all(kids.map((k) => k.call('stats'))), 'earlyRefreshes')} early)`,
+  )
+  assert.ok(
+    during.length <= periods + 1,
+    `at most ${periods + 1} loader runs in ${periods} TTL periods, saw ${during.length}: ${JSON.stringify(during.map((r) => r.at - started))}`,
+  )
+  assert.ok(during.length >= periods - 2, `the key was refreshed as it expired: ${during.length} runs`)
+
+  // Never two loader runs at once, fleet-wide.
+  const spans = log.spans('hot').sort((a, b) => a.at - b.at)
+  const overlapping = spans.filter((s, i) => i > 0 && s.at < spans[i - 1].ended)
+  assert.deepEqual(overlapping, [], `loader runs overlapped: ${JSON.stringify(spans)}`)
+
+  // The refreshes were XFetch's (early, served fresh), and every instance's readers were answered.
+  const stats = await Promise.all(kids.map((k) => k.call('stats')))
+  assert.ok(total(stats, 'earlyRefreshes') >= 1, 'early refreshes started')
+  assert.equal(total(stats, 'loads'), log.runs('hot').length, 'the loads counted are the runs logged')
+  await Promise.all(kids.map((k) => k.close()))
+})

@@ -66,15 +66,19 @@ function decodeLikeTheDocs(buf) {
   const nl = text.indexOf('\n')
   if (nl < 0) return 'corrupt'
   const fields = text.slice(0, nl).split(' ')
-  if (fields.length !== 6 || fields[0] !== 'hc1') return 'corrupt'
+  // hc2: freshUntil hardUntil computeMs stamp refreshAt kind; hc1: the same without refreshAt.
+  const count = { hc1: 4, hc2: 5 }[fields[0]]
+  if (count === undefined || fields.length !== count + 2) return 'corrupt'
   const numbers = []
-  for (const f of fields.slice(1, 5)) {
+  for (const f of fields.slice(1, 1 + count)) {
     if (!/^[0-9]+$/.test(f) || f.length > MAX_DIGITS) return 'corrupt'
     numbers.push(BigInt(f))
   }
   const [freshUntil, hardUntil] = numbers
-  if (fields[5] !== 'v' && fields[5] !== 'n') return 'corrupt'
+  const kind = fields[count + 1]
+  if (kind !== 'v' && kind !== 'n') return 'corrupt'
   if (hardUntil < freshUntil) return 'corrupt'
+  if (count === 5 && numbers[4] > freshUntil) return 'corrupt'
   const json = text.slice(nl + 1)
   let value
   try {
@@ -83,7 +87,7 @@ function decodeLikeTheDocs(buf) {
     return 'corrupt'
   }
   if (hasNonFinite(value)) return 'ambiguous'
-  return { freshUntil, hardUntil, stamp: numbers[3], negative: fields[5] === 'n', value }
+  return { freshUntil, hardUntil, stamp: numbers[3], negative: kind === 'n', value }
 }
 
 // ---- mutations of a valid envelope (Buffers in, Buffers out) ------------------
@@ -109,7 +113,22 @@ const WEIRD_NUMBERS = [
   '9'.repeat(MAX_DIGITS), // the largest valid value
   '0',
 ]
-const WEIRD_TAGS = ['hc0', 'hc2', 'hc9', 'HC1', 'hc1x', 'hc', 'h', 'hc10000000', 'hc12', '', ' hc1', 'hc1\u0000']
+const WEIRD_TAGS = [
+  'hc0',
+  'hc1',
+  'hc2',
+  'hc3',
+  'hc9',
+  'HC1',
+  'hc1x',
+  'hc',
+  'h',
+  'hc10000000',
+  'hc12',
+  '',
+  ' hc1',
+  'hc1\u0000',
+]
 const WEIRD_KINDS = ['x', 'V', 'vv', '', 'n v', 'nn', 'v\r', '\u0000']
 const WEIRD_JSON = [
   '',
@@ -151,6 +170,11 @@ function withField(buf, index, value) {
   return joinHeader(fields.join(' '), rest)
 }
 
+/** How many numbers the header of `buf` has (hc1: 4, else 5, as hc2). */
+function numberCount(buf) {
+  return splitHeader(buf).header.startsWith('hc1 ') ? 4 : 5
+}
+
 function mutators(f) {
   return {
     truncate: (b) => b.subarray(0, f.int(b.length)),
@@ -165,8 +189,13 @@ function mutators(f) {
       return c
     },
     tag: (b) => withField(b, 0, f.pick(WEIRD_TAGS)),
-    number: (b) => withField(b, 1 + f.int(4), f.pick(WEIRD_NUMBERS)),
-    kind: (b) => withField(b, 5, f.pick(WEIRD_KINDS)),
+    number: (b) => withField(b, 1 + f.int(numberCount(b)), f.pick(WEIRD_NUMBERS)),
+    kind: (b) => withField(b, 1 + numberCount(b), f.pick(WEIRD_KINDS)),
+    refreshPastFresh: (b) => {
+      const fields = splitHeader(b).header.split(' ')
+      const fresh = BigInt(/^\d+$/.test(fields[1] || '') ? fields[1] : '1000')
+      return withField(b, 5, String(fresh + BigInt(f.pick([0, 1, 1000]))))
+    },
     dropField: (b) => {
       const { header, rest } = splitHeader(b)
       const fields = header.split(' ')
@@ -221,6 +250,9 @@ function futureStampCases(now) {
     ['future stamp, hardUntil before freshUntil', `hc1 ${later + 5} ${later} 1 ${future} v\n"x"`],
     ['future stamp, empty value line', `hc1 ${later} ${later} 1 ${future} v\n`],
     ['future stamp, freshUntil beyond u64', `hc1 ${'9'.repeat(25)} ${'9'.repeat(26)} 1 ${future} v\n"x"`],
+    ['hc2, future stamp, refreshAt past freshUntil', `hc2 ${later} ${later} 1 ${future} ${later + 1} v\n"x"`],
+    ['hc2, future stamp, no refreshAt', `hc2 ${later} ${later} 1 ${future} v\n"x"`],
+    ['hc2, future stamp, value line not JSON', `hc2 ${later} ${later} 1 ${future} ${later} v\n{nope`],
   ].map(([name, text]) => [name, Buffer.from(text)])
 }
 
@@ -256,6 +288,12 @@ async function templates(redis, prefix) {
         `the cache's own envelope decodes by the documented format: ${show(buf)}`,
       )
       out.push(buf)
+      // The same entry as the previous version wrote it (no refreshAt): still read.
+      const fields = splitHeader(buf).header.split(' ')
+      assert.equal(fields[0], 'hc2', show(buf))
+      fields.splice(5, 1)
+      fields[0] = 'hc1'
+      out.push(joinHeader(fields.join(' '), splitHeader(buf).rest))
     }
     return out
   } finally {
@@ -326,6 +364,18 @@ test(`random and near-valid envelopes, invalid UTF-8, huge values, other Redis t
   cases.push({
     how: 'computeMs at the digit limit (valid)',
     buf: Buffer.from(`hc1 ${later} ${later + 100000} ${max} 0 v\n"slow"`),
+  })
+  cases.push({
+    how: 'hc2: all numbers at the digit limit (valid)',
+    buf: Buffer.from(`hc2 ${max} ${max} ${max} ${max} ${max} v\n"max"`),
+  })
+  cases.push({
+    how: 'hc2: refreshAt past the digit limit',
+    buf: Buffer.from(`hc2 ${later} ${later} 1 ${Date.now()} ${U64_MAX} v\n"x"`),
+  })
+  cases.push({
+    how: 'hc2: refreshAt 1 ms past freshUntil',
+    buf: Buffer.from(`hc2 ${later} ${later} 1 ${Date.now()} ${later + 1} v\n"x"`),
   })
   const typed = {
     list: (k) => redis.cmd('RPUSH', k, 'hc1 1 2 3 4 v', '1'),

@@ -61,7 +61,7 @@ test('a garbage lock key is replaced by the first caller, who loads at once; no 
     assert.ok(commands <= 30, `${what}: ${commands} commands in ${took.toFixed(0)} ms: ${JSON.stringify(calls)}`)
     // The lock was released by the writer; the value is in Redis.
     assert.equal(await redis.cmd('EXISTS', lock), 0, what)
-    assert.match(await redis.cmd('GET', `{${prefix}${key}}`), /^hc1 /, what)
+    assert.match(await redis.cmd('GET', `{${prefix}${key}}`), /^hc2 /, what)
   }
   assert.equal(cache.stats().timeouts, 0)
   assert.equal(cache.stats().lockAcquired, Object.keys(GARBAGE).length)

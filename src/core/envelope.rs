@@ -1,7 +1,7 @@
 //! The stored entry, versioned. One text format, readable with `redis-cli GET`:
 //!
 //! ```text
-//! hc1 <freshUntil> <hardUntil> <computeMs> <stamp> <v|n>
+//! hc2 <freshUntil> <hardUntil> <computeMs> <stamp> <refreshAt> <v|n>
 //! <value as JSON text>
 //! ```
 //!
@@ -11,14 +11,29 @@
 //! - `stamp`: epoch milliseconds at which that load *started*; a write is
 //!   only newer than what is stored if its stamp is not older, so a late lock
 //!   holder cannot overwrite a newer value.
+//! - `refreshAt`: epoch milliseconds from which a reader refreshes the fresh
+//!   entry early (XFetch), drawn once by the writer
+//!   ([`crate::core::policy::xfetch_refresh_at`]): every instance reading the
+//!   entry refreshes at the same moment, so a fleet of N refreshes as early
+//!   as one instance would, not as early as the earliest of N draws.
 //! - `v` a value, `n` a "not found" marker (then the value line is `null`).
+//!
+//! Rules (the write script's too, see `fleet::scripts::WRITE_SCRIPT`): every
+//! number has 1 to [`MAX_DIGITS`] ASCII digits, `hardUntil >= freshUntil`,
+//! `refreshAt <= freshUntil`. The previous version, `hc1`, is the same
+//! header without `refreshAt`; it is still read (its [`Meta::refresh_at`] is
+//! `None`: the reader draws the moment itself, as before `hc2`). Every
+//! writer writes `hc2`.
 //!
 //! Anything else (another program's value, a truncated write, a future
 //! version) decodes to an error, which callers count and treat as a miss.
 
 use std::fmt;
 
-pub const VERSION_TAG: &str = "hc1";
+/// The version every writer writes.
+pub const VERSION_TAG: &str = "hc2";
+/// The version before `refreshAt`, still read.
+pub const VERSION_TAG_V1: &str = "hc1";
 
 /// Header numbers have at most this many digits (below 10^15 ms, the year
 /// 33658): exact as doubles, so the write script (Lua) compares stamps
@@ -31,6 +46,9 @@ pub struct Meta {
   pub hard_until: u64,
   pub compute_ms: u64,
   pub stamp: u64,
+  /// When a reader refreshes the fresh entry early (epoch ms, `<=
+  /// fresh_until`); `None` for an `hc1` entry, whose reader draws it.
+  pub refresh_at: Option<u64>,
   pub negative: bool,
 }
 
@@ -72,7 +90,16 @@ impl Envelope {
     let m = &self.meta;
     let mut out = String::with_capacity(self.json.len() + 64);
     out.push_str(VERSION_TAG);
-    for n in [m.fresh_until, m.hard_until, m.compute_ms, m.stamp] {
+    // A writer without a moment of its own (none in herdcache) writes
+    // "never early"; one past freshUntil would make the entry unreadable.
+    let refresh_at = m.refresh_at.unwrap_or(m.fresh_until).min(m.fresh_until);
+    for n in [
+      m.fresh_until,
+      m.hard_until,
+      m.compute_ms,
+      m.stamp,
+      refresh_at,
+    ] {
       out.push(' ');
       out.push_str(&n.to_string());
     }
@@ -96,13 +123,14 @@ impl Envelope {
   /// The first line of an envelope, without its newline.
   pub fn decode_header(header: &str) -> Result<Meta, DecodeError> {
     let mut fields = header.split(' ');
-    match fields.next() {
-      Some(VERSION_TAG) => {}
+    let has_refresh_at = match fields.next() {
+      Some(VERSION_TAG) => true,
+      Some(VERSION_TAG_V1) => false,
       Some(tag) if tag.starts_with("hc") && tag.len() <= 8 => {
         return Err(DecodeError::UnknownVersion(tag.to_string()))
       }
       _ => return Err(DecodeError::NotAnEnvelope),
-    }
+    };
     let mut number = |name: &'static str| -> Result<u64, DecodeError> {
       let field = fields.next().ok_or(DecodeError::BadHeader(name))?;
       if field.is_empty() || field.len() > MAX_DIGITS || !field.bytes().all(|b| b.is_ascii_digit())
@@ -115,6 +143,10 @@ impl Envelope {
     let hard_until = number("hardUntil")?;
     let compute_ms = number("computeMs")?;
     let stamp = number("stamp")?;
+    let refresh_at = match has_refresh_at {
+      true => Some(number("refreshAt")?),
+      false => None,
+    };
     let negative = match fields.next() {
       Some("v") => false,
       Some("n") => true,
@@ -126,11 +158,15 @@ impl Envelope {
     if hard_until < fresh_until {
       return Err(DecodeError::BadHeader("hardUntil"));
     }
+    if refresh_at.is_some_and(|at| at > fresh_until) {
+      return Err(DecodeError::BadHeader("refreshAt"));
+    }
     Ok(Meta {
       fresh_until,
       hard_until,
       compute_ms,
       stamp,
+      refresh_at,
       negative,
     })
   }
@@ -153,6 +189,7 @@ mod tests {
         hard_until: 1_700_000_600_000,
         compute_ms: 612,
         stamp: 1_700_000_000_000,
+        refresh_at: Some(1_700_000_059_400),
         negative,
       },
       json: if negative {
@@ -175,7 +212,38 @@ mod tests {
   #[test]
   fn is_readable_text() {
     let text = sample(false).encode();
-    assert!(text.starts_with("hc1 1700000060000 1700000600000 612 1700000000000 v\n{"));
+    assert!(
+      text.starts_with("hc2 1700000060000 1700000600000 612 1700000000000 1700000059400 v\n{")
+    );
+  }
+
+  #[test]
+  fn the_previous_version_is_still_read_without_a_refresh_moment() {
+    let e = Envelope::decode("hc1 1700000060000 1700000600000 612 1700000000000 v\n[1]").unwrap();
+    assert_eq!(e.meta.refresh_at, None);
+    assert_eq!(
+      (
+        e.meta.fresh_until,
+        e.meta.hard_until,
+        e.meta.compute_ms,
+        e.meta.stamp
+      ),
+      (1_700_000_060_000, 1_700_000_600_000, 612, 1_700_000_000_000)
+    );
+    assert_eq!(e.json, "[1]");
+    // Written again, it is an hc2 entry that never refreshes early.
+    assert!(e
+      .encode()
+      .starts_with("hc2 1700000060000 1700000600000 612 1700000000000 1700000060000 v\n"));
+  }
+
+  #[test]
+  fn the_refresh_moment_is_at_most_fresh_until() {
+    let at = |refresh_at: &str| Envelope::decode(&format!("hc2 1000 2000 5 500 {refresh_at} v\n1"));
+    assert_eq!(at("1000").unwrap().meta.refresh_at, Some(1_000));
+    // Before the stamp is valid: "refresh at the first read".
+    assert_eq!(at("0").unwrap().meta.refresh_at, Some(0));
+    assert_eq!(at("1001").unwrap_err(), DecodeError::BadHeader("refreshAt"));
   }
 
   #[test]
@@ -197,6 +265,15 @@ mod tests {
         DecodeError::UnknownVersion("hc9".into()),
       ),
       ("hc1 x 2 3 4 v\n1", DecodeError::BadHeader("freshUntil")),
+      ("hc2 1 2 3 4 v\n1", DecodeError::BadHeader("refreshAt")),
+      ("hc2 1 2 3 4 x v\n1", DecodeError::BadHeader("refreshAt")),
+      (
+        "hc2 1 2 3 4 1 v extra\n1",
+        DecodeError::BadHeader("field count"),
+      ),
+      ("hc2 5 2 3 4 1 v\n1", DecodeError::BadHeader("hardUntil")),
+      ("hc2 1 2 3 4 1 q\n1", DecodeError::BadHeader("kind")),
+      ("hc1 1 2 3 4 1 v\n1", DecodeError::BadHeader("kind")),
       ("hc1 1 2 3\n1", DecodeError::BadHeader("stamp")),
       ("hc1 1 2 3 4 q\n1", DecodeError::BadHeader("kind")),
       (

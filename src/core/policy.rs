@@ -47,6 +47,36 @@ pub fn xfetch_refresh_early(
   now as f64 + head_start >= fresh_until as f64
 }
 
+/// XFetch decided once, by the writer: the moment from which the entry is
+/// refreshed early, `freshUntil - computeMs * beta * ln(1/u)`, clamped to
+/// `[stamp, freshUntil]`. A reader at `now` (in `[stamp, freshUntil)`)
+/// refreshes when `now >= refresh_at`, exactly when
+/// [`xfetch_refresh_early`] with the same `u` would; but with one draw per
+/// write rather than one per instance, every instance reading the entry
+/// refreshes at the same moment, so a fleet of N refreshes
+/// `computeMs * beta` early on average, not `computeMs * beta * H(N)` (the
+/// earliest of N draws). Each write draws anew: keys written together still
+/// spread. `beta <= 0` or `compute_ms == 0`: `fresh_until` (never early);
+/// `u <= 0`: `stamp` (the first read refreshes).
+pub fn xfetch_refresh_at(stamp: u64, fresh_until: u64, compute_ms: u64, beta: f64, u: f64) -> u64 {
+  let floor = stamp.min(fresh_until);
+  if beta <= 0.0 || compute_ms == 0 {
+    return fresh_until;
+  }
+  if u <= 0.0 {
+    return floor;
+  }
+  let head_start = compute_ms as f64 * beta * -u.min(1.0).ln();
+  let at = fresh_until as f64 - head_start;
+  if at <= floor as f64 {
+    floor
+  } else {
+    // `at` is below `fresh_until` here; `ceil` keeps `now >= at` exact for
+    // integer `now`.
+    (at.ceil() as u64).clamp(floor, fresh_until)
+  }
+}
+
 /// Spreads `ttl` uniformly over `ttl * (1 ± jitter)`; `u = 0.5` is the
 /// centre. Never shortens a positive TTL to zero.
 pub fn jittered(ttl: u64, jitter: f64, u: f64) -> u64 {
@@ -75,6 +105,7 @@ mod tests {
       hard_until,
       compute_ms: 100,
       stamp: 0,
+      refresh_at: None,
       negative,
     }
   }
@@ -126,6 +157,51 @@ mod tests {
     // A slower key refreshes earlier than a cheap one at the same draw.
     assert!(xfetch_refresh_early(0, 5_000, 10_000, 1.0, 0.5));
     assert!(!xfetch_refresh_early(0, 5_000, 10, 1.0, 0.5));
+  }
+
+  #[test]
+  fn the_write_time_draw_gives_the_refresh_moment() {
+    // -ln(0.5) = 0.693..: with computeMs 1000 the head start is 693.1 ms.
+    assert_eq!(xfetch_refresh_at(0, 1_000, 1_000, 1.0, 0.5), 307);
+    // beta 2 doubles it; a cheap key starts near expiry.
+    assert_eq!(xfetch_refresh_at(0, 10_000, 1_000, 2.0, 0.5), 8_614);
+    assert_eq!(xfetch_refresh_at(0, 10_000, 10, 1.0, 0.5), 9_994);
+    // u = 1: never early; beta 0 or no compute time: never early either.
+    assert_eq!(xfetch_refresh_at(500, 1_000, 10_000, 1.0, 1.0), 1_000);
+    assert_eq!(xfetch_refresh_at(500, 1_000, 500, 0.0, 1e-300), 1_000);
+    assert_eq!(xfetch_refresh_at(500, 1_000, 0, 1.0, 1e-300), 1_000);
+    // Clamped to the stamp: u = 0 (or a head start past it) refreshes at the
+    // first read, never before the value was loaded.
+    assert_eq!(xfetch_refresh_at(500, 1_000, 1, 1.0, 0.0), 500);
+    assert_eq!(xfetch_refresh_at(500, 1_000, 100, 1.0, 1e-300), 500);
+    assert_eq!(xfetch_refresh_at(0, u64::MAX, 1, 1.0, 0.0), 0);
+  }
+
+  #[test]
+  fn the_write_time_moment_agrees_with_the_read_time_formula() {
+    let draws = [1e-300, 1e-6, 0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.999, 1.0];
+    for &u in &draws {
+      for (compute, beta) in [(1, 1.0), (100, 1.0), (250, 0.5), (600, 2.0), (5_000, 1.0)] {
+        let (stamp, fresh) = (10_000, 12_000);
+        let at = xfetch_refresh_at(stamp, fresh, compute, beta, u);
+        assert!((stamp..=fresh).contains(&at));
+        for now in (stamp..fresh).step_by(7) {
+          assert_eq!(
+            now >= at,
+            xfetch_refresh_early(now, fresh, compute, beta, u),
+            "u {u} compute {compute} beta {beta} now {now} at {at}"
+          );
+        }
+      }
+    }
+  }
+
+  #[test]
+  fn each_write_draws_anew_so_keys_written_together_spread() {
+    let distinct: std::collections::BTreeSet<u64> = (0..100)
+      .map(|i| xfetch_refresh_at(0, 60_000, 1_000, 1.0, (i as f64 + 0.5) / 100.0))
+      .collect();
+    assert_eq!(distinct.len(), 100);
   }
 
   #[test]

@@ -451,6 +451,7 @@ mod tests {
         hard_until: now + hard_for,
         compute_ms: 5,
         stamp: now,
+        refresh_at: Some(now + fresh_for),
         negative: false,
       },
       json: "\"theirs\"".into(),

@@ -33,6 +33,17 @@ pub enum Served {
   Negative,
 }
 
+/// XFetch's draw for an entry written now (`fixed`: pinned by
+/// `set_random`): the moment from which it is refreshed early. Negative
+/// markers never are.
+fn draw_refresh_at(draws: &mut Draws, fixed: Option<f64>, meta: &Meta, beta: f64) -> u64 {
+  if meta.negative {
+    return meta.fresh_until;
+  }
+  let u = draws.next(fixed);
+  policy::xfetch_refresh_at(meta.stamp, meta.fresh_until, meta.compute_ms, beta, u)
+}
+
 /// No usable entry: join the key's flight, or lead one.
 fn join_or_lead<'a, V, F>(
   metrics: &mut Metrics,
@@ -126,7 +137,10 @@ impl<V, F> Engine<V, F> {
     self.clock.advance(ms);
   }
 
-  /// Pins the random draws (`None`: real randomness again).
+  /// Pins the random draws (`None`: real randomness again): `jitter` for
+  /// the TTLs written, `xfetch` for the early-refresh moment drawn when an
+  /// entry is written (`1`: never early, `0`: from its stamp, i.e. the first
+  /// read refreshes). Entries already there keep their moment.
   pub fn set_random(&mut self, jitter: Option<f64>, xfetch: Option<f64>) {
     self.fixed_jitter_u = jitter;
     self.fixed_xfetch_u = xfetch;
@@ -146,12 +160,12 @@ impl<V, F> Engine<V, F> {
   }
 
   /// Decides one `getOrLoad` call. `allow_stale: false` treats a stale entry
-  /// as a miss. XFetch uses the `beta` the entry was written with.
+  /// as a miss. XFetch refreshes a fresh entry from its `refresh_at`, drawn
+  /// by its writer with the `beta` of the call that wrote it.
   pub fn decide(&mut self, key: &str, allow_stale: bool) -> Decision<'_, V, F> {
     let now = self.now();
     let l1 = self.config.redis.is_some();
     let soft_wait = self.config.soft_timeout > 0;
-    let xfetch_u = self.fixed_xfetch_u;
     let mut flight = self.flights.for_key_mut(key);
     if !allow_stale {
       if let Some(flight) = flight.as_mut() {
@@ -177,16 +191,7 @@ impl<V, F> Engine<V, F> {
       Freshness::Fresh => {
         metrics.hits += 1;
         metrics.l1_hits += u64::from(l1);
-        let early = may_refresh
-          && entry.beta > 0.0
-          && entry.meta.compute_ms > 0
-          && policy::xfetch_refresh_early(
-            now,
-            entry.meta.fresh_until,
-            entry.meta.compute_ms,
-            entry.beta,
-            xfetch_u.unwrap_or(entry.xfetch_u),
-          );
+        let early = may_refresh && now >= entry.refresh_at;
         Decision::Hit {
           value: &entry.value,
           refresh: early.then_some(Refresh::Early),
@@ -339,12 +344,17 @@ impl<V, F> Engine<V, F> {
     if now >= meta.hard_until || !self.keeps_values() {
       return served;
     }
+    // The writer's moment, shared by the fleet; an hc1 entry has none, and
+    // this instance draws its own (with the flight's beta).
+    let refresh_at = match meta.refresh_at {
+      Some(at) => at,
+      None => draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, beta),
+    };
     let entry = Entry {
       meta,
       value,
       retry_after: 0,
-      beta,
-      xfetch_u: self.draws.next(None),
+      refresh_at,
     };
     let reclaimed = self.store.insert(key, entry, now);
     self.count(reclaimed);
@@ -400,20 +410,22 @@ impl<V, F> Engine<V, F> {
     } else {
       policy::deadlines(now, policy.ttl, policy.hard_ttl, self.config.jitter, u)
     };
-    let meta = Meta {
+    let mut meta = Meta {
       fresh_until,
       hard_until,
       compute_ms,
       stamp,
+      refresh_at: None,
       negative,
     };
+    let refresh_at = draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, policy.beta);
+    meta.refresh_at = Some(refresh_at);
     if self.keeps_values() {
       let entry = Entry {
         meta,
         value,
         retry_after: 0,
-        beta: policy.beta,
-        xfetch_u: self.draws.next(None),
+        refresh_at,
       };
       let key = key.to_string();
       let reclaimed = self.store.insert(key, entry, now);
@@ -463,19 +475,22 @@ impl<V, F> Engine<V, F> {
       self.config.jitter,
       self.draws.next(self.fixed_jitter_u),
     );
-    let meta = Meta {
+    let mut meta = Meta {
       fresh_until,
       hard_until,
       compute_ms: 0,
       stamp: now,
+      refresh_at: None,
       negative: false,
     };
+    // No compute time: never early, whatever the draw.
+    let refresh_at = draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, policy.beta);
+    meta.refresh_at = Some(refresh_at);
     let entry = Entry {
       meta,
       value,
       retry_after: 0,
-      beta: policy.beta,
-      xfetch_u: self.draws.next(None),
+      refresh_at,
     };
     if self.keeps_values() {
       let reclaimed = self.store.insert(key.to_string(), entry, now);
@@ -555,6 +570,145 @@ mod tests {
     let mut e = Engine::new(CacheConfig::from_raw(&raw).unwrap());
     e.set_random(Some(0.5), Some(1.0));
     e
+  }
+
+  /// A load of `key` over what is there (no decide: it may be fresh).
+  fn load_over(e: &mut TestEngine, key: &str, compute_ms: u64) -> Meta {
+    let policy = e.config().entry;
+    let id = e.begin_flight(key, "over", None, policy);
+    let meta = e.fill(id, "over".into(), false, compute_ms).unwrap();
+    e.end_flight(id);
+    meta
+  }
+
+  /// Another instance's envelope for `key`, adopted by a flight.
+  fn adopt(e: &mut TestEngine, key: &str, meta: Meta) {
+    let policy = e.config().entry;
+    let id = e.begin_flight(key, "adopt", None, policy);
+    assert_eq!(e.adopt(id, "theirs".into(), meta), Served::Fresh);
+    e.end_flight(id);
+  }
+
+  fn early(e: &mut TestEngine, key: &str) -> bool {
+    match e.decide(key, true) {
+      Decision::Hit { refresh, .. } => refresh == Some(Refresh::Early),
+      other => panic!("{other:?}"),
+    }
+  }
+
+  #[test]
+  fn the_writer_stores_its_refresh_moment_in_the_meta() {
+    let mut e = engine();
+    e.set_random(Some(0.5), Some(0.5));
+    let meta = load_over(&mut e, "k", 1_000);
+    // freshUntil - 1000 * ln 2, at least the stamp.
+    let expected = (meta.fresh_until - 693).max(meta.stamp);
+    assert_eq!(meta.refresh_at, Some(expected));
+    e.set_random(Some(0.5), Some(1.0));
+    let meta = load_over(&mut e, "k", 1_000);
+    assert_eq!(meta.refresh_at, Some(meta.fresh_until));
+    // set() has no compute time: never early.
+    e.set_random(Some(0.5), Some(0.0));
+    let meta = e.set("s", "v".into(), e.config().entry);
+    assert_eq!(meta.refresh_at, Some(meta.fresh_until));
+    // Nor is a not-found marker.
+    let id = e.begin_flight("gone", "p", None, e.config().entry);
+    let meta = e.fill(id, "null".into(), true, 100).unwrap();
+    e.end_flight(id);
+    assert_eq!(meta.refresh_at, Some(meta.fresh_until));
+  }
+
+  #[test]
+  fn an_adopted_envelopes_refresh_moment_decides_the_early_refresh() {
+    let mut e = engine();
+    // This instance's own draw would refresh at once; the writer's decides.
+    e.set_random(Some(0.5), Some(0.0));
+    let now = e.now();
+    let meta = Meta {
+      fresh_until: now + 1_000,
+      hard_until: now + 10_000,
+      compute_ms: 200,
+      stamp: now - 200,
+      refresh_at: Some(now + 600),
+      negative: false,
+    };
+    adopt(&mut e, "k", meta);
+    assert!(!early(&mut e, "k"));
+    e.advance_clock(599);
+    assert!(!early(&mut e, "k"), "1 ms before the writer's moment");
+    e.advance_clock(1);
+    let id = match e.decide("k", true) {
+      Decision::Hit {
+        value,
+        refresh: Some(Refresh::Early),
+      } => {
+        assert_eq!(value, "theirs", "served while the refresh runs");
+        e.begin_flight("k", "r", Some(Refresh::Early), e.config().entry)
+      }
+      other => panic!("{other:?}"),
+    };
+    // One flight per key: the other readers start none.
+    for _ in 0..10 {
+      assert!(!early(&mut e, "k"));
+    }
+    // Failed: backing off, no early refresh either.
+    e.fail(id, false);
+    e.end_flight(id);
+    assert!(!early(&mut e, "k"));
+    assert_eq!(e.metrics().early_refreshes, 1);
+
+    // A moment at freshUntil: never early, whatever this instance would draw.
+    let now = e.now();
+    adopt(
+      &mut e,
+      "late",
+      Meta {
+        refresh_at: Some(now + 1_000),
+        fresh_until: now + 1_000,
+        stamp: now,
+        ..meta
+      },
+    );
+    e.advance_clock(999);
+    assert!(!early(&mut e, "late"));
+  }
+
+  #[test]
+  fn an_hc1_envelope_gets_a_local_draw_with_the_flights_beta() {
+    let mut e = engine();
+    let now = e.now();
+    let meta = Meta {
+      fresh_until: now + 1_000,
+      hard_until: now + 10_000,
+      compute_ms: 200,
+      stamp: now,
+      refresh_at: None,
+      negative: false,
+    };
+    e.set_random(Some(0.5), Some(0.0));
+    adopt(&mut e, "eager", meta);
+    assert!(early(&mut e, "eager"), "u = 0: refreshes at the first read");
+    e.set_random(Some(0.5), Some(1.0));
+    adopt(&mut e, "never", meta);
+    e.advance_clock(999);
+    assert!(!early(&mut e, "never"), "u = 1: never early");
+    // beta 0 on the adopting flight: never early, whatever the draw.
+    e.set_random(Some(0.5), Some(0.0));
+    let mut policy = e.config().entry;
+    policy.beta = 0.0;
+    let id = e.begin_flight("off", "adopt", None, policy);
+    let now = e.now();
+    e.adopt(
+      id,
+      "theirs".into(),
+      Meta {
+        fresh_until: now + 1_000,
+        stamp: now,
+        ..meta
+      },
+    );
+    e.end_flight(id);
+    assert!(!early(&mut e, "off"));
   }
 
   fn load(e: &mut TestEngine, key: &str, value: &str, compute_ms: u64) {
@@ -656,8 +810,9 @@ mod tests {
   #[test]
   fn xfetch_draws_decide_early_refresh() {
     let mut e = engine();
-    load(&mut e, "k", "v", 100);
+    // The draw is the writer's: pinned before the write, it decides.
     e.set_random(Some(0.5), Some(0.0));
+    load(&mut e, "k", "v", 100);
     assert!(matches!(
       e.decide("k", true),
       Decision::Hit {
@@ -665,11 +820,25 @@ mod tests {
         ..
       }
     ));
+    // A later pin does not move the moment of the entry already written.
     e.set_random(Some(0.5), Some(1.0));
+    assert!(matches!(
+      e.decide("k", true),
+      Decision::Hit {
+        refresh: Some(Refresh::Early),
+        ..
+      }
+    ));
+    load_over(&mut e, "k", 100);
     assert!(matches!(
       e.decide("k", true),
       Decision::Hit { refresh: None, .. }
     ));
+    e.advance_clock(999);
+    assert!(
+      matches!(e.decide("k", true), Decision::Hit { refresh: None, .. }),
+      "u = 1: never early"
+    );
     // An entry written with beta 0 never refreshes early, whatever the draw.
     e.set_random(Some(0.5), Some(0.0));
     let mut policy = e.config().entry;

@@ -19,14 +19,15 @@ pub struct Entry<V> {
   /// No background refresh before this (epoch ms): set after a refresh
   /// failed, so a dead database is not hammered.
   pub retry_after: u64,
-  /// XFetch eagerness of the call that wrote the entry.
-  pub beta: f64,
-  /// This entry's XFetch draw. One per entry, not one per read: per read,
-  /// a hot key read millions of times a second would draw a near-zero `u`
-  /// within microseconds and refresh as soon as it was written; one draw
-  /// gives each instance one refresh time, exponentially spread before
-  /// expiry, whatever the read rate.
-  pub xfetch_u: f64,
+  /// From this moment (epoch ms) the fresh entry is refreshed early
+  /// (XFetch): drawn once by its writer (`policy::xfetch_refresh_at`), with
+  /// the beta of the call that wrote it, and shared with the fleet in the
+  /// envelope. One draw per write, not one per read: per read, a hot key
+  /// read millions of times a second would draw a near-zero `u` within
+  /// microseconds and refresh as soon as it was written; and not one per
+  /// instance: the earliest of N instances' draws would refresh a fleet
+  /// `H(N)` times earlier than one instance.
+  pub refresh_at: u64,
 }
 
 /// What a sweep or an insert removed, for the counters.
@@ -216,12 +217,12 @@ mod tests {
         hard_until,
         compute_ms: 1,
         stamp: 0,
+        refresh_at: Some(hard_until / 2),
         negative: false,
       },
       value: value.to_string(),
       retry_after: 0,
-      beta: 1.0,
-      xfetch_u: 1.0,
+      refresh_at: hard_until / 2,
     }
   }
 

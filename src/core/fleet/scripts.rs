@@ -49,9 +49,10 @@ return 0
 /// Writes an envelope unless the stored one comes from a load that started
 /// later (its stamp is greater), announces the fill, and releases our lock —
 /// one round trip, and the lock is only released once the value is readable.
-/// The header rules are `Envelope::decode_header`'s (numbers of at most
-/// `envelope::MAX_DIGITS` digits, so Lua's doubles compare stamps exactly
-/// as the reader reads them; hardUntil >= freshUntil), so a value the
+/// The header rules are `Envelope::decode_header`'s (version `hc2`, or
+/// `hc1` without refreshAt; numbers of at most `envelope::MAX_DIGITS`
+/// digits, so Lua's doubles compare stamps exactly as the reader reads
+/// them; hardUntil >= freshUntil; refreshAt <= freshUntil), so a value the
 /// reader rejects for its header is overwritten here too. A valid header
 /// over a value the reader rejected (not UTF-8 JSON) is replaced when the
 /// writer names its stamp (ARGV[7]): the reader, not Lua, judges JSON. A
@@ -65,10 +66,16 @@ pub const WRITE_SCRIPT: &str = r#"
 local newer = false
 local stored = redis.pcall('GET', KEYS[1])
 if type(stored) == 'string' then
-  local fresh, hard, compute, stamp = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n')
+  local fresh, hard, compute, stamp, refresh =
+    string.match(stored, '^hc2 (%d+) (%d+) (%d+) (%d+) (%d+) [vn]\n')
+  if stamp == nil then
+    fresh, hard, compute, stamp = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n')
+    refresh = fresh
+  end
   local digits = tonumber(ARGV[8])
   newer = stamp ~= nil and #fresh <= digits and #hard <= digits and #compute <= digits
-    and #stamp <= digits and tonumber(hard) >= tonumber(fresh)
+    and #stamp <= digits and #refresh <= digits and tonumber(hard) >= tonumber(fresh)
+    and tonumber(refresh) <= tonumber(fresh)
     and tonumber(stamp) > tonumber(ARGV[3]) and tonumber(stamp) ~= tonumber(ARGV[7])
 end
 if not newer then
@@ -144,12 +151,15 @@ mod tests {
         hard_until: 2,
         compute_ms: 3,
         stamp: 1_700_000_000_123,
+        refresh_at: Some(1),
         negative: false,
       },
       json: "{}".into(),
     }
     .encode();
-    assert!(text.starts_with("hc1 1 2 3 1700000000123 v\n"));
+    assert!(text.starts_with("hc2 1 2 3 1700000000123 1 v\n"));
+    assert!(WRITE_SCRIPT.contains(r"'^hc2 (%d+) (%d+) (%d+) (%d+) (%d+) [vn]\n'"));
+    // The previous version is still read, so the script still knows it.
     assert!(WRITE_SCRIPT.contains(r"'^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n'"));
   }
 
