@@ -65,6 +65,7 @@ fn envelope(stamp: u64, json: &str) -> Envelope {
       compute_ms: 5,
       stamp,
       negative: false,
+      refresh_at: None,
     },
     json: json.into(),
   }

@@ -271,6 +271,7 @@ mod tests {
         compute_ms: 0,
         stamp,
         negative: false,
+        refresh_at: None,
       },
       json: "1".into(),
     })

@@ -62,21 +62,38 @@ return 0
 /// ARGV[5] channel, ARGV[6] fill message, ARGV[7] the stamp of a corrupt
 /// value to replace (''), ARGV[8] the digit limit.
 /// Returns 1 if written, 0 if a newer value was kept.
-pub const WRITE_SCRIPT: &str = r#"
-local newer = false
-local stored = redis.pcall('GET', KEYS[1])
-if type(stored) == 'string' then
+/// The header rules of `Envelope::decode_header`, in Lua, declared once and
+/// put in front of every script that must tell a valid envelope's stamp:
+/// `envelope_stamp(stored, digits)` is the stamp of a valid header, or nil.
+macro_rules! envelope_stamp_lua {
+  () => {
+    r#"
+local function envelope_stamp(stored, digits)
   local fresh, hard, compute, stamp, refresh =
     string.match(stored, '^hc2 (%d+) (%d+) (%d+) (%d+) (%d+) [vn]\n')
   if stamp == nil then
     fresh, hard, compute, stamp = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n')
     refresh = fresh
   end
-  local digits = tonumber(ARGV[8])
-  newer = stamp ~= nil and #fresh <= digits and #hard <= digits and #compute <= digits
+  if stamp ~= nil and #fresh <= digits and #hard <= digits and #compute <= digits
     and #stamp <= digits and #refresh <= digits and tonumber(hard) >= tonumber(fresh)
-    and tonumber(refresh) <= tonumber(fresh)
-    and tonumber(stamp) > tonumber(ARGV[3]) and tonumber(stamp) ~= tonumber(ARGV[7])
+    and tonumber(refresh) <= tonumber(fresh) then
+    return tonumber(stamp)
+  end
+  return nil
+end
+"#
+  };
+}
+
+pub const WRITE_SCRIPT: &str = concat!(
+  envelope_stamp_lua!(),
+  r#"
+local newer = false
+local stored = redis.pcall('GET', KEYS[1])
+if type(stored) == 'string' then
+  local stamp = envelope_stamp(stored, tonumber(ARGV[8]))
+  newer = stamp ~= nil and stamp > tonumber(ARGV[3]) and stamp ~= tonumber(ARGV[7])
 end
 if not newer then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -86,7 +103,8 @@ if ARGV[4] ~= '' and redis.pcall('GET', KEYS[2]) == ARGV[4] then
   redis.call('DEL', KEYS[2])
 end
 return newer and 0 or 1
-"#;
+"#
+);
 
 /// A replayed `delete` (auto-recovery, `engine::recovery`): deletes the
 /// value unless it is a valid envelope from a load that started after the
@@ -97,45 +115,46 @@ return newer and 0 or 1
 /// KEYS[1] value; ARGV[1] the delete's stamp, ARGV[2] channel, ARGV[3]
 /// delete message, ARGV[4] the digit limit.
 /// Returns 1 if deleted (or nothing was there), 0 if a newer value was kept.
-pub const DELETE_NOT_NEWER_SCRIPT: &str = r#"
+pub const DELETE_NOT_NEWER_SCRIPT: &str = concat!(
+  envelope_stamp_lua!(),
+  r#"
 local stored = redis.pcall('GET', KEYS[1])
 if type(stored) == 'string' then
-  local fresh, hard, compute, stamp = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n')
-  local digits = tonumber(ARGV[4])
-  if stamp ~= nil and #fresh <= digits and #hard <= digits and #compute <= digits
-    and #stamp <= digits and tonumber(hard) >= tonumber(fresh)
-    and tonumber(stamp) > tonumber(ARGV[1]) then
+  local stamp = envelope_stamp(stored, tonumber(ARGV[4]))
+  if stamp ~= nil and stamp > tonumber(ARGV[1]) then
     return 0
   end
 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1
-"#;
+"#
+);
 
 /// A replayed `clear`, one batch of the prefix's names at a time: deletes
 /// each unless it holds a valid envelope newer than the clear (the rules of
 /// [`DELETE_NOT_NEWER_SCRIPT`]; locks and foreign values go, as in a live
 /// clear). KEYS the names; ARGV[1] the clear's stamp, ARGV[2] the digit
 /// limit. Returns how many were deleted.
-pub const CLEAR_NOT_NEWER_SCRIPT: &str = r#"
+pub const CLEAR_NOT_NEWER_SCRIPT: &str = concat!(
+  envelope_stamp_lua!(),
+  r#"
 local digits = tonumber(ARGV[2])
 local removed = 0
 for _, name in ipairs(KEYS) do
   local keep = false
   local stored = redis.pcall('GET', name)
   if type(stored) == 'string' then
-    local fresh, hard, compute, stamp = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n')
-    keep = stamp ~= nil and #fresh <= digits and #hard <= digits and #compute <= digits
-      and #stamp <= digits and tonumber(hard) >= tonumber(fresh)
-      and tonumber(stamp) > tonumber(ARGV[1])
+    local stamp = envelope_stamp(stored, digits)
+    keep = stamp ~= nil and stamp > tonumber(ARGV[1])
   end
   if not keep then
     removed = removed + redis.call('DEL', name)
   end
 end
 return removed
-"#;
+"#
+);
 
 #[cfg(test)]
 mod tests {
@@ -167,22 +186,21 @@ mod tests {
   /// a change of the header there must be made here too.
   #[test]
   fn the_replay_scripts_read_the_header_as_the_write_does() {
-    let pattern = |script: &str| {
-      script
-        .lines()
-        .find(|line| line.contains("string.match(stored,"))
-        .map(|line| {
-          line
-            .trim()
-            .split_once("string.match")
-            .unwrap()
-            .1
-            .to_string()
-        })
-    };
-    let write = pattern(WRITE_SCRIPT).expect("the write script reads the header");
-    assert_eq!(pattern(DELETE_NOT_NEWER_SCRIPT).as_ref(), Some(&write));
-    assert_eq!(pattern(CLEAR_NOT_NEWER_SCRIPT).as_ref(), Some(&write));
+    // One header parser, the same text in front of each script.
+    let parser = envelope_stamp_lua!();
+    for script in [
+      WRITE_SCRIPT,
+      DELETE_NOT_NEWER_SCRIPT,
+      CLEAR_NOT_NEWER_SCRIPT,
+    ] {
+      assert!(script.starts_with(parser));
+      assert_eq!(
+        script.matches("string.match(").count(),
+        2,
+        "only the parser reads headers"
+      );
+      assert!(script.contains("envelope_stamp(stored,"));
+    }
   }
 
   #[test]
