@@ -134,3 +134,20 @@ test('l1: false reads Redis on every call; l1 is bounded by maxEntries', T, asyn
   assert.equal(s.outcome, 'hit')
   assert.ok(small.stats().redisHits >= 1)
 })
+
+test("stats() after close() keeps the fleet's counters", T, async (t) => {
+  const redis = await startRedis(t)
+  if (!redis) return
+  const a = new Cache({ redis: redis.url, prefix: 'closed-stats:', ttl: 60000 })
+  const b = track(t, new Cache({ redis: redis.url, prefix: 'closed-stats:', ttl: 60000 }))
+  assert.equal(await a.getOrLoad('k', () => 'v'), 'v')
+  assert.equal(await b.getOrLoad('k', () => 'WRONG'), 'v')
+  const before = a.stats()
+  assert.equal(before.lockAcquired, 1, 'A won the lock')
+  await a.close()
+  const after = a.stats()
+  assert.equal(after.lockAcquired, 1, 'still counted after close()')
+  assert.equal(after.loads, before.loads)
+  assert.equal(after.circuitOpen, 0)
+  assert.equal(b.stats().redisHits, 1)
+})

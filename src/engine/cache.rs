@@ -76,6 +76,9 @@ pub struct Cache<V, F> {
   fleet: Option<Arc<Fleet>>,
   /// The fleet's queue of other instances' changes, read on every call.
   invalidations: Option<Arc<Invalidations>>,
+  /// The counters as they were when `release` stopped the fleet: `stats()`
+  /// after `close()` still has the fleet's.
+  released: Option<Metrics>,
 }
 
 impl<V, F> Cache<V, F> {
@@ -85,6 +88,7 @@ impl<V, F> Cache<V, F> {
       local: Engine::with_clock(config, clock),
       invalidations: fleet.as_ref().map(|f| f.invalidations()),
       fleet,
+      released: None,
     }
   }
 
@@ -400,6 +404,9 @@ impl<V, F> Cache<V, F> {
 
   /// The counters and gauges, the fleet's included.
   pub fn snapshot(&self) -> (Metrics, Gauges) {
+    if let Some(metrics) = self.released {
+      return (metrics, self.local.gauges());
+    }
     let (mut metrics, mut gauges) = (self.local.metrics(), self.local.gauges());
     if let Some(fleet) = &self.fleet {
       let c = &fleet.counters;
@@ -422,6 +429,7 @@ impl<V, F> Cache<V, F> {
   /// Drops every entry and flight, and stops the fleet (after `close`,
   /// once loads settled). Returns the flights still there.
   pub fn release(&mut self) -> Vec<Flight<F>> {
+    self.released = Some(self.snapshot().0);
     if let Some(fleet) = self.fleet.take() {
       fleet.stop();
     }
