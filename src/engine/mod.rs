@@ -15,4 +15,4 @@ pub mod metrics;
 pub mod shared;
 
 pub use cache::{Cache, FirstStep, Next, Step, Written};
-pub use local::{Decision, Engine, Refresh, Served};
+pub use local::{Backoff, Decision, Engine, Keep, Refresh, Served};

@@ -16,4 +16,7 @@ pub mod scripts;
 pub use events::{Change, Event};
 pub use keys::{events_channel, RedisKeys};
 pub use lease::{loser_step, Lease, LoserStep};
-pub use scripts::{EXTEND_SCRIPT, LOCK_SCRIPT, RELEASE_SCRIPT, TOKEN_PATTERN, WRITE_SCRIPT};
+pub use scripts::{
+  EXTEND_SCRIPT, FAIL_REFRESH_SCRIPT, LOCK_SCRIPT, REFRESH_LOCK_SCRIPT, RELEASE_SCRIPT,
+  TOKEN_PATTERN, WRITE_SCRIPT,
+};
