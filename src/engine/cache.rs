@@ -357,7 +357,9 @@ impl<V, F> Cache<V, F> {
     if loader_ran {
       self.local.count_loader_run();
     }
-    let backoff = self.local.fail(id, timed_out);
+    // A flight given up before its loader ran (closed, the leader gone)
+    // says nothing about the backend: the fleet does not back off for it.
+    let backoff = self.local.fail(id, timed_out).filter(|_| loader_ran);
     let mut flight = self.local.end_flight(id);
     let release = match (&self.fleet, flight.as_mut()) {
       (Some(fleet), Some(flight)) => {
