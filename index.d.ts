@@ -45,8 +45,11 @@ export interface CacheOptions extends NativeCacheOptions {
    * Vercel's `waitUntil`, Next.js `after()`.
    */
   waitUntil?: (promise: Promise<void>) => void
-  /** Background refresh failures; they never reject anybody's call. */
-  onError?: (error: unknown, info: { key: Key; background: true }) => void
+  /**
+   * Background refresh failures; they never reject anybody's call. With Redis, also what `close()` could
+   * not deliver: an {@link UndeliveredError} (`key` is undefined then; its `keys` name them).
+   */
+  onError?: (error: unknown, info: { key: Key | undefined; background: true }) => void
 }
 
 export interface EntryOptions {
@@ -124,6 +127,12 @@ export interface CacheStats {
   corruptValues: number
   /** With Redis: 1 while the circuit breaker skips Redis after a failure. */
   circuitOpen: number
+  /** With Redis: `set`/`delete`/`clear` calls that could not reach Redis, delivered later (auto-recovery). */
+  recovered: number
+  /** With Redis: such calls given up: past `recoveryMaxEntries` or `recoveryMaxAge`, or undelivered at `close()`. */
+  recoveryDropped: number
+  /** With Redis: such calls waiting now to be delivered. */
+  recoveryPending: number
 }
 
 /** An error herdcache made; `code` is stable. */
@@ -137,8 +146,18 @@ export interface HerdcacheError extends Error {
     | 'ERR_HERDCACHE_VALUE_TOO_LARGE'
     | 'ERR_HERDCACHE_TIMEOUT'
     | 'ERR_HERDCACHE_CLOSED'
+    | 'ERR_HERDCACHE_UNDELIVERED'
     | 'ERR_HERDCACHE_INTERNAL'
     | 'ERR_HERDCACHE_NO_BINARY'
+}
+
+/** What `close()` reports to `onError` when writes or invalidations could not reach Redis. */
+export interface UndeliveredError extends HerdcacheError {
+  code: 'ERR_HERDCACHE_UNDELIVERED'
+  /** The calls given up, in call order; `key` is the key's string form (none for a clear). */
+  operations: Array<{ op: 'set' | 'delete' | 'clear'; key?: string }>
+  /** The keys of the `set` and `delete` calls among them. */
+  keys: string[]
 }
 
 /** Test hooks; not part of the stable API. */

@@ -93,6 +93,38 @@ function settle(run) {
   }
 }
 
+/**
+ * Reports the writes and invalidations close() gave up on: to `onError` (an
+ * error with code `ERR_HERDCACHE_UNDELIVERED`, its `operations` and `keys`),
+ * or, without one, as a process warning, so they are never dropped silently.
+ *
+ * @param {import('./lib/native-contract').Context} ctx
+ * @param {Array<{ op: 'set' | 'delete' | 'clear', key?: string }>} undelivered
+ */
+function reportUndelivered(ctx, undelivered) {
+  if (undelivered.length === 0) return
+  const keys = undelivered.filter((o) => o.key !== undefined).map((o) => o.key)
+  const cleared = undelivered.some((o) => o.op === 'clear')
+  const what = [keys.length > 0 ? `${keys.length} set/delete call(s)` : '', cleared ? 'a clear()' : '']
+  const error = herdError(
+    Error,
+    codes.UNDELIVERED,
+    `close(): ${what.filter(Boolean).join(' and ')} could not reach Redis and were given up ` +
+      `(Redis still down); other instances may serve the old values until they expire. Keys: ${keys.slice(0, 10).join(', ')}${keys.length > 10 ? ', …' : ''}`,
+  )
+  error.operations = undelivered
+  error.keys = keys
+  if (typeof ctx.onError !== 'function') {
+    process.emitWarning(error)
+    return
+  }
+  try {
+    ctx.onError(error, { key: undefined, background: true })
+  } catch {
+    // A throwing error hook must not turn into an unhandled rejection.
+  }
+}
+
 class Cache {
   #native
   #fns
@@ -225,10 +257,17 @@ class Cache {
       // Redis writes already under way are let finish (each is bounded by
       // redisTimeout), so a value computed before close() is not lost.
       pending.push(...[...this.#ctx.writes].map((write) => write.then(noop, noop)))
-      this.#closing = Promise.all(pending).then(() => {
-        stop(this.#ctx)
-        this.#native.release()
-      })
+      // Then what could not reach Redis gets one more attempt; what is still
+      // undelivered is reported, and close() resolves all the same.
+      const ctx = this.#ctx
+      this.#closing = Promise.all(pending)
+        .then(() => this.#native.flushRecovery())
+        .then((undelivered) => reportUndelivered(ctx, undelivered))
+        .catch(noop)
+        .then(() => {
+          stop(ctx)
+          this.#native.release()
+        })
     }
     return this.#closing
   }

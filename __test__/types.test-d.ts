@@ -1,7 +1,7 @@
 // Type test: compiled by __test__/types.test.js with `tsc --noEmit --strict`.
 // Every public API of the README is used here; misuse is marked with @ts-expect-error
 // (tsc fails on an expect-error line that is not an error).
-import { Cache } from '..'
+import { Cache, type UndeliveredError } from '..'
 
 type Outcome = 'hit' | 'stale' | 'negative' | 'miss' | 'coalesced'
 
@@ -24,6 +24,13 @@ async function main(): Promise<void> {
     onError: (error, info) => {
       const background: boolean = info.background
       const key = info.key
+      if ((error as UndeliveredError).code === 'ERR_HERDCACHE_UNDELIVERED') {
+        const undelivered = error as UndeliveredError
+        const keys: string[] = undelivered.keys
+        const ops: Array<'set' | 'delete' | 'clear'> = undelivered.operations.map((o) => o.op)
+        void keys
+        void ops
+      }
       void error
       void background
       void key
@@ -105,7 +112,10 @@ async function main(): Promise<void> {
     s.evictions +
     s.expirations +
     s.size +
-    s.inFlight
+    s.inFlight +
+    s.recovered +
+    s.recoveryDropped +
+    s.recoveryPending
   void total
   const text: string = cache.metrics()
   void text

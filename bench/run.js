@@ -19,7 +19,9 @@
 //   --out=FILE           where to write the Markdown (default bench/RESULTS.md; quick: bench/out/quick.md)
 //
 // Without --only / --scenarios it then runs bench/nest.js (a cached Nest
-// route: herdcache/nest next to @nestjs/cache-manager), which writes bench/NEST.md.
+// route: herdcache/nest next to @nestjs/cache-manager), which writes bench/NEST.md,
+// and bench/memory.js (bytes per cached entry), which appends its section to
+// the Markdown this run wrote.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -46,8 +48,8 @@ const {
 // ---------------------------------------------------------------- options
 
 rejectUnknownArgs(
-  /^--(quick|only=.+|scenarios=.+|out=.+)$/,
-  'node bench/run.js [--quick] [--only=lib,lib] [--scenarios=1,2] [--out=FILE]',
+  /^--(quick|only=.+|scenarios=.+|out=.+|baseline=.+)$/,
+  'node bench/run.js [--quick] [--only=lib,lib] [--scenarios=1,2] [--out=FILE] [--baseline=DIR]',
 )
 const QUICK = flag('quick')
 const SAMPLES = QUICK ? 3 : 5
@@ -55,6 +57,9 @@ const SAMPLE_MS = QUICK ? 100 : 300
 const WARMUP_MS = QUICK ? 100 : 300
 const ONLY = opt('only') ? new Set(opt('only').split(',')) : null
 const SCENARIOS = opt('scenarios') ? new Set(opt('scenarios').split(',').map(Number)) : null
+// --baseline=DIR: another checkout of herdcache (with its addon built), run as
+// the library `herdcache-baseline` next to this one: a before/after in one run.
+const BASELINE = opt('baseline') ? path.resolve(opt('baseline')) : null
 const OUT = opt('out') ? path.resolve(opt('out')) : path.join(__dirname, QUICK ? 'out/quick.md' : 'RESULTS.md')
 
 const TTL = 60_000
@@ -130,31 +135,33 @@ const jsonCopy = (v) => JSON.parse(JSON.stringify(v))
 async function loadLibraries() {
   const libs = []
 
+  const herdcacheLib = (name, { Cache }, setup) => ({
+    name,
+    version: (() => {
+      try {
+        return require('../package.json').version
+      } catch {
+        return '?'
+      }
+    })(),
+    setup,
+    create(loader) {
+      const cache = new Cache({ ttl: TTL })
+      const l = ({ key }) => loader(key)
+      return {
+        cache,
+        get: (key) => cache.getOrLoad(key, l),
+        clear: () => cache.clear(),
+        close: () => cache.close(),
+      }
+    },
+  })
   if (herdcacheModule) {
-    const { Cache } = herdcacheModule
-    libs.push({
-      name: 'herdcache',
-      version: (() => {
-        try {
-          return require('../package.json').version
-        } catch {
-          return '?'
-        }
-      })(),
-      setup: '`new Cache({ ttl: 60_000 })`, `getOrLoad(key, loader)`',
-      create(loader) {
-        const cache = new Cache({ ttl: TTL })
-        const l = ({ key }) => loader(key)
-        return {
-          cache,
-          get: (key) => cache.getOrLoad(key, l),
-          clear: () => cache.clear(),
-          close: () => cache.close(),
-        }
-      },
-    })
+    libs.push(herdcacheLib('herdcache', herdcacheModule, '`new Cache({ ttl: 60_000 })`, `getOrLoad(key, loader)`'))
   }
-
+  if (BASELINE) {
+    libs.push(herdcacheLib('herdcache-baseline', require(BASELINE), `the same, from the checkout at ${BASELINE}`))
+  }
   const { LRUCache } = require('lru-cache')
   libs.push({
     name: 'lru-cache',
@@ -855,6 +862,12 @@ async function main() {
       { stdio: 'inherit' },
     )
     if (nest.status !== 0) process.exitCode = nest.status || 1
+    const memory = require('node:child_process').spawnSync(
+      process.execPath,
+      [path.join(__dirname, 'memory.js'), ...(QUICK ? ['--quick'] : []), `--out=${OUT}`],
+      { stdio: 'inherit' },
+    )
+    if (memory.status !== 0) process.exitCode = memory.status || 1
   }
 }
 

@@ -104,7 +104,8 @@ class Flight {
     this.loader = loader
     this.background = background
     this.promise = promise
-    this.deadline = performance.now() + ctx.hardTimeout
+    this.started = performance.now()
+    this.deadline = this.started + ctx.hardTimeout
     this.settled = false
     /** With Redis: the fleet has not said yet whether our loader runs. */
     this.waiting = false
@@ -159,11 +160,12 @@ class Flight {
     return performance.now() >= this.deadline
   }
 
-  run() {
+  /** @param {number} [now] `performance.now()`, when the caller just read it */
+  run(now = performance.now()) {
     this.waiting = false
     // Redis steps may have used up the deadline (the timer may be late).
-    if (this.late()) return this.expire()
-    this.loaderStarted = performance.now()
+    if (now >= this.deadline) return this.expire()
+    this.loaderStarted = now
     let result
     try {
       result = this.loader(new LoaderContext(this))
@@ -184,8 +186,9 @@ class Flight {
 
   succeed(value) {
     if (this.settled) return
-    if (this.late()) return this.expire()
-    const computeMs = performance.now() - this.loaderStarted
+    const now = performance.now()
+    if (now >= this.deadline) return this.expire()
+    const computeMs = now - this.loaderStarted
     if (value === null || value === undefined) return this.fill(value, true, computeMs, 'null')
     let json
     try {
@@ -245,7 +248,7 @@ function lead(ctx, id, userKey, loader, background, promise, waiting) {
     flight.waiting = true
     ctx.waiting.set(id, flight)
   } else {
-    flight.run()
+    flight.run(flight.started)
   }
   if (background && typeof ctx.waitUntil === 'function') {
     try {

@@ -169,6 +169,11 @@ export interface NativeCache {
   install(ctx: Context, lead: Lead, softWait: SoftWait, resume: Resume, scheduleReads: ScheduleReads): EntryPoints
   /** Stops new calls; what is in flight goes on. */
   close(): void
+  /**
+   * With Redis, at close (once loads and writes settled): one more attempt to deliver what could not
+   * reach Redis; fulfils with what is still undelivered (given up), never rejects.
+   */
+  flushRecovery(): Promise<Array<{ op: 'set' | 'delete' | 'clear'; key?: string }>>
   /** Drops every entry and flight, once the flights settled. */
   release(): void
   advanceClock(ms: number): void

@@ -30,6 +30,8 @@ fn fleet(server: &RedisServer, lock_ttl: u64, hard_timeout: u64) -> Arc<Fleet> {
       hard_timeout,
       breaker_cooldown: 1_000,
       clock: Clock::default(),
+      recovery_max_entries: 10_000,
+      recovery_max_age: 300_000,
     },
   )
 }
@@ -226,6 +228,8 @@ async fn a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease() {
       hard_timeout: 10_000,
       breaker_cooldown: 1_000,
       clock: Clock::default(),
+      recovery_max_entries: 10_000,
+      recovery_max_age: 300_000,
     },
   );
   let other = store(&server);

@@ -86,6 +86,7 @@ async fn contract<F: Fixture>(f: &F) {
     writes_deletes_and_clears_are_announced_and_wake_waiters,
     a_subscription_delivers_other_origins_events_of_its_prefix_only,
     clear_removes_only_this_prefix,
+    replayed_deletes_and_clears_spare_newer_values_and_are_announced,
     a_failed_refresh_backs_off_background_refreshes_until_its_marker_expires,
     a_failed_refresh_releases_our_lock_but_not_someone_elses,
     a_write_ends_the_back_off,
@@ -655,6 +656,69 @@ async fn clear_removes_only_this_prefix<F: Fixture>(f: &F) {
     theirs.read(&theirs.keys("k0")).await.unwrap(),
     Read::Found(_)
   ));
+}
+
+/// Auto-recovery's replays: a delete or clear made at a stamp removes what
+/// is not newer (a corrupt value included) and spares a newer value, and is
+/// announced either way.
+async fn replayed_deletes_and_clears_spare_newer_values_and_are_announced<F: Fixture>(f: &F) {
+  let s = f.store("replay:");
+  let recorder = Recorder::start(&s).await;
+  let write = |key: &'static str, stamp: u64| {
+    let s = &s;
+    async move {
+      assert!(s
+        .write(key, &s.keys(key), &envelope(stamp, "1"), 60_000, None)
+        .await
+        .unwrap());
+    }
+  };
+  write("older", 100).await;
+  write("same", 200).await;
+  write("newer", 300).await;
+  f.plant_value(&s, "corrupt", b"not an envelope").await;
+  for (key, deleted) in [
+    ("older", true),
+    ("same", true),
+    ("newer", false),
+    ("corrupt", true),
+    ("absent", true),
+  ] {
+    let answer = s.delete_not_newer(key, &s.keys(key), 200).await.unwrap();
+    assert_eq!(answer, deleted, "{key}");
+  }
+  assert_eq!(s.read(&s.keys("older")).await.unwrap(), Read::Missing);
+  assert_eq!(s.read(&s.keys("corrupt")).await.unwrap(), Read::Missing);
+  assert!(matches!(
+    s.read(&s.keys("newer")).await.unwrap(),
+    Read::Found(e) if e.meta.stamp == 300
+  ));
+  let origin = s.origin().to_string();
+  let deletes: Vec<Event> = recorder.first(7).await[3..].to_vec();
+  assert_eq!(
+    deletes,
+    ["older", "same", "corrupt", "absent"]
+      .map(|k| Event::new(&origin, Change::Deleted(k.into())))
+      .to_vec(),
+    "every delete but the spared one is announced"
+  );
+
+  write("a", 100).await;
+  write("b", 400).await;
+  assert_eq!(s.clear_not_newer(250).await.unwrap(), 1);
+  assert_eq!(s.read(&s.keys("a")).await.unwrap(), Read::Missing);
+  assert!(matches!(
+    s.read(&s.keys("b")).await.unwrap(),
+    Read::Found(_)
+  ));
+  assert!(matches!(
+    s.read(&s.keys("newer")).await.unwrap(),
+    Read::Found(_)
+  ));
+  assert_eq!(
+    recorder.first(10).await[9],
+    Event::new(&origin, Change::Cleared)
+  );
 }
 
 /// The fleet's refresh back-off: a marker a failed background refresh

@@ -26,7 +26,9 @@ use std::rc::Rc;
 /// which consumes the handle; a handle dropped unsettled (only at release,
 /// after close drained the loads) leaves its promise pending.
 pub struct FlightHandle {
-  promise: JsRef,
+  /// `None` once handed to the stored entry (a fill without a fleet).
+  promise: Option<JsRef>,
+  /// Null once settled.
   deferred: sys::napi_deferred,
   /// With a fleet: the `status` objects of the flight's callers, whose
   /// `outcome` the flight sets if another instance's value answers it.
@@ -51,7 +53,7 @@ impl FlightHandle {
       sys::napi_create_promise(env, &mut deferred, &mut promise)
     );
     let handle = FlightHandle {
-      promise: JsRef::strong(env, promise)?,
+      promise: Some(JsRef::strong(env, promise)?),
       deferred,
       statuses: Vec::new(),
       answer: None,
@@ -61,21 +63,25 @@ impl FlightHandle {
 
   /// The shared promise.
   pub unsafe fn promise(&self, env: Env) -> Option<Value> {
-    self.promise.get(env)
+    self.promise.as_ref()?.get(env)
   }
 
-  /// Fulfils (`Ok`) or rejects (`Err`) the shared promise.
-  unsafe fn settle(self, env: Env, result: Result<Value, Value>) {
+  /// Fulfils (`Ok`) or rejects (`Err`) the shared promise, once.
+  unsafe fn settle(&mut self, env: Env, result: Result<Value, Value>) {
+    let deferred = std::mem::replace(&mut self.deferred, std::ptr::null_mut());
+    if deferred.is_null() {
+      return;
+    }
     match result {
-      Ok(value) => sys::napi_resolve_deferred(env, self.deferred, value),
-      Err(error) => sys::napi_reject_deferred(env, self.deferred, error),
+      Ok(value) => sys::napi_resolve_deferred(env, deferred, value),
+      Err(error) => sys::napi_reject_deferred(env, deferred, error),
     };
   }
 }
 
 /// Answers a flight's callers with `value`, telling those that asked
 /// (`status`) how they were answered when it was not by a load.
-unsafe fn answer(env: Env, handle: FlightHandle, value: Value, served: Option<Served>) {
+unsafe fn answer(env: Env, mut handle: FlightHandle, value: Value, served: Option<Served>) {
   if let Some(served) = served {
     let name = raw::string(env, Outcome::served(served).name());
     for status in &handle.statuses {
@@ -115,13 +121,13 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
     let value = argv[1];
     let negative = raw::get_bool(env, argv[2]);
     let compute_ms = raw::get_number(env, argv[3]).max(0.0).round() as u64;
+    // Checked before anybody is answered: TTLs the rules refuse fail the load.
     let keep = keep(env, inner, id, argv[5], argv[6], argv[7])?;
+    if !inner.cache.borrow().has_fleet() {
+      return fill_here(env, inner, id, value, negative, compute_ms, keep);
+    }
     let held = Held::from_js(env, value)?;
-    let json = if inner.cache.borrow().has_fleet() {
-      optional_string(env, argv[4])?
-    } else {
-      None
-    };
+    let json = optional_string(env, argv[4])?;
     let filled = inner
       .cache
       .borrow_mut()
@@ -185,6 +191,41 @@ unsafe fn keep(
   Ok(Keep::Store(Some(flight.policy.with(&overrides)?)))
 }
 
+/// `fill` without a fleet. The callers are answered first: resolving reads
+/// the value's `then`, which can run user code that calls the cache, and
+/// nothing is borrowed here. The flight's promise, now fulfilled with the
+/// value, then becomes the stored entry's: every later hit hands it out,
+/// and no second promise is made.
+unsafe fn fill_here(
+  env: Env,
+  inner: &Rc<Inner>,
+  id: u64,
+  value: Value,
+  negative: bool,
+  compute_ms: u64,
+  keep: Keep,
+) -> RawResult<Value> {
+  let undefined = raw::undefined(env);
+  let deferred = match inner.cache.borrow_mut().flight_mut(id) {
+    Some(flight) => std::mem::replace(&mut flight.handle.deferred, std::ptr::null_mut()),
+    None => return Ok(undefined),
+  };
+  if !deferred.is_null() {
+    sys::napi_resolve_deferred(env, deferred, value);
+  }
+  let promise = match inner.cache.borrow_mut().flight_mut(id) {
+    Some(flight) => flight.handle.promise.take(),
+    None => return Ok(undefined),
+  };
+  let held = Held::settled(env, value, promise)?;
+  let filled = inner
+    .cache
+    .borrow_mut()
+    .fill(id, held, negative, compute_ms, None, keep);
+  drop(filled);
+  Ok(undefined)
+}
+
 /// `fail(id, error, timedOut, loaderRan)`: the load failed, timed out or
 /// was given up (`loaderRan`: its loader was called). Rejects the callers
 /// with `error`; with a fleet, the lock is released.
@@ -195,7 +236,7 @@ pub unsafe extern "C" fn fail(env: Env, info: sys::napi_callback_info) -> Value 
     if let Some(release) = release {
       futures::spawn(release);
     }
-    if let Some(flight) = flight {
+    if let Some(mut flight) = flight {
       flight.handle.settle(env, Err(argv[1]));
     }
     Ok(raw::undefined(env))
@@ -323,7 +364,7 @@ unsafe fn claimed(env: Env, inner: &Rc<Inner>, id: u64, key: String, acquired: A
       // A background refresh nobody waits on but soft waits (which take
       // the stale value on a rejection) and `waitUntil`: it ran no loader.
       let flight = inner.cache.borrow_mut().backed_off(id);
-      if let Some(flight) = flight {
+      if let Some(mut flight) = flight {
         let reason = raw::string(
           env,
           "herdcache: not refreshed, the key backs off after a failed refresh in the fleet",
@@ -382,7 +423,7 @@ unsafe fn resume(env: Env, inner: &Rc<Inner>, id: u64, load: bool, refresh: bool
     if let Some(release) = release {
       futures::spawn(release);
     }
-    if let Some(flight) = flight {
+    if let Some(mut flight) = flight {
       let error = raw::failure_value(env, failure);
       flight.handle.settle(env, Err(error));
     }

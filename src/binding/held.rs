@@ -4,23 +4,36 @@
 //! settled promise of it, made on the first hit and handed to every later
 //! one: a resolved promise never changes, and making one per hit was most
 //! of a hit's cost.
+//!
+//! A `Held` is in every entry of the store, so it is kept small: the env
+//! once for both references (bare `napi_ref`s, not two `JsRef`s that would
+//! each carry it), and a string behind one thin pointer. 32 bytes, where
+//! two `JsRef`s and an inline `Vec` took 48 (bench/RESULTS.md, memory).
 
 use super::raw::{self, Env, JsRef, RawResult, Value};
 use napi::sys;
-use std::cell::OnceCell;
+use std::cell::Cell;
+use std::ptr;
 
 #[derive(Debug)]
 pub struct Held {
+  /// The env both references were made on (the entry's cache belongs to it).
+  env: Env,
   value: HeldValue,
-  resolved: OnceCell<JsRef>,
+  /// A strong `napi_ref` to the settled promise of the value, or null until
+  /// one is made.
+  resolved: Cell<sys::napi_ref>,
 }
 
 #[derive(Debug)]
 enum HeldValue {
-  Object(JsRef),
+  /// A strong `napi_ref`, deleted with the `Held`.
+  Object(sys::napi_ref),
   /// UTF-16 code units, so a string with a lone surrogate comes back as it
-  /// went in (UTF-8 would turn it into U+FFFD).
-  Text(Vec<u16>),
+  /// went in (UTF-8 would turn it into U+FFFD). Boxed once more to keep
+  /// this enum at two words: strings are the rarer value.
+  #[allow(clippy::box_collection)] // the extra box is the point: a thin pointer
+  Text(Box<Vec<u16>>),
   Number(f64),
   Bool(bool),
   Null,
@@ -30,8 +43,9 @@ enum HeldValue {
 impl Held {
   pub unsafe fn from_js(env: Env, value: Value) -> RawResult<Held> {
     let held = Held {
+      env,
       value: HeldValue::from_js(env, value)?,
-      resolved: OnceCell::new(),
+      resolved: Cell::new(ptr::null_mut()),
     };
     // Resolving a promise with an object reads its `then`, which can run
     // user code (a getter on Object.prototype) that calls back into the
@@ -39,6 +53,23 @@ impl Held {
     // stored, and not on its first hit, while the engine is borrowed.
     if let HeldValue::Object(_) = held.value {
       held.resolved(env);
+    }
+    Ok(held)
+  }
+
+  /// `value` with `promise`, a promise already fulfilled with it (the
+  /// flight's), as its settled promise.
+  pub unsafe fn settled(env: Env, value: Value, promise: Option<JsRef>) -> RawResult<Held> {
+    let held = Held {
+      env,
+      value: HeldValue::from_js(env, value)?,
+      // The flight's `JsRef` was made on this env: a cache lives on one.
+      resolved: Cell::new(promise.map_or(ptr::null_mut(), JsRef::into_raw)),
+    };
+    if let HeldValue::Object(_) = held.value {
+      if held.resolved.get().is_null() {
+        held.resolved(env);
+      }
     }
     Ok(held)
   }
@@ -51,14 +82,39 @@ impl Held {
   /// on the first call for a primitive (which runs no user code), at
   /// `from_js` for an object.
   pub unsafe fn resolved(&self, env: Env) -> Value {
-    if let Some(promise) = self.resolved.get().and_then(|r| r.get(env)) {
-      return promise;
+    let cached = self.resolved.get();
+    if !cached.is_null() {
+      if let Some(promise) = raw::reference_value(env, cached) {
+        return promise;
+      }
     }
     let promise = raw::resolved(env, self.value.to_js(env));
-    if let Ok(reference) = JsRef::strong(env, promise) {
-      let _ = self.resolved.set(reference);
+    if cached.is_null() {
+      if let Ok(reference) = raw::create_reference(env, promise, 1) {
+        self.resolved.set(reference);
+      }
     }
     promise
+  }
+}
+
+impl Drop for Held {
+  fn drop(&mut self) {
+    // SAFETY: both references were made by `raw::create_reference` on
+    // `self.env` (in `from_js` and `resolved`, the only places that set
+    // them) and are deleted here only, once. A `Held` is not `Send` (raw
+    // pointers), so this runs on the env's JS thread; it lives in an
+    // engine owned by an `Inner`, which is freed in a napi call or a napi
+    // finalizer while the env is alive, as `JsRef`'s `Drop` explains.
+    unsafe {
+      if let HeldValue::Object(reference) = self.value {
+        raw::delete_reference(self.env, reference);
+      }
+      let promise = self.resolved.get();
+      if !promise.is_null() {
+        raw::delete_reference(self.env, promise);
+      }
+    }
   }
 }
 
@@ -66,9 +122,9 @@ impl HeldValue {
   unsafe fn from_js(env: Env, value: Value) -> RawResult<HeldValue> {
     Ok(match raw::type_of(env, value) {
       sys::ValueType::napi_object | sys::ValueType::napi_function => {
-        HeldValue::Object(JsRef::strong(env, value)?)
+        HeldValue::Object(raw::create_reference(env, value, 1)?)
       }
-      sys::ValueType::napi_string => HeldValue::Text(raw::get_string_utf16(env, value)?),
+      sys::ValueType::napi_string => HeldValue::Text(Box::new(raw::get_string_utf16(env, value)?)),
       sys::ValueType::napi_number => HeldValue::Number(raw::get_number(env, value)),
       sys::ValueType::napi_boolean => HeldValue::Bool(raw::get_bool(env, value)),
       sys::ValueType::napi_null => HeldValue::Null,
@@ -78,12 +134,23 @@ impl HeldValue {
 
   unsafe fn to_js(&self, env: Env) -> Value {
     match self {
-      HeldValue::Object(r) => r.get(env).unwrap_or_else(|| raw::undefined(env)),
+      HeldValue::Object(r) => raw::reference_value(env, *r).unwrap_or_else(|| raw::undefined(env)),
       HeldValue::Text(units) => raw::string_utf16(env, units),
       HeldValue::Number(n) => raw::number(env, *n),
       HeldValue::Bool(b) => raw::boolean(env, *b),
       HeldValue::Null => raw::null(env),
       HeldValue::Undefined => raw::undefined(env),
     }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn a_held_value_is_four_words() {
+    assert_eq!(std::mem::size_of::<HeldValue>(), 16);
+    assert_eq!(std::mem::size_of::<Held>(), 32);
   }
 }

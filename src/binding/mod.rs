@@ -21,7 +21,7 @@ mod raw;
 use crate::core::error::{Code, Error as CoreError, Kind};
 use crate::core::options::CacheConfig;
 use crate::engine::clock::Clock;
-use crate::engine::fleet::{Fleet, FleetConfig};
+use crate::engine::fleet::{Fleet, FleetConfig, Undelivered};
 use crate::engine::shared::{RedisStore, RedisTimeouts};
 use crate::engine::Cache;
 use flight::FlightHandle;
@@ -175,6 +175,8 @@ impl NativeCache {
           hard_timeout: config.hard_timeout,
           breaker_cooldown: redis.breaker_cooldown,
           clock: clock.clone(),
+          recovery_max_entries: redis.recovery_max_entries as usize,
+          recovery_max_age: redis.recovery_max_age,
         };
         Some(napi::bindgen_prelude::within_runtime_if_available(|| {
           Fleet::start(store, fleet_config)
@@ -233,6 +235,26 @@ impl NativeCache {
     self.inner.cache.borrow_mut().close();
   }
 
+  /// At close (once loads and writes settled): one more attempt to deliver
+  /// the writes and invalidations that could not reach Redis. Fulfils with
+  /// what is still undelivered (given up), never rejects.
+  #[napi(ts_return_type = "Promise<Array<{ op: 'set' | 'delete' | 'clear'; key?: string }>>")]
+  pub fn flush_recovery<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
+    let env = env.raw();
+    let flush = self.inner.cache.borrow().flush_recovery();
+    // SAFETY: `env` is the env napi-rs passed to this method, running now
+    // on its JS thread; the promise's value is made with the env it is
+    // resolved with (`futures::promise`).
+    unsafe {
+      let promise = match flush {
+        None => raw::resolved(env, undelivered_to_js(env, Vec::new())),
+        Some(flush) => futures::promise(env, flush, |env, left| undelivered_to_js(env, left))
+          .map_err(|f| to_napi_error(env, f))?,
+      };
+      Unknown::from_napi_value(env, promise)
+    }
+  }
+
   /// Drops every entry and flight (after close, once flights settled).
   #[napi]
   pub fn release(&self) {
@@ -266,6 +288,23 @@ impl NativeCache {
       .local_mut()
       .set_random(clamp(jitter), clamp(xfetch));
   }
+}
+
+/// `[{ op, key }]` (no `key` for a clear).
+unsafe fn undelivered_to_js(env: raw::Env, left: Vec<Undelivered>) -> raw::Value {
+  use napi::sys;
+  let mut array = std::ptr::null_mut();
+  sys::napi_create_array_with_length(env, left.len(), &mut array);
+  for (index, item) in left.iter().enumerate() {
+    let mut object = std::ptr::null_mut();
+    sys::napi_create_object(env, &mut object);
+    let _ = raw::set_property(env, object, c"op", raw::string(env, item.op));
+    if let Some(key) = &item.key {
+      let _ = raw::set_property(env, object, c"key", raw::string(env, key));
+    }
+    sys::napi_set_element(env, array, index as u32, object);
+  }
+  array
 }
 
 type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;

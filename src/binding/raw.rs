@@ -350,9 +350,10 @@ impl JsRef {
   }
 
   unsafe fn with_count(env: Env, value: Value, count: u32) -> RawResult<JsRef> {
-    let mut raw = ptr::null_mut();
-    napi_try!(env, sys::napi_create_reference(env, value, count, &mut raw));
-    Ok(JsRef { env, raw })
+    Ok(JsRef {
+      env,
+      raw: create_reference(env, value, count)?,
+    })
   }
 
   /// The referenced value, or `None` once a weak one was collected.
@@ -362,10 +363,51 @@ impl JsRef {
   /// The module's contract, and `env` is the env this reference was made
   /// on (each `Inner` belongs to one env: a worker has caches of its own).
   pub unsafe fn get(&self, env: Env) -> Option<Value> {
-    let mut v = ptr::null_mut();
-    sys::napi_get_reference_value(env, self.raw, &mut v);
-    (!v.is_null()).then_some(v)
+    reference_value(env, self.raw)
   }
+
+  /// The bare `napi_ref`, no longer deleted on drop: the caller now deletes
+  /// it, with [`delete_reference`] on the env it was made on (`Held` does).
+  pub fn into_raw(self) -> sys::napi_ref {
+    let raw = self.raw;
+    std::mem::forget(self);
+    raw
+  }
+}
+
+/// A bare `napi_ref` with `count` (1: strong, 0: weak), for holders that
+/// keep the env once for several references (`Held`): the caller deletes
+/// it with [`delete_reference`], once, on the env's JS thread.
+///
+/// # Safety
+///
+/// The module's contract.
+pub unsafe fn create_reference(env: Env, value: Value, count: u32) -> RawResult<sys::napi_ref> {
+  let mut raw = ptr::null_mut();
+  napi_try!(env, sys::napi_create_reference(env, value, count, &mut raw));
+  Ok(raw)
+}
+
+/// The value of a `napi_ref` made on `env`, or `None` (a weak one collected).
+///
+/// # Safety
+///
+/// The module's contract, and `raw` is a live reference made on `env`.
+pub unsafe fn reference_value(env: Env, raw: sys::napi_ref) -> Option<Value> {
+  let mut v = ptr::null_mut();
+  sys::napi_get_reference_value(env, raw, &mut v);
+  (!v.is_null()).then_some(v)
+}
+
+/// Deletes a `napi_ref` made by [`create_reference`] on `env`.
+///
+/// # Safety
+///
+/// `raw` was made on `env` and is not used again; this runs on the env's JS
+/// thread while the env is alive (in a napi call or a napi finalizer: see
+/// `JsRef`'s `Drop`).
+pub unsafe fn delete_reference(env: Env, raw: sys::napi_ref) {
+  sys::napi_delete_reference(env, raw);
 }
 
 impl Drop for JsRef {
@@ -378,7 +420,7 @@ impl Drop for JsRef {
     // Node runs the finalizers first, so that they may delete references,
     // as this does (napi_env__::DeleteMe in js_native_api_v8.h).
     unsafe {
-      sys::napi_delete_reference(self.env, self.raw);
+      delete_reference(self.env, self.raw);
     }
   }
 }

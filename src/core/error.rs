@@ -39,6 +39,9 @@ codes! {
   InvalidValue => "ERR_HERDCACHE_INVALID_VALUE",
   Timeout => "ERR_HERDCACHE_TIMEOUT",
   Closed => "ERR_HERDCACHE_CLOSED",
+  /// At `close()`: writes or invalidations that could not reach Redis and
+  /// were given up (reported to `onError`, with their `operations`).
+  Undelivered => "ERR_HERDCACHE_UNDELIVERED",
   /// A Node-API or runtime call failed: a bug to report, not a usage error.
   Internal => "ERR_HERDCACHE_INTERNAL",
 }

@@ -18,6 +18,9 @@ pub const DEFAULT_L1_MAX_ENTRIES: u64 = 1_000;
 pub const DEFAULT_LOCK_TTL: u64 = 5_000;
 pub const DEFAULT_REDIS_TIMEOUT: u64 = 1_000;
 pub const DEFAULT_CIRCUIT_BREAKER_DURATION: u64 = 5_000;
+pub const DEFAULT_RECOVERY_MAX_ENTRIES: u64 = 10_000;
+/// Five minutes: a `set` or `delete` older than that is rarely still wanted.
+pub const DEFAULT_RECOVERY_MAX_AGE: u64 = 300_000;
 /// 8 MiB: eight times memcached's item limit, far past what a cache entry
 /// should be, and small enough that a runaway result is refused before it
 /// is copied into Redis and every instance's memory.
@@ -95,6 +98,14 @@ macro_rules! cache_options {
       #[doc = " served from memory or by the loader), then one call probes it again."]
       #[doc = " Default 5 000."]
       circuit_breaker_duration: f64 => "circuitBreakerDuration", default = Some("5000");
+      #[doc = " How many `set`, `delete` and `clear` calls that could not reach Redis"]
+      #[doc = " are kept to be delivered when it is back (auto-recovery; one per key,"]
+      #[doc = " the latest). Past it the oldest is dropped, and counted in"]
+      #[doc = " `recoveryDropped`. Default 10 000; 0 keeps none."]
+      recovery_max_entries: f64 => "recoveryMaxEntries", default = Some("10000");
+      #[doc = " How long, ms, such a call is kept to be delivered; older ones are"]
+      #[doc = " dropped (counted in `recoveryDropped`). Default 300 000 (5 min)."]
+      recovery_max_age: f64 => "recoveryMaxAge", default = Some("300000");
       #[doc = " Bound of one value, in UTF-8 bytes of its JSON text. A loader result"]
       #[doc = " or `set()` value past it is refused with `ERR_HERDCACHE_VALUE_TOO_LARGE`"]
       #[doc = " (nothing is stored; a background refresh keeps the stale value), so a"]
@@ -174,6 +185,10 @@ pub struct RedisConfig {
   pub timeout: u64,
   /// How long Redis is skipped after a failure, ms.
   pub breaker_cooldown: u64,
+  /// How many calls that could not reach Redis are kept to be delivered.
+  pub recovery_max_entries: u64,
+  /// How long each of them is kept, ms.
+  pub recovery_max_age: u64,
 }
 
 /// The TTL part of the configuration: what a call may override.
@@ -298,6 +313,26 @@ impl CacheConfig {
           MAX_TIMEOUT,
           DEFAULT_CIRCUIT_BREAKER_DURATION,
         )?,
+        recovery_max_entries: match raw.recovery_max_entries {
+          None => DEFAULT_RECOVERY_MAX_ENTRIES,
+          Some(n) if n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => {
+            n as u64
+          }
+          Some(n) => {
+            return Err(range(
+              "recoveryMaxEntries",
+              "an integer >= 0 (0 keeps none)",
+              n,
+            ))
+          }
+        },
+        recovery_max_age: millis(
+          "recoveryMaxAge",
+          raw.recovery_max_age,
+          0.0,
+          MAX_TTL,
+          DEFAULT_RECOVERY_MAX_AGE,
+        )?,
       }),
     };
     for (name, given) in [
@@ -308,6 +343,8 @@ impl CacheConfig {
         "circuitBreakerDuration",
         raw.circuit_breaker_duration.is_some(),
       ),
+      ("recoveryMaxEntries", raw.recovery_max_entries.is_some()),
+      ("recoveryMaxAge", raw.recovery_max_age.is_some()),
     ] {
       if given && redis.is_none() {
         return Err(Error::new(
@@ -468,7 +505,7 @@ mod tests {
       assert!(seen.insert(option.name), "{} declared twice", option.name);
       assert!(!option.doc.trim().is_empty(), "{} has no doc", option.name);
     }
-    assert_eq!(CACHE_OPTIONS.len(), 16);
+    assert_eq!(CACHE_OPTIONS.len(), 18);
     let types: Vec<_> = CACHE_OPTIONS.iter().map(|o| (o.name, o.js_type)).collect();
     assert!(types.contains(&("ttl", "number")));
     assert!(types.contains(&("redis", "string")));
@@ -502,6 +539,8 @@ mod tests {
         "l1" => Some(redis.l1.to_string()),
         "redisTimeout" => Some(redis.timeout.to_string()),
         "circuitBreakerDuration" => Some(redis.breaker_cooldown.to_string()),
+        "recoveryMaxEntries" => Some(redis.recovery_max_entries.to_string()),
+        "recoveryMaxAge" => Some(redis.recovery_max_age.to_string()),
         "maxValueBytes" => Some(local.max_value_bytes.to_string()),
         other => panic!("option `{other}`: check its declared default here"),
       };
@@ -643,6 +682,22 @@ mod tests {
       (5_000, true, 1_000, 5_000)
     );
     assert_eq!(c.max_entries, 1_000);
+    assert_eq!(
+      (r.recovery_max_entries, r.recovery_max_age),
+      (10_000, 300_000)
+    );
+    for bad in [-1.0, 1.5, f64::NAN] {
+      let raw = RawCacheOptions {
+        redis: Some("redis://127.0.0.1:6379".into()),
+        recovery_max_entries: Some(bad),
+        ..Default::default()
+      };
+      assert_eq!(
+        CacheConfig::from_raw(&raw).unwrap_err().code,
+        Code::InvalidOption,
+        "recoveryMaxEntries {bad}"
+      );
+    }
     for url in ["http://x", "redis://", "127.0.0.1:6379", ""] {
       let raw = RawCacheOptions {
         redis: Some(url.into()),

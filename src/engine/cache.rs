@@ -16,7 +16,7 @@
 //! run on tokio; the binding runs them and reports back by flight id.
 
 use super::clock::Clock;
-use super::fleet::{Acquired, Fleet, Invalidations, Terms};
+use super::fleet::{Acquired, Fleet, Invalidations, Terms, Undelivered};
 use super::flights::Flight;
 use super::local::{Backoff, Decision, Engine, Keep, Refresh, Served};
 use super::metrics::{Gauges, Metrics};
@@ -432,6 +432,13 @@ impl<V, F> Cache<V, F> {
     })
   }
 
+  /// At close, with a fleet: one more attempt to deliver what could not
+  /// reach the store; the future answers what is still undelivered.
+  pub fn flush_recovery(&self) -> Option<impl Future<Output = Vec<Undelivered>> + Send + 'static> {
+    let fleet = self.fleet.clone()?;
+    Some(async move { fleet.flush_recovery().await })
+  }
+
   /// The counters and gauges, the fleet's included.
   pub fn snapshot(&self) -> (Metrics, Gauges) {
     let (mut metrics, mut gauges) = (self.local.metrics(), self.local.gauges());
@@ -445,7 +452,10 @@ impl<V, F> Cache<V, F> {
       metrics.redis_hits = read(&c.redis_hits);
       metrics.redis_errors = read(&c.redis_errors);
       metrics.corrupt_values = read(&c.corrupt_values);
+      metrics.recovered = read(&c.recovered);
+      metrics.recovery_dropped = read(&c.recovery_dropped);
       gauges.circuit_open = u64::from(fleet.circuit_open());
+      gauges.recovery_pending = fleet.recovery_pending() as u64;
     }
     (metrics, gauges)
   }

@@ -9,15 +9,21 @@
 //! Runs on tokio; the in-process side (L1, flight table) stays with the
 //! caller, which gets invalidations from other instances through
 //! [`Fleet::invalidations`].
+//!
+//! Auto-recovery: a `set`, `delete` or `clear` that could not reach the
+//! store is kept ([`RecoveryQueue`]) and replayed by a task of the fleet
+//! once the store answers again, reconciled by write stamp and announced;
+//! meanwhile the values it invalidated are not served from the store.
 
 use super::clock::Clock;
+use super::recovery::{KeyOp, RecoveryQueue, Replay};
 use super::shared::{lock_token, Events, LockAttempt, Read, RedisStore, SharedStore};
 use crate::core::breaker::Breaker;
 use crate::core::envelope::{DecodeError, Envelope};
 use crate::core::fleet::{loser_step, Change, Lease, LoserStep};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
@@ -31,6 +37,10 @@ pub struct FleetCounters {
   pub redis_hits: AtomicU64,
   pub redis_errors: AtomicU64,
   pub corrupt_values: AtomicU64,
+  /// Queued operations delivered later (auto-recovery).
+  pub recovered: AtomicU64,
+  /// Queued operations given up: past the bounds, or undelivered at close.
+  pub recovery_dropped: AtomicU64,
 }
 
 fn bump(counter: &AtomicU64) {
@@ -72,6 +82,10 @@ pub struct FleetConfig {
   pub breaker_cooldown: u64,
   /// The cache's clock, shared with its local engine.
   pub clock: Clock,
+  /// Bounds of the operations kept for auto-recovery: how many, and how
+  /// long each (ms).
+  pub recovery_max_entries: usize,
+  pub recovery_max_age: u64,
 }
 
 /// The fleet protocol over the store `S`; `Fleet` alone is the Redis one.
@@ -90,7 +104,28 @@ pub struct Fleet<S: SharedStore = RedisStore> {
   /// UTF-8 JSON, with its stamp: the next write of the key replaces it even
   /// if that stamp is newer (the write script cannot judge JSON).
   corrupt_stamps: Mutex<HashMap<String, u64>>,
+  /// Writes and invalidations waiting for the store (auto-recovery), their
+  /// count (read without the lock on every read of the store), and the
+  /// task that replays them, there only while something waits.
+  recovery: Mutex<RecoveryQueue>,
+  recovery_pending: AtomicUsize,
+  replayer: Mutex<Option<JoinHandle<()>>>,
+  breaker_cooldown: u64,
+  /// This fleet, for the replay task (which must not keep it alive).
+  me: Weak<Fleet<S>>,
 }
+
+/// What `close()` could not deliver: the operation (`set`, `delete`,
+/// `clear`) and its key (none for a clear).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undelivered {
+  pub op: &'static str,
+  pub key: Option<String>,
+}
+
+/// The replay task's pause between attempts when the breaker's cool-down
+/// is 0 (it probes at the cool-down otherwise): no busy loop.
+const MIN_REPLAY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Past this many remembered corrupt stamps the memo starts afresh.
 const MAX_CORRUPT_STAMPS: usize = 10_000;
@@ -150,7 +185,15 @@ impl<S: SharedStore> Fleet<S> {
         }
       })
     };
-    let fleet = Arc::new(Fleet {
+    let fleet = Arc::new_cyclic(|me| Fleet {
+      recovery: Mutex::new(RecoveryQueue::new(
+        config.recovery_max_entries,
+        config.recovery_max_age,
+      )),
+      recovery_pending: AtomicUsize::new(0),
+      replayer: Mutex::new(None),
+      breaker_cooldown: config.breaker_cooldown,
+      me: me.clone(),
       events,
       breaker: Mutex::new(Breaker::new(1, config.breaker_cooldown)),
       lease: Lease::new(config.lock_ttl),
@@ -257,12 +300,13 @@ impl<S: SharedStore> Fleet<S> {
   /// `None`: Redis failed.
   async fn fresh(
     &self,
+    key: &str,
     keys: &S::Keys,
     now: u64,
     newer_than: Option<u64>,
   ) -> Option<Option<Envelope>> {
     Some(match self.read(keys).await? {
-      Read::Found(e) if usable(&e, now, newer_than) => {
+      Read::Found(e) if usable(&e, now, newer_than) && self.counts(key, &e) => {
         bump(&self.counters.redis_hits);
         Some(e)
       }
@@ -272,8 +316,9 @@ impl<S: SharedStore> Fleet<S> {
 
   /// What a read of the key answers a flight with, if anything: a usable
   /// value, or (for callers that accept one) a stale one.
-  fn answer(&self, read: &Read, terms: &Terms) -> Option<Acquired> {
+  fn answer(&self, key: &str, read: &Read, terms: &Terms) -> Option<Acquired> {
     match read {
+      Read::Found(e) if !self.counts(key, e) => None,
       Read::Found(e) if usable(e, terms.now, terms.newer_than) => {
         bump(&self.counters.redis_hits);
         Some(Acquired::Value(e.clone()))
@@ -305,7 +350,7 @@ impl<S: SharedStore> Fleet<S> {
       .zip(requests)
       .map(|(read, (key, terms))| {
         self.note_corrupt(key, read);
-        self.answer(read, terms)
+        self.answer(key, read, terms)
       })
       .collect()
   }
@@ -342,7 +387,7 @@ impl<S: SharedStore> Fleet<S> {
         None => return local,
         Some(read) => {
           self.note_corrupt(key, &read);
-          if let Some(answer) = self.answer(&read, &terms) {
+          if let Some(answer) = self.answer(key, &read, &terms) {
             return answer;
           }
         }
@@ -370,7 +415,7 @@ impl<S: SharedStore> Fleet<S> {
         Some(LockAttempt::Won) => {
           bump(&self.counters.lock_acquired);
           // Someone may have written between our read and our lock.
-          match self.fresh(&keys, self.clock.now(), newer_than).await {
+          match self.fresh(key, &keys, self.clock.now(), newer_than).await {
             Some(Some(e)) => {
               let _ = self.store.release(&keys, &token).await;
               return Acquired::Value(e);
@@ -394,7 +439,7 @@ impl<S: SharedStore> Fleet<S> {
           }
           // Subscribe before re-checking: a fill in between still wakes us.
           let waiter = notice.get_or_insert_with(|| self.events.wait(key));
-          match self.fresh(&keys, self.clock.now(), newer_than).await {
+          match self.fresh(key, &keys, self.clock.now(), newer_than).await {
             Some(Some(e)) => return Acquired::Value(e),
             None => return local,
             Some(None) => {}
@@ -412,7 +457,7 @@ impl<S: SharedStore> Fleet<S> {
             }
             notice = None;
           }
-          match self.fresh(&keys, self.clock.now(), newer_than).await {
+          match self.fresh(key, &keys, self.clock.now(), newer_than).await {
             Some(Some(e)) => return Acquired::Value(e),
             None => return local,
             Some(None) => {}
@@ -546,9 +591,11 @@ impl<S: SharedStore> Fleet<S> {
     self.track(result);
   }
 
-  /// `set`: an envelope written outside any flight.
+  /// `set`: an envelope written outside any flight. One that cannot reach
+  /// the store is kept for auto-recovery (false then).
   pub async fn write(&self, key: &str, envelope: Envelope) -> bool {
     if !self.allowed() {
+      self.keep(key, KeyOp::Set(envelope));
       return false;
     }
     let keys = self.store.keys(key);
@@ -562,7 +609,16 @@ impl<S: SharedStore> Fleet<S> {
       .store
       .write_over(key, &keys, &envelope, px, None, corrupt)
       .await;
-    self.track(result).unwrap_or(false)
+    match self.track(result) {
+      Some(written) => {
+        self.settled(key, envelope.meta.stamp);
+        written
+      }
+      None => {
+        self.keep(key, KeyOp::Set(envelope));
+        false
+      }
+    }
   }
 
   /// `get` past the L1: the live envelope, if Redis answers.
@@ -571,26 +627,212 @@ impl<S: SharedStore> Fleet<S> {
       return None;
     }
     match self.read(&self.store.keys(key)).await? {
-      Read::Found(e) if now < e.meta.hard_until => Some(e),
+      Read::Found(e) if now < e.meta.hard_until && self.counts(key, &e) => Some(e),
       _ => None,
     }
   }
 
+  /// `delete`: whether the store had a value (`None`: not reached; the
+  /// delete is kept for auto-recovery).
   pub async fn delete(&self, key: &str) -> Option<bool> {
+    let stamp = self.clock.now();
     if !self.allowed() {
+      self.keep(key, KeyOp::Delete { stamp });
       return None;
     }
     let keys = self.store.keys(key);
     let result = self.store.delete(key, &keys).await;
-    self.track(result)
+    let deleted = self.track(result);
+    match deleted {
+      Some(_) => self.settled(key, stamp),
+      None => self.keep(key, KeyOp::Delete { stamp }),
+    }
+    deleted
   }
 
+  /// `clear`: how many values the store removed (`None`: not reached; the
+  /// clear is kept for auto-recovery).
   pub async fn clear(&self) -> Option<u64> {
+    let stamp = self.clock.now();
     if !self.allowed() {
+      self.keep_clear(stamp);
       return None;
     }
     let result = self.store.clear().await;
-    self.track(result)
+    let cleared = self.track(result);
+    match cleared {
+      Some(_) => self.with_recovery(|queue| queue.settled_clear(stamp)),
+      None => self.keep_clear(stamp),
+    }
+    cleared
+  }
+
+  /// Operations waiting for the store (auto-recovery).
+  pub fn recovery_pending(&self) -> usize {
+    self.recovery_pending.load(Ordering::Relaxed)
+  }
+
+  /// Runs `f` on the queue and updates the count read without its lock;
+  /// `f` answers how many operations it dropped (counted).
+  fn with_recovery<T>(&self, f: impl FnOnce(&mut RecoveryQueue) -> T) -> T {
+    let mut queue = self.recovery.lock().unwrap_or_else(|p| p.into_inner());
+    let result = f(&mut queue);
+    self.recovery_pending.store(queue.len(), Ordering::Relaxed);
+    result
+  }
+
+  fn dropped(&self, n: u64) {
+    if n > 0 {
+      self
+        .counters
+        .recovery_dropped
+        .fetch_add(n, Ordering::Relaxed);
+    }
+  }
+
+  /// Whether a stored value of `key` may be served: not while a queued
+  /// operation invalidated it (one atomic load when nothing is queued).
+  fn counts(&self, key: &str, e: &Envelope) -> bool {
+    self.recovery_pending() == 0
+      || !self
+        .recovery
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .hides(key, e.meta.stamp)
+  }
+
+  /// A live operation on `key` at `stamp` reached the store: what was
+  /// queued for the key before it is superseded.
+  fn settled(&self, key: &str, stamp: u64) {
+    if self.recovery_pending() > 0 {
+      self.with_recovery(|queue| queue.settled(key, stamp));
+    }
+  }
+
+  fn keep(&self, key: &str, op: KeyOp) {
+    let now = self.clock.now();
+    let dropped = self.with_recovery(|queue| queue.push(key, op, now));
+    self.dropped(dropped);
+    self.start_replayer();
+  }
+
+  fn keep_clear(&self, stamp: u64) {
+    let now = self.clock.now();
+    let dropped = self.with_recovery(|queue| queue.push_clear(stamp, now));
+    self.dropped(dropped);
+    self.start_replayer();
+  }
+
+  /// Starts the replay task unless it runs. It ends when nothing waits
+  /// (checked under the same lock, so an operation queued as it ends starts
+  /// a new one), or when the fleet is gone.
+  fn start_replayer(&self) {
+    let mut replayer = self.replayer.lock().unwrap_or_else(|p| p.into_inner());
+    if replayer.is_some() || self.recovery_pending() == 0 {
+      return;
+    }
+    let me = self.me.clone();
+    let pause = Duration::from_millis(self.breaker_cooldown).max(MIN_REPLAY_PAUSE);
+    *replayer = Some(tokio::spawn(async move {
+      loop {
+        tokio::time::sleep(pause).await;
+        let Some(fleet) = me.upgrade() else { return };
+        fleet.replay(false).await;
+        let mut replayer = fleet.replayer.lock().unwrap_or_else(|p| p.into_inner());
+        if fleet.recovery_pending() == 0 {
+          *replayer = None;
+          return;
+        }
+      }
+    }));
+  }
+
+  /// One pass over the queue, in call order, while the store answers:
+  /// each operation reconciled by its stamp (a replayed `set` is the
+  /// conditional write; a `delete` or `clear` spares values newer than it)
+  /// and announced. Past the breaker when `force` (close). True if the
+  /// queue was emptied.
+  async fn replay(&self, force: bool) -> bool {
+    let now = self.clock.now();
+    let expired = self.with_recovery(|queue| queue.expire(now));
+    self.dropped(expired);
+    if self.recovery_pending() == 0 {
+      return true;
+    }
+    if !force && !self.allowed() {
+      return false;
+    }
+    let batch = self.with_recovery(|queue| queue.snapshot());
+    for (seq, replay) in batch {
+      let result = match &replay {
+        Replay::Clear { stamp } => self.store.clear_not_newer(*stamp).await.map(drop),
+        Replay::Key { key, op } => {
+          let keys = self.store.keys(key);
+          match op {
+            KeyOp::Set(envelope) if envelope.meta.hard_until > self.clock.now() => {
+              let px = envelope.meta.hard_until - self.clock.now();
+              let corrupt = self.take_corrupt_stamp(key);
+              let result = self
+                .store
+                .write_over(key, &keys, envelope, px.max(1), None, corrupt)
+                .await;
+              result.map(drop)
+            }
+            // A value that expired while it waited still replaced the
+            // older ones: they go, as its write would have made them.
+            KeyOp::Set(_) | KeyOp::Delete { .. } => self
+              .store
+              .delete_not_newer(key, &keys, op.stamp())
+              .await
+              .map(drop),
+          }
+        }
+      };
+      if self.track(result).is_none() {
+        return false;
+      }
+      if self.with_recovery(|queue| queue.delivered(seq, &replay)) {
+        bump(&self.counters.recovered);
+      }
+    }
+    self.recovery_pending() == 0
+  }
+
+  /// At close: one more attempt (each command bounded by the store's
+  /// timeout, the whole by twice that), then what is still queued is given
+  /// up (counted as dropped) and returned, for the caller to report.
+  pub async fn flush_recovery(&self) -> Vec<Undelivered> {
+    if let Some(handle) = self
+      .replayer
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .take()
+    {
+      handle.abort();
+    }
+    if self.recovery_pending() == 0 {
+      return Vec::new();
+    }
+    let bound = self.store.command_timeout() * 2;
+    let _ = tokio::time::timeout(bound, self.replay(true)).await;
+    let left = self.with_recovery(|queue| queue.take_all());
+    self.dropped(left.len() as u64);
+    left
+      .into_iter()
+      .map(|replay| match replay {
+        Replay::Clear { .. } => Undelivered {
+          op: "clear",
+          key: None,
+        },
+        Replay::Key { key, op } => Undelivered {
+          op: match op {
+            KeyOp::Set(_) => "set",
+            KeyOp::Delete { .. } => "delete",
+          },
+          key: Some(key),
+        },
+      })
+      .collect()
   }
 
   /// Stops the subscriber and every lease keeper.
@@ -608,6 +850,14 @@ impl<S: SharedStore> Fleet<S> {
       .lock()
       .unwrap_or_else(|p| p.into_inner())
       .drain()
+    {
+      handle.abort();
+    }
+    if let Some(handle) = self
+      .replayer
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .take()
     {
       handle.abort();
     }

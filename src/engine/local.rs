@@ -586,7 +586,7 @@ impl<V, F> Engine<V, F> {
     Gauges {
       size: self.store.len() as u64,
       in_flight: self.running,
-      circuit_open: 0,
+      ..Gauges::default()
     }
   }
 

@@ -5,6 +5,8 @@
 
 use crate::core::envelope::Meta;
 use hashlink::LinkedHashMap;
+use std::borrow::Borrow;
+use std::hash::{Hash, Hasher};
 
 /// How often at most the whole store is swept for entries past their hard
 /// TTL. Lookups and writes drop what they touch; the sweep catches the rest.
@@ -38,10 +40,96 @@ pub struct Reclaimed {
   pub expired: u64,
 }
 
+/// A stored key: up to [`StoreKey::INLINE`] bytes inside the map node itself,
+/// longer ones on the heap. Most cache keys are short (`user:1234`), and a
+/// `String` would cost them a second allocation (a 32-byte malloc chunk
+/// for a 24-byte header's 10 bytes of text) on top of the node.
+///
+/// Hashes and compares as its `str`, so the map is looked up by `&str`.
+pub struct StoreKey(KeyRepr);
+
+enum KeyRepr {
+  Inline {
+    len: u8,
+    bytes: [u8; StoreKey::INLINE],
+  },
+  Heap(Box<str>),
+}
+
+impl StoreKey {
+  /// The longest key kept inline: what fits next to the length and the
+  /// tag in the 24 bytes a `Box<str>` and its tag take anyway.
+  pub const INLINE: usize = 22;
+
+  pub fn as_str(&self) -> &str {
+    match &self.0 {
+      KeyRepr::Inline { len, bytes } => {
+        // SAFETY: an inline key is only made by `From<&str>` below, which
+        // copies the whole of a `str` (valid UTF-8) into the first `len`
+        // bytes; nothing writes to them afterwards.
+        unsafe { std::str::from_utf8_unchecked(&bytes[..*len as usize]) }
+      }
+      KeyRepr::Heap(text) => text,
+    }
+  }
+}
+
+impl From<&str> for StoreKey {
+  fn from(key: &str) -> Self {
+    if key.len() <= StoreKey::INLINE {
+      let mut bytes = [0u8; StoreKey::INLINE];
+      bytes[..key.len()].copy_from_slice(key.as_bytes());
+      StoreKey(KeyRepr::Inline {
+        len: key.len() as u8,
+        bytes,
+      })
+    } else {
+      StoreKey(KeyRepr::Heap(key.into()))
+    }
+  }
+}
+
+impl From<String> for StoreKey {
+  fn from(key: String) -> Self {
+    if key.len() <= StoreKey::INLINE {
+      StoreKey::from(key.as_str())
+    } else {
+      StoreKey(KeyRepr::Heap(key.into_boxed_str()))
+    }
+  }
+}
+
+impl Borrow<str> for StoreKey {
+  fn borrow(&self) -> &str {
+    self.as_str()
+  }
+}
+
+// As `str` hashes and compares, so that `Borrow<str>` lookups find it.
+impl Hash for StoreKey {
+  fn hash<H: Hasher>(&self, state: &mut H) {
+    self.as_str().hash(state)
+  }
+}
+
+impl PartialEq for StoreKey {
+  fn eq(&self, other: &Self) -> bool {
+    self.as_str() == other.as_str()
+  }
+}
+
+impl Eq for StoreKey {}
+
+impl std::fmt::Debug for StoreKey {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    self.as_str().fmt(f)
+  }
+}
+
 #[derive(Debug)]
 pub struct MemoryStore<V> {
   // Front = least recently used.
-  map: LinkedHashMap<String, Entry<V>>,
+  map: LinkedHashMap<StoreKey, Entry<V>>,
   max_entries: usize,
   next_sweep: u64,
 }
@@ -83,9 +171,12 @@ impl<V> MemoryStore<V> {
     self.map.get_mut(key)
   }
 
-  pub fn insert(&mut self, key: String, entry: Entry<V>, now: u64) -> Reclaimed {
+  /// Stores `entry` under `key` (a `&str` or a `String`, whose buffer a
+  /// long key keeps), replacing what was there.
+  pub fn insert(&mut self, key: impl Into<StoreKey>, entry: Entry<V>, now: u64) -> Reclaimed {
     let mut reclaimed = self.sweep_if_due(now);
-    self.map.remove(&key);
+    let key = key.into();
+    self.map.remove(key.as_str());
     self.map.insert(key, entry);
     while self.map.len() > self.max_entries {
       self.map.pop_front();
@@ -142,10 +233,10 @@ mod tests {
   #[test]
   fn evicts_the_least_recently_used() {
     let mut s = MemoryStore::new(2);
-    s.insert("a".into(), entry("A", 100), 0);
-    s.insert("b".into(), entry("B", 100), 0);
+    s.insert("a", entry("A", 100), 0);
+    s.insert("b", entry("B", 100), 0);
     assert!(s.touch("a", 1).0.is_some());
-    let r = s.insert("c".into(), entry("C", 100), 1);
+    let r = s.insert("c", entry("C", 100), 1);
     assert_eq!(r.evicted, 1);
     assert!(s.peek("a").is_some());
     assert!(s.peek("b").is_none());
@@ -155,7 +246,7 @@ mod tests {
   #[test]
   fn an_expired_entry_is_not_returned_and_is_reclaimed_by_the_sweep() {
     let mut s = MemoryStore::new(10);
-    s.insert("a".into(), entry("A", 100), 0);
+    s.insert("a", entry("A", 100), 0);
     assert!(s.touch("a", 100).0.is_none());
     assert_eq!(s.touch("a", SWEEP_INTERVAL_MS + 1).1.expired, 1);
     assert!(s.is_empty());
@@ -167,7 +258,7 @@ mod tests {
     for i in 0..50 {
       s.insert(format!("k{i}"), entry("v", 500), 0);
     }
-    s.insert("long".into(), entry("v", 10_000), 0);
+    s.insert("long", entry("v", 10_000), 0);
     // Not due yet: nothing reclaimed before the interval passes.
     assert_eq!(s.touch("nothing", 600).1.expired, 0);
     let r = s.touch("nothing", SWEEP_INTERVAL_MS + 1).1;
@@ -176,10 +267,40 @@ mod tests {
   }
 
   #[test]
+  fn keys_short_and_long_are_found_by_their_text() {
+    let mut s = MemoryStore::new(10);
+    let short = "s".repeat(StoreKey::INLINE);
+    let long = "l".repeat(StoreKey::INLINE + 1);
+    let unicode = "clé:ünïcødé:😀:ключ"; // multi-byte, over the inline size
+    s.insert(short.as_str(), entry("short", 100), 0);
+    s.insert(long.clone(), entry("long", 100), 0);
+    s.insert(unicode, entry("unicode", 100), 0);
+    s.insert("", entry("empty", 100), 0);
+    assert!(matches!(
+      StoreKey::from(short.as_str()).0,
+      KeyRepr::Inline { .. }
+    ));
+    assert!(matches!(StoreKey::from(long.as_str()).0, KeyRepr::Heap(_)));
+    assert_eq!(s.peek(&short).unwrap().value, "short");
+    assert_eq!(s.peek(&long).unwrap().value, "long");
+    assert_eq!(s.peek(unicode).unwrap().value, "unicode");
+    assert_eq!(s.peek("").unwrap().value, "empty");
+    assert!(s.peek(&short[1..]).is_none());
+    assert!(s.peek(&long[1..]).is_none());
+    assert_eq!(s.len(), 4);
+  }
+
+  #[test]
+  fn a_key_takes_no_more_room_than_a_string() {
+    assert_eq!(std::mem::size_of::<StoreKey>(), 24);
+    assert_eq!(std::mem::size_of::<String>(), 24);
+  }
+
+  #[test]
   fn overwriting_keeps_one_entry() {
     let mut s = MemoryStore::new(10);
-    s.insert("a".into(), entry("1", 100), 0);
-    s.insert("a".into(), entry("2", 100), 0);
+    s.insert("a", entry("1", 100), 0);
+    s.insert("a", entry("2", 100), 0);
     assert_eq!(s.len(), 1);
     assert_eq!(s.peek("a").unwrap().value, "2");
   }

@@ -39,6 +39,8 @@ counters! {
   fill_notices => "fillNotices", "herdcache_fill_notices_total", "Fill notices that ended a wait.";
   redis_errors => "redisErrors", "herdcache_redis_errors_total", "Redis commands that failed or timed out (served without Redis).";
   corrupt_values => "corruptValues", "herdcache_corrupt_values_total", "Values in Redis that were not herdcache entries (treated as misses).";
+  recovered => "recovered", "herdcache_recovered_total", "Writes and invalidations that could not reach Redis, delivered later.";
+  recovery_dropped => "recoveryDropped", "herdcache_recovery_dropped_total", "Writes and invalidations that could not reach Redis, given up (past the recovery bounds, or at close).";
 }
 
 /// Gauges reported beside the counters.
@@ -47,10 +49,11 @@ pub struct Gauges {
   pub size: u64,
   pub in_flight: u64,
   pub circuit_open: u64,
+  pub recovery_pending: u64,
 }
 
 impl Gauges {
-  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 3] {
+  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 4] {
     [
       ("size", "herdcache_entries", "Entries held now.", self.size),
       (
@@ -64,6 +67,12 @@ impl Gauges {
         "herdcache_circuit_open",
         "1 while Redis is skipped after a failure.",
         self.circuit_open,
+      ),
+      (
+        "recoveryPending",
+        "herdcache_recovery_pending",
+        "Writes and invalidations waiting for Redis to be delivered.",
+        self.recovery_pending,
       ),
     ]
   }
@@ -100,11 +109,13 @@ mod tests {
       size: 7,
       in_flight: 1,
       circuit_open: 0,
+      recovery_pending: 2,
     };
     let text = prometheus(&m, &g);
     assert!(text.contains("# TYPE herdcache_hits_total counter\nherdcache_hits_total 3\n"));
     assert!(text.contains("herdcache_stale_served_total 2\n"));
     assert!(text.contains("# TYPE herdcache_entries gauge\nherdcache_entries 7\n"));
+    assert!(text.contains("herdcache_recovery_pending 2\n"));
     assert_eq!(
       text.matches("# TYPE").count(),
       m.counters().len() + g.gauges().len()

@@ -12,6 +12,7 @@ pub mod flights;
 pub mod local;
 pub mod memory;
 pub mod metrics;
+pub mod recovery;
 pub mod shared;
 
 pub use cache::{Cache, FirstStep, Next, Step, Written};

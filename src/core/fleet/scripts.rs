@@ -125,6 +125,55 @@ end
 return newer and 0 or 1
 "#;
 
+/// A replayed `delete` (auto-recovery, `engine::recovery`): deletes the
+/// value unless it is a valid envelope from a load that started after the
+/// delete (its stamp is greater: another instance wrote it meanwhile), and
+/// then announces the delete. The header rules are [`WRITE_SCRIPT`]'s (the
+/// same pattern and digit limit); a value the reader rejects for its header,
+/// or another Redis type, is deleted.
+/// KEYS[1] value; ARGV[1] the delete's stamp, ARGV[2] channel, ARGV[3]
+/// delete message, ARGV[4] the digit limit.
+/// Returns 1 if deleted (or nothing was there), 0 if a newer value was kept.
+pub const DELETE_NOT_NEWER_SCRIPT: &str = r#"
+local stored = redis.pcall('GET', KEYS[1])
+if type(stored) == 'string' then
+  local fresh, hard, compute, stamp = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n')
+  local digits = tonumber(ARGV[4])
+  if stamp ~= nil and #fresh <= digits and #hard <= digits and #compute <= digits
+    and #stamp <= digits and tonumber(hard) >= tonumber(fresh)
+    and tonumber(stamp) > tonumber(ARGV[1]) then
+    return 0
+  end
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return 1
+"#;
+
+/// A replayed `clear`, one batch of the prefix's names at a time: deletes
+/// each unless it holds a valid envelope newer than the clear (the rules of
+/// [`DELETE_NOT_NEWER_SCRIPT`]; locks and foreign values go, as in a live
+/// clear). KEYS the names; ARGV[1] the clear's stamp, ARGV[2] the digit
+/// limit. Returns how many were deleted.
+pub const CLEAR_NOT_NEWER_SCRIPT: &str = r#"
+local digits = tonumber(ARGV[2])
+local removed = 0
+for _, name in ipairs(KEYS) do
+  local keep = false
+  local stored = redis.pcall('GET', name)
+  if type(stored) == 'string' then
+    local fresh, hard, compute, stamp = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n')
+    keep = stamp ~= nil and #fresh <= digits and #hard <= digits and #compute <= digits
+      and #stamp <= digits and tonumber(hard) >= tonumber(fresh)
+      and tonumber(stamp) > tonumber(ARGV[1])
+  end
+  if not keep then
+    removed = removed + redis.call('DEL', name)
+  end
+end
+return removed
+"#;
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -146,6 +195,28 @@ mod tests {
     .encode();
     assert!(text.starts_with("hc1 1 2 3 1700000000123 v\n"));
     assert!(WRITE_SCRIPT.contains(r"'^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n'"));
+  }
+
+  /// The replay scripts judge a stored value's header as the write does:
+  /// a change of the header there must be made here too.
+  #[test]
+  fn the_replay_scripts_read_the_header_as_the_write_does() {
+    let pattern = |script: &str| {
+      script
+        .lines()
+        .find(|line| line.contains("string.match(stored,"))
+        .map(|line| {
+          line
+            .trim()
+            .split_once("string.match")
+            .unwrap()
+            .1
+            .to_string()
+        })
+    };
+    let write = pattern(WRITE_SCRIPT).expect("the write script reads the header");
+    assert_eq!(pattern(DELETE_NOT_NEWER_SCRIPT).as_ref(), Some(&write));
+    assert_eq!(pattern(CLEAR_NOT_NEWER_SCRIPT).as_ref(), Some(&write));
   }
 
   #[test]

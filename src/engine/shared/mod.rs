@@ -173,6 +173,22 @@ pub trait SharedStore: Send + Sync + 'static {
   /// announces it. Returns how many were removed.
   fn clear(&self) -> impl Future<Output = Result<u64, Self::Error>> + Send;
 
+  /// A replayed `delete` made at `stamp` (auto-recovery): deletes `key`
+  /// unless the stored value is a valid envelope from a load that started
+  /// later (a greater stamp), and then announces the delete. True if
+  /// deleted (or nothing was there), false if a newer value was kept.
+  fn delete_not_newer(
+    &self,
+    key: &str,
+    keys: &Self::Keys,
+    stamp: u64,
+  ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+  /// A replayed `clear` made at `stamp`: removes the prefix's values except
+  /// valid envelopes newer than `stamp`, and announces the clear. Returns how
+  /// many were removed.
+  fn clear_not_newer(&self, stamp: u64) -> impl Future<Output = Result<u64, Self::Error>> + Send;
+
   /// Delivers every event on the channel (this store's own included) to
   /// `events` until the returned task is aborted, reconnecting as needed;
   /// `on_connected` tells whether the subscription is live (while it is

@@ -49,6 +49,8 @@ pub struct RedisStore {
   release: Script,
   extend: Script,
   write: Script,
+  delete_not_newer: Script,
+  clear_not_newer: Script,
 }
 
 impl RedisStore {
@@ -74,6 +76,8 @@ impl RedisStore {
       release: Script::new(protocol::RELEASE_SCRIPT),
       extend: Script::new(protocol::EXTEND_SCRIPT),
       write: Script::new(protocol::WRITE_SCRIPT),
+      delete_not_newer: Script::new(protocol::DELETE_NOT_NEWER_SCRIPT),
+      clear_not_newer: Script::new(protocol::CLEAR_NOT_NEWER_SCRIPT),
     })
   }
 
@@ -160,6 +164,53 @@ impl RedisStore {
         backoff = (backoff * 2).min(Duration::from_secs(2));
       }
     })
+  }
+
+  /// Removes the prefix's names in batches of a SCAN (all of them, or with
+  /// `not_newer_than`, all but valid envelopes newer than that stamp), then
+  /// announces the clear.
+  async fn sweep(&self, not_newer_than: Option<u64>) -> RedisResult<u64> {
+    let mut c = self.connection().await?;
+    let pattern = format!("{{{}*", glob_escape(&self.prefix));
+    let mut cursor: u64 = 0;
+    let mut removed = 0;
+    loop {
+      let (next, names): (u64, Vec<String>) = redis::cmd("SCAN")
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(&pattern)
+        .arg("COUNT")
+        .arg(500)
+        .query_async(&mut c)
+        .await?;
+      if !names.is_empty() {
+        let n: u64 = match not_newer_than {
+          None => redis::cmd("UNLINK").arg(&names).query_async(&mut c).await?,
+          Some(stamp) => {
+            let mut invocation = self.clear_not_newer.prepare_invoke();
+            for name in &names {
+              invocation.key(name);
+            }
+            invocation
+              .arg(stamp)
+              .arg(MAX_DIGITS)
+              .invoke_async(&mut c)
+              .await?
+          }
+        };
+        removed += n;
+      }
+      if next == 0 {
+        break;
+      }
+      cursor = next;
+    }
+    let _: i64 = redis::cmd("PUBLISH")
+      .arg(&self.channel)
+      .arg(self.event(Change::Cleared))
+      .query_async(&mut c)
+      .await?;
+    Ok(removed)
   }
 }
 
@@ -361,34 +412,28 @@ impl SharedStore for RedisStore {
 
   /// SCAN, then UNLINK in batches, then PUBLISH.
   async fn clear(&self) -> RedisResult<u64> {
+    self.sweep(None).await
+  }
+
+  /// `DELETE_NOT_NEWER_SCRIPT`: the conditional DEL and the PUBLISH in one
+  /// round trip.
+  async fn delete_not_newer(&self, key: &str, keys: &RedisKeys, stamp: u64) -> RedisResult<bool> {
     let mut c = self.connection().await?;
-    let pattern = format!("{{{}*", glob_escape(&self.prefix));
-    let mut cursor: u64 = 0;
-    let mut removed = 0;
-    loop {
-      let (next, names): (u64, Vec<String>) = redis::cmd("SCAN")
-        .arg(cursor)
-        .arg("MATCH")
-        .arg(&pattern)
-        .arg("COUNT")
-        .arg(500)
-        .query_async(&mut c)
-        .await?;
-      if !names.is_empty() {
-        let n: u64 = redis::cmd("UNLINK").arg(&names).query_async(&mut c).await?;
-        removed += n;
-      }
-      if next == 0 {
-        break;
-      }
-      cursor = next;
-    }
-    let _: i64 = redis::cmd("PUBLISH")
+    let deleted: i64 = self
+      .delete_not_newer
+      .key(&keys.value)
+      .arg(stamp)
       .arg(&self.channel)
-      .arg(self.event(Change::Cleared))
-      .query_async(&mut c)
+      .arg(self.event(Change::Deleted(key.to_string())))
+      .arg(MAX_DIGITS)
+      .invoke_async(&mut c)
       .await?;
-    Ok(removed)
+    Ok(deleted == 1)
+  }
+
+  /// SCAN, then `CLEAR_NOT_NEWER_SCRIPT` in batches, then PUBLISH.
+  async fn clear_not_newer(&self, stamp: u64) -> RedisResult<u64> {
+    self.sweep(Some(stamp)).await
   }
 
   fn subscribe(

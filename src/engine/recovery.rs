@@ -1,0 +1,368 @@
+//! Auto-recovery: the `set`, `delete` and `clear` calls that could not reach
+//! the shared store (breaker open, command failed or timed out), kept until
+//! the fleet delivers them. One operation per key, the latest (a later
+//! set or delete of the key replaces the earlier one); a clear supersedes
+//! everything queued before it. Bounded in count and in age: what falls out
+//! is counted as dropped, never silently. In memory only.
+
+use crate::core::envelope::Envelope;
+use std::collections::{BTreeMap, HashMap};
+
+/// What is to be delivered for one key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyOp {
+  /// A `set`: the conditional write of this envelope (its stamp decides).
+  Set(Envelope),
+  /// A `delete` at `stamp` (epoch ms): values not newer go.
+  Delete { stamp: u64 },
+}
+
+impl KeyOp {
+  /// The write stamp the operation is reconciled by.
+  pub fn stamp(&self) -> u64 {
+    match self {
+      KeyOp::Set(envelope) => envelope.meta.stamp,
+      KeyOp::Delete { stamp } => *stamp,
+    }
+  }
+}
+
+/// One queued operation, as the replay sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replay {
+  Key {
+    key: String,
+    op: KeyOp,
+  },
+  /// A `clear` at `stamp`: the prefix's values not newer go.
+  Clear {
+    stamp: u64,
+  },
+}
+
+/// A queued operation's place: its sequence number (the order the calls
+/// were made in) and when it was queued (epoch ms, the fleet's clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+  seq: u64,
+  queued_at: u64,
+}
+
+/// The operations waiting for the shared store.
+#[derive(Debug)]
+pub struct RecoveryQueue {
+  max_entries: usize,
+  max_age: u64,
+  next_seq: u64,
+  keys: HashMap<String, (Slot, KeyOp)>,
+  /// The queued keys by sequence number: the oldest goes first.
+  order: BTreeMap<u64, String>,
+  clear: Option<(Slot, u64)>,
+}
+
+impl RecoveryQueue {
+  /// At most `max_entries` operations (a clear is one), each kept at most
+  /// `max_age` ms.
+  pub fn new(max_entries: usize, max_age: u64) -> RecoveryQueue {
+    RecoveryQueue {
+      max_entries,
+      max_age,
+      next_seq: 0,
+      keys: HashMap::new(),
+      order: BTreeMap::new(),
+      clear: None,
+    }
+  }
+
+  pub fn len(&self) -> usize {
+    self.keys.len() + usize::from(self.clear.is_some())
+  }
+
+  pub fn is_empty(&self) -> bool {
+    self.len() == 0
+  }
+
+  fn slot(&mut self, now: u64) -> Slot {
+    self.next_seq += 1;
+    Slot {
+      seq: self.next_seq,
+      queued_at: now,
+    }
+  }
+
+  /// Keeps `op` for `key`, replacing what was queued for it. Returns how
+  /// many operations fell out of the count bound (this one included, when
+  /// the bound is 0).
+  pub fn push(&mut self, key: &str, op: KeyOp, now: u64) -> u64 {
+    if self.max_entries == 0 {
+      return 1;
+    }
+    let slot = self.slot(now);
+    if let Some((old, _)) = self.keys.insert(key.to_string(), (slot, op)) {
+      self.order.remove(&old.seq);
+    }
+    self.order.insert(slot.seq, key.to_string());
+    let mut dropped = 0;
+    while self.len() > self.max_entries {
+      self.drop_oldest();
+      dropped += 1;
+    }
+    dropped
+  }
+
+  /// Keeps a clear at `stamp`: it supersedes every operation queued before
+  /// it (they are not dropped: the clear covers them). Returns how many fell
+  /// out of the count bound.
+  pub fn push_clear(&mut self, stamp: u64, now: u64) -> u64 {
+    if self.max_entries == 0 {
+      return 1;
+    }
+    self.keys.clear();
+    self.order.clear();
+    let slot = self.slot(now);
+    self.clear = Some((slot, stamp));
+    0
+  }
+
+  /// The clear (always the oldest: it superseded what came before), else
+  /// the oldest key.
+  fn drop_oldest(&mut self) {
+    if self.clear.take().is_some() {
+      return;
+    }
+    if let Some((_, key)) = self.order.pop_first() {
+      self.keys.remove(&key);
+    }
+  }
+
+  /// Drops what was queued more than `max_age` ms before `now`; returns how
+  /// many.
+  pub fn expire(&mut self, now: u64) -> u64 {
+    let old = |slot: &Slot| now.saturating_sub(slot.queued_at) > self.max_age;
+    let mut dropped = 0;
+    if self.clear.as_ref().is_some_and(|(slot, _)| old(slot)) {
+      self.clear = None;
+      dropped += 1;
+    }
+    let expired: Vec<(u64, String)> = self
+      .order
+      .iter()
+      .take_while(|(seq, key)| {
+        self
+          .keys
+          .get(*key)
+          .is_some_and(|(slot, _)| slot.seq == **seq && old(slot))
+      })
+      .map(|(seq, key)| (*seq, key.clone()))
+      .collect();
+    for (seq, key) in expired {
+      self.order.remove(&seq);
+      self.keys.remove(&key);
+      dropped += 1;
+    }
+    dropped
+  }
+
+  /// Everything queued, in the order it is to be delivered (the calls'
+  /// order), each with its sequence number for [`RecoveryQueue::delivered`].
+  pub fn snapshot(&self) -> Vec<(u64, Replay)> {
+    let mut out = Vec::with_capacity(self.len());
+    if let Some((slot, stamp)) = self.clear {
+      out.push((slot.seq, Replay::Clear { stamp }));
+    }
+    for (seq, key) in &self.order {
+      if let Some((_, op)) = self.keys.get(key) {
+        out.push((
+          *seq,
+          Replay::Key {
+            key: key.clone(),
+            op: op.clone(),
+          },
+        ));
+      }
+    }
+    out
+  }
+
+  /// Operation `seq` reached the store: it leaves the queue, unless a later
+  /// one replaced it meanwhile. True if it left.
+  pub fn delivered(&mut self, seq: u64, replay: &Replay) -> bool {
+    match replay {
+      Replay::Clear { .. } => {
+        if self.clear.is_some_and(|(slot, _)| slot.seq == seq) {
+          self.clear = None;
+          return true;
+        }
+        false
+      }
+      Replay::Key { key, .. } => {
+        if self.keys.get(key).is_some_and(|(slot, _)| slot.seq == seq) {
+          self.keys.remove(key);
+          self.order.remove(&seq);
+          return true;
+        }
+        false
+      }
+    }
+  }
+
+  /// A live `set` or `delete` of `key` at `stamp` reached the store: what
+  /// was queued for the key before it is superseded.
+  pub fn settled(&mut self, key: &str, stamp: u64) {
+    if let Some((slot, op)) = self.keys.get(key) {
+      if op.stamp() <= stamp {
+        let seq = slot.seq;
+        self.keys.remove(key);
+        self.order.remove(&seq);
+      }
+    }
+  }
+
+  /// A live `clear` at `stamp` reached the store: everything queued with a
+  /// stamp not newer is superseded.
+  pub fn settled_clear(&mut self, stamp: u64) {
+    if self.clear.is_some_and(|(_, s)| s <= stamp) {
+      self.clear = None;
+    }
+    let superseded: Vec<String> = self
+      .keys
+      .iter()
+      .filter(|(_, (_, op))| op.stamp() <= stamp)
+      .map(|(key, _)| key.clone())
+      .collect();
+    for key in superseded {
+      if let Some((slot, _)) = self.keys.remove(&key) {
+        self.order.remove(&slot.seq);
+      }
+    }
+  }
+
+  /// Whether a stored value of `key` with `stamp` is one a queued operation
+  /// invalidated (it was written no later than the operation): it must not
+  /// be served while the operation waits.
+  pub fn hides(&self, key: &str, stamp: u64) -> bool {
+    self.clear.is_some_and(|(_, s)| stamp <= s)
+      || self
+        .keys
+        .get(key)
+        .is_some_and(|(_, op)| stamp <= op.stamp())
+  }
+
+  /// Empties the queue, returning what was in it, in order.
+  pub fn take_all(&mut self) -> Vec<Replay> {
+    let all = self.snapshot().into_iter().map(|(_, r)| r).collect();
+    self.keys.clear();
+    self.order.clear();
+    self.clear = None;
+    all
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::core::envelope::Meta;
+
+  fn set(stamp: u64) -> KeyOp {
+    KeyOp::Set(Envelope {
+      meta: Meta {
+        fresh_until: stamp + 10,
+        hard_until: stamp + 20,
+        compute_ms: 0,
+        stamp,
+        negative: false,
+      },
+      json: "1".into(),
+    })
+  }
+
+  fn keys(q: &RecoveryQueue) -> Vec<String> {
+    q.snapshot()
+      .into_iter()
+      .map(|(_, r)| match r {
+        Replay::Key { key, .. } => key,
+        Replay::Clear { .. } => "<clear>".into(),
+      })
+      .collect()
+  }
+
+  #[test]
+  fn the_latest_operation_per_key_is_kept_in_call_order() {
+    let mut q = RecoveryQueue::new(10, 1_000);
+    q.push("a", set(1), 0);
+    q.push("b", KeyOp::Delete { stamp: 2 }, 0);
+    q.push("a", KeyOp::Delete { stamp: 3 }, 0);
+    assert_eq!(
+      keys(&q),
+      ["b", "a"],
+      "a's delete replaced its set and moved last"
+    );
+    assert_eq!(q.len(), 2);
+    let snapshot = q.snapshot();
+    assert_eq!(
+      snapshot[1].1,
+      Replay::Key {
+        key: "a".into(),
+        op: KeyOp::Delete { stamp: 3 }
+      }
+    );
+    q.push_clear(4, 0);
+    assert_eq!(keys(&q), ["<clear>"], "a clear supersedes what came before");
+    q.push("c", set(5), 0);
+    assert_eq!(keys(&q), ["<clear>", "c"]);
+  }
+
+  #[test]
+  fn the_bounds_drop_the_oldest_and_count_them() {
+    let mut q = RecoveryQueue::new(2, 100);
+    assert_eq!(q.push("a", set(1), 0), 0);
+    assert_eq!(q.push("b", set(2), 10), 0);
+    assert_eq!(q.push("c", set(3), 20), 1, "a falls out");
+    assert_eq!(keys(&q), ["b", "c"]);
+    assert_eq!(q.expire(105), 0);
+    assert_eq!(q.expire(111), 1, "b is older than 100 ms");
+    assert_eq!(keys(&q), ["c"]);
+    assert_eq!(q.expire(1_000), 1);
+    assert!(q.is_empty());
+    let mut off = RecoveryQueue::new(0, 100);
+    assert_eq!(off.push("a", set(1), 0), 1, "a bound of 0 keeps nothing");
+    assert_eq!(off.push_clear(1, 0), 1);
+    assert!(off.is_empty());
+  }
+
+  #[test]
+  fn delivery_removes_only_what_was_not_replaced_meanwhile() {
+    let mut q = RecoveryQueue::new(10, 1_000);
+    q.push("a", set(1), 0);
+    let (seq, replay) = q.snapshot().remove(0);
+    q.push("a", KeyOp::Delete { stamp: 2 }, 0);
+    assert!(!q.delivered(seq, &replay), "a later delete replaced it");
+    let (seq, replay) = q.snapshot().remove(0);
+    assert!(q.delivered(seq, &replay));
+    assert!(q.is_empty());
+  }
+
+  #[test]
+  fn queued_operations_hide_the_values_they_invalidated() {
+    let mut q = RecoveryQueue::new(10, 1_000);
+    q.push("a", KeyOp::Delete { stamp: 50 }, 0);
+    assert!(q.hides("a", 50) && q.hides("a", 10));
+    assert!(!q.hides("a", 51), "a value written after the delete counts");
+    assert!(!q.hides("b", 10));
+    q.settled("a", 40);
+    assert!(
+      q.hides("a", 10),
+      "an older live write does not supersede it"
+    );
+    q.settled("a", 60);
+    assert!(!q.hides("a", 10));
+    q.push_clear(100, 0);
+    assert!(q.hides("b", 100) && !q.hides("b", 101));
+    q.push("c", set(120), 0);
+    q.settled_clear(110);
+    assert!(!q.hides("b", 100), "a live clear superseded the queued one");
+    assert!(q.hides("c", 120), "but not what came after it");
+    assert_eq!(q.take_all().len(), 1);
+    assert!(q.is_empty());
+  }
+}
