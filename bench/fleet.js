@@ -1794,11 +1794,12 @@ async function main() {
       }) + failureMarkdown(failure)
     fs.mkdirSync(path.dirname(OUT), { recursive: true })
     fs.writeFileSync(OUT, md)
-    const jsonOut = path.join(
-      __dirname,
-      'out',
-      OUT.endsWith('.md') ? path.basename(OUT, '.md') + '.json' : 'fleet.json',
-    )
+    const jsonName = FAILURE_ONLY
+      ? `fleet-failure${QUICK ? '-quick' : ''}.json`
+      : QUICK
+        ? 'fleet-quick.json'
+        : 'fleet.json'
+    const jsonOut = path.join(__dirname, 'out', jsonName)
     fs.mkdirSync(path.dirname(jsonOut), { recursive: true })
     fs.writeFileSync(
       jsonOut,
