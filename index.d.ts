@@ -18,6 +18,18 @@ export interface LoaderContext<K extends Key = Key> {
    * because one caller stopped waiting. Pass it on to your database client.
    */
   readonly signal: AbortSignal
+  /**
+   * Sets this entry's soft TTL, and its hard TTL (without it, the call's
+   * hardTtl/ttl ratio is kept), in ms, from what was loaded: a token's own
+   * expiry, say. The call options' rules apply (a TypeError or RangeError
+   * with code `ERR_HERDCACHE_INVALID_OPTION`).
+   */
+  setTtl(ttl: number, hardTtl?: number): void
+  /**
+   * The callers of this load get its result, but nothing is stored (in
+   * memory nor Redis); the next call loads again.
+   */
+  noStore(): void
 }
 
 /**

@@ -51,6 +51,16 @@ async function main(): Promise<void> {
   void n
   void title
 
+  // the loader adapts its entry: its own TTLs, or nothing stored
+  const token = await cache.getOrLoad(['token', 't1'], async (ctx) => {
+    ctx.setTtl(30_000)
+    ctx.setTtl(30_000, 60_000)
+    // @ts-expect-error a TTL is a number of ms
+    ctx.setTtl('30s')
+    ctx.noStore()
+    return { token: 'abc' }
+  })
+  void token
   const count: number = await cache.getOrLoad('count', () => 7)
   void count
   const maybe = await cache.getOrLoad('user:404', async () => null)

@@ -21,6 +21,12 @@
 // 2. Hit throughput in one process, on a warm key, 1 and 64 in flight: the
 //    method of bench/run.js (one warm-up sample, then interleaved rotated
 //    samples, medians, per-round ratios, a full GC between samples).
+// 3. Loader failure: PROCS processes × FAIL_CALLERS callers (a get, then
+//    FAIL_GAP_MS) on one key, ttl 1 s; the backend fails from just before the
+//    key expires until 3 s after expiry, then recovers. Per library: the
+//    loader calls the failing backend got (fleet-wide), and how long after
+//    the recovery the first fresh value was served (in the first process,
+//    and once every process had one).
 //
 // Options:
 //   --quick            one stampede round of 3 s, hit samples of 100 ms (a smoke run);
@@ -30,8 +36,10 @@
 //                      herdcache with XFetch off, run only when named here)
 //   --rounds=N         stampede rounds (default 3; quick 1)
 //   --seconds=S        measured seconds per stampede run (default 10; quick 3)
-//   --no-stampede      skip part 1;  --no-hits  skip part 2;  --no-big  skip part 1 at 30 processes
+//   --no-stampede      skip part 1;  --no-hits  skip part 2;  --no-failure  skip part 3
+//   --no-big           skip part 1 at 30 processes
 //   --big-libs=a,b     libraries of part 1 at 30 processes (default herdcache; `all`: every library of part 1)
+//   --failure-only     part 3 alone (writes bench/out/fleet-failure[-quick].md unless --out)
 //   --out=FILE.md      where to write the Markdown (the plot goes beside it)
 
 const fs = require('node:fs')
@@ -64,8 +72,8 @@ const {
 const WORKER = opt('worker') // internal: 'stampede' | 'hits'
 if (!WORKER) {
   rejectUnknownArgs(
-    /^--(quick|no-stampede|no-hits|no-big|big-libs=.+|only=.+|rounds=\d+|seconds=[\d.]+|out=.+)$/,
-    'node bench/fleet.js [--quick] [--only=lib,lib] [--rounds=N] [--seconds=S] [--no-stampede] [--no-hits] [--no-big] [--big-libs=lib,lib|all] [--out=FILE.md]',
+    /^--(quick|no-stampede|no-hits|no-big|big-libs=.+|no-failure|failure-only|only=.+|rounds=\d+|seconds=[\d.]+|out=.+)$/,
+    'node bench/fleet.js [--quick] [--only=lib,lib] [--rounds=N] [--seconds=S] [--no-stampede] [--no-hits] [--no-big] [--big-libs=lib,lib|all] [--no-failure] [--failure-only] [--out=FILE.md]',
   )
 }
 // where herdcache is loaded from: the snapshot the orchestrator made (see snapshotHerdcache)
@@ -74,7 +82,13 @@ const QUICK = flag('quick')
 const ROUNDS = Number(opt('rounds') || (QUICK ? 1 : 3))
 const SECONDS = Number(opt('seconds') || (QUICK ? 3 : 10))
 const ONLY = opt('only') ? new Set(opt('only').split(',')) : null
-const OUT = opt('out') ? path.resolve(opt('out')) : path.join(__dirname, QUICK ? 'out/fleet-quick.md' : 'FLEET.md')
+const FAILURE_ONLY = flag('failure-only')
+const OUT = opt('out')
+  ? path.resolve(opt('out'))
+  : path.join(
+      __dirname,
+      FAILURE_ONLY ? `out/fleet-failure${QUICK ? '-quick' : ''}.md` : QUICK ? 'out/fleet-quick.md' : 'FLEET.md',
+    )
 
 const PROCS = 4
 // callers per process: 50 (a worker is told, for the 30-process fleet)
@@ -573,6 +587,221 @@ async function hitsWorker() {
   }
   process.send({ type: 'result', ...out })
   setTimeout(() => process.exit(0), 50).unref()
+}
+
+// ---------------------------------------------------------------- part 3: loader failure
+
+const FAIL_TTL = 1000 // ms
+const FAIL_MS = 3000 // the backend fails this long after the key's expiry
+const FAIL_EARLY_MS = 300 // … and from this long before it (XFetch, jitter: the expiry is not one instant)
+const FAIL_CALLERS = 4 // per process
+const FAIL_GAP_MS = 20 // between one caller's calls
+const FAIL_LOAD_MS = 20 // the backend's answer (or error) takes this long
+const FAIL_WAIT_MS = 12_000 // after the recovery, how long a library may take to serve a fresh value
+const FAIL_ROUNDS = QUICK ? 1 : 3
+
+// One process of the failure scenario: callers read the key until every process saw a fresh value (or the wait
+// ran out), and report the loader's calls and what they were answered with.
+async function failureWorker() {
+  const lib = opt('lib')
+  const port = Number(opt('port'))
+  const proc = Number(opt('proc'))
+  const calls = [] // epoch ms of each loader call
+  let failFrom = Infinity
+  let recoverAt = Infinity
+  const load = async () => {
+    const t = Date.now()
+    calls.push(t)
+    await sleep(FAIL_LOAD_MS)
+    if (t >= failFrom && t < recoverAt) throw new Error('backend down')
+    return { ...freshValue(), loadedAt: t }
+  }
+  let inst
+  try {
+    inst = await createLib(lib, { port, ttl: FAIL_TTL, load })
+    await inst.ready()
+  } catch (err) {
+    process.send({ type: 'error', error: String((err && err.stack) || err) })
+    return
+  }
+  const go = await new Promise((resolve) => {
+    process.once('message', (m) => resolve(m))
+    process.send({ type: 'ready' })
+  })
+  ;({ failFrom, recoverAt } = go)
+  let stop = go.until
+  process.on('message', (m) => {
+    if (m.type === 'stop') stop = Math.min(stop, m.at)
+  })
+  while (Date.now() < go.start) await sleep(Math.min(20, go.start - Date.now()))
+  let firstFresh = null
+  let errors = 0
+  let served = 0
+  let staleAfterRecovery = 0
+  async function caller() {
+    while (Date.now() < stop) {
+      try {
+        const v = await inst.get(KEY)
+        served++
+        const t = Date.now()
+        if (v && v.loadedAt >= recoverAt) {
+          if (firstFresh === null) {
+            firstFresh = t
+            process.send({ type: 'fresh', at: t })
+          }
+        } else if (t >= recoverAt) staleAfterRecovery++
+      } catch {
+        errors++
+      }
+      await sleep(FAIL_GAP_MS)
+    }
+  }
+  await Promise.all(Array.from({ length: FAIL_CALLERS }, caller))
+  await race(inst.close(), 5000, () => {})
+  process.send({
+    type: 'result',
+    proc,
+    calls,
+    firstFresh,
+    errors,
+    served,
+    staleAfterRecovery,
+    loads: inst.stats ? inst.stats().loads : undefined,
+  })
+  setTimeout(() => process.exit(0), 20)
+}
+
+async function failureRun(srv, lib) {
+  await srv.client.flushall()
+  const ready = []
+  let allReady
+  const readyAll = new Promise((resolve) => {
+    allReady = resolve
+  })
+  const freshSeen = new Set()
+  const ps = []
+  for (let p = 0; p < PROCS; p++) {
+    ps.push(
+      runWorker([`--worker=failure`, `--lib=${lib}`, `--port=${srv.port}`, `--proc=${p}`], (child) => {
+        ready.push(child)
+        child.on('message', (m) => {
+          if (m.type !== 'fresh') return
+          freshSeen.add(child)
+          // every process has a fresh value: let them all stop soon
+          if (freshSeen.size === PROCS) for (const c of ready) c.send({ type: 'stop', at: Date.now() + 200 })
+        })
+        if (ready.length === PROCS) allReady()
+      }),
+    )
+  }
+  const state = await race(
+    Promise.race([readyAll.then(() => 'ready'), Promise.all(ps).then(() => 'exited')]),
+    30_000,
+    () => 'timeout',
+  )
+  if (state !== 'ready') {
+    for (const c of ready) c.kill('SIGKILL')
+    const outs = await Promise.all(ps)
+    return { error: outs.map((o) => o.error).filter(Boolean)[0] || `workers not ready (${state})` }
+  }
+  const start = Date.now() + 300
+  const expiry = start + FAIL_TTL // the first load lands at `start`
+  const go = {
+    type: 'go',
+    start,
+    failFrom: expiry - FAIL_EARLY_MS,
+    recoverAt: expiry + FAIL_MS,
+    until: expiry + FAIL_MS + FAIL_WAIT_MS,
+  }
+  for (const c of ready) c.send(go)
+  const outs = await Promise.all(ps)
+  const errors = outs.filter((o) => o.error).map((o) => o.error)
+  if (errors.length) return { error: errors[0] }
+  const procs = outs.map((o) => o.result)
+  const calls = procs.flatMap((p) => p.calls)
+  const failing = calls.filter((t) => t >= go.failFrom && t < go.recoverAt).length
+  const fresh = procs.map((p) => p.firstFresh)
+  const after = (t) => (t === null ? null : t - go.recoverAt)
+  return {
+    failingCalls: failing,
+    callsTotal: calls.length,
+    firstFreshMs:
+      fresh.includes(null) && fresh.every((t) => t === null)
+        ? null
+        : after(Math.min(...fresh.filter((t) => t !== null))),
+    allFreshMs: fresh.includes(null) ? null : after(Math.max(...fresh)),
+    errorsServed: procs.reduce((n, p) => n + p.errors, 0),
+    served: procs.reduce((n, p) => n + p.served, 0),
+    staleAfterRecovery: procs.reduce((n, p) => n + p.staleAfterRecovery, 0),
+  }
+}
+
+// Runs part 3 for every library (rounds rotate the order); medians per library.
+async function failurePart(srv, wanted, odd) {
+  const names = wanted.filter((l) => !l.hitsOnly && !l.diagnostic).map((l) => l.name)
+  console.log(
+    `\n3. loader failure: ${PROCS} processes × ${FAIL_CALLERS} callers (a get every ${FAIL_GAP_MS} ms), ttl ${FAIL_TTL} ms; the backend fails from ${FAIL_EARLY_MS} ms before expiry until ${FAIL_MS / 1000} s after it; ${FAIL_ROUNDS} round(s)`,
+  )
+  const runs = Object.fromEntries(names.map((n) => [n, []]))
+  for (let round = 0; round < FAIL_ROUNDS; round++) {
+    const rot = round % names.length
+    for (const name of names.slice(rot).concat(names.slice(0, rot))) {
+      const r = await failureRun(srv, name)
+      runs[name].push(r)
+      if (r.error) {
+        console.log(`  ${name}: FAILED ${r.error.split('\n')[0]}`)
+        odd.push(`part 3, ${name}: ${r.error.split('\n')[0]}`)
+      } else {
+        const ms = (v) => (v === null ? `> ${FAIL_WAIT_MS} ms` : `${v} ms`)
+        console.log(
+          `  ${name}: ${r.failingCalls} backend calls while failing, first fresh ${ms(r.firstFreshMs)} after recovery (all processes ${ms(r.allFreshMs)}), ${r.errorsServed} errors served`,
+        )
+      }
+    }
+  }
+  const med = (xs) => (xs.some((x) => x === null) ? null : median(xs))
+  const rows = names.map((name) => {
+    const ok = runs[name].filter((r) => !r.error)
+    if (!ok.length) return { lib: name, error: runs[name][0] && runs[name][0].error }
+    return {
+      lib: name,
+      failingCalls: median(ok.map((r) => r.failingCalls)),
+      firstFreshMs: med(ok.map((r) => r.firstFreshMs)),
+      allFreshMs: med(ok.map((r) => r.allFreshMs)),
+      errorsServed: median(ok.map((r) => r.errorsServed)),
+      served: median(ok.map((r) => r.served)),
+      runs: ok,
+    }
+  })
+  return { rows, rounds: FAIL_ROUNDS }
+}
+
+function failureMarkdown(failure) {
+  if (!failure) return ''
+  const label = (name) => (libByName.get(name) || { label: name }).label
+  const ms = (v) => (v === null || v === undefined ? `> ${FAIL_WAIT_MS / 1000} s` : `${(v / 1000).toFixed(2)} s`)
+  const lines = [
+    '',
+    '## 3. Loader failure: calls to a failing backend, and how soon its recovery is seen',
+    '',
+    `${PROCS} processes × ${FAIL_CALLERS} callers, each a \`get\` then ${FAIL_GAP_MS} ms, on one key with ttl ${FAIL_TTL} ms ` +
+      `(each library set up as in part 1). The backend (a ${FAIL_LOAD_MS} ms loader) fails from ${FAIL_EARLY_MS} ms before ` +
+      `the key expires until ${FAIL_MS / 1000} s after, then recovers. Median of ${failure.rounds} round(s). ` +
+      '"Backend calls" counts the loader calls of all processes while it fails; "first fresh" is how long after the ' +
+      'recovery a caller was first served a value loaded after it (in any process; and once every process had one).',
+    '',
+    '| library | backend calls while failing | first fresh after recovery | every process fresh | errors to callers |',
+    '|---|---:|---:|---:|---:|',
+  ]
+  for (const r of failure.rows) {
+    if (r.error) lines.push(`| ${label(r.lib)} | failed: ${String(r.error).split('\n')[0]} | | | |`)
+    else
+      lines.push(
+        `| ${label(r.lib)} | ${r.failingCalls} | ${ms(r.firstFreshMs)} | ${ms(r.allFreshMs)} | ${r.errorsServed} of ${r.errorsServed + r.served} calls |`,
+      )
+  }
+  lines.push('')
+  return lines.join('\n')
 }
 
 // ---------------------------------------------------------------- redis-server
@@ -1347,7 +1576,7 @@ async function main() {
 
     // ---- 1. stampede
     let stampede = null
-    if (!flag('no-stampede')) {
+    if (!flag('no-stampede') && !FAILURE_ONLY) {
       const names = wanted.filter((l) => !l.hitsOnly).map((l) => l.name)
       const perRound = names.map(() => [])
       console.log(
@@ -1495,7 +1724,7 @@ async function main() {
 
     // ---- 2. hits
     let hits = null
-    if (!flag('no-hits')) {
+    if (!flag('no-hits') && !FAILURE_ONLY) {
       const names = wanted.filter((l) => !l.diagnostic).map((l) => l.name)
       console.log(`\n2. hit throughput, one process: ${names.join(', ')}`)
       await srv.client.flushall()
@@ -1669,6 +1898,10 @@ async function main() {
     }
     if (!herd.ok) sentences.push("These are the peers only: herdcache's Redis mode was not available to this run.")
 
+    // ---- 3. loader failure
+    let failure = null
+    if (!flag('no-failure')) failure = await failurePart(srv, wanted, odd)
+
     if (herd.ok && info.buildSha) {
       const nowSha = addonSha(path.join(__dirname, '..'))
       if (nowSha !== info.buildSha) {
@@ -1679,20 +1912,26 @@ async function main() {
     info.seconds = ((now() - t0) / 1000).toFixed(0)
     info.machine = machine()
     const libsUsed = wanted
-    const md = markdown({
-      info,
-      stampede,
-      hits,
-      herd,
-      libs: libsUsed,
-      targets,
-      summary: sentences.join(' '),
-      methodNote: methodNote(stampede, hits),
-      odd,
-    })
+    const md =
+      markdown({
+        info,
+        stampede,
+        hits,
+        herd,
+        libs: libsUsed,
+        targets,
+        summary: sentences.join(' '),
+        methodNote: methodNote(stampede, hits),
+        odd,
+      }) + failureMarkdown(failure)
     fs.mkdirSync(path.dirname(OUT), { recursive: true })
     fs.writeFileSync(OUT, md)
-    const jsonOut = path.join(__dirname, 'out', QUICK ? 'fleet-quick.json' : 'fleet.json')
+    const jsonName = FAILURE_ONLY
+      ? `fleet-failure${QUICK ? '-quick' : ''}.json`
+      : QUICK
+        ? 'fleet-quick.json'
+        : 'fleet.json'
+    const jsonOut = path.join(__dirname, 'out', jsonName)
     fs.mkdirSync(path.dirname(jsonOut), { recursive: true })
     fs.writeFileSync(
       jsonOut,
@@ -1710,6 +1949,7 @@ async function main() {
             ),
           },
           hits,
+          failure,
           targets,
           odd,
         },
@@ -1729,6 +1969,11 @@ async function main() {
 
 if (WORKER === 'stampede') {
   stampedeWorker().catch((err) => {
+    process.send({ type: 'error', error: String((err && err.stack) || err) })
+    setTimeout(() => process.exit(1), 50)
+  })
+} else if (WORKER === 'failure') {
+  failureWorker().catch((err) => {
     process.send({ type: 'error', error: String((err && err.stack) || err) })
     setTimeout(() => process.exit(1), 50)
   })

@@ -21,7 +21,27 @@ const noop = () => {}
 
 /** @typedef {import('./native-contract').Context} Context */
 
-/** What a loader gets: `{ key, signal }`, the signal made on first use. */
+const MAX_TTL = 2 ** 40
+
+/** Checks one TTL a loader sets, by the rules of the call options. */
+function checkTtl(name, value) {
+  if (typeof value !== 'number') {
+    throw herdError(
+      TypeError,
+      codes.INVALID_OPTION,
+      `option \`${name}\` of setTtl() must be a number of milliseconds; got ${value === null ? 'null' : typeof value}`,
+    )
+  }
+  if (!Number.isFinite(value) || value <= 0 || value > MAX_TTL) {
+    throw herdError(
+      RangeError,
+      codes.INVALID_OPTION,
+      `option \`${name}\` of setTtl() must be a number of milliseconds > 0 and <= ${MAX_TTL}; got ${value}`,
+    )
+  }
+}
+
+/** What a loader gets: `{ key, signal, setTtl, noStore }`, the signal made on first use. */
 class LoaderContext {
   #flight
 
@@ -34,6 +54,36 @@ class LoaderContext {
   /** Aborts when the load passes `hardTimeout` or the cache is closed. */
   get signal() {
     return this.#flight.signal()
+  }
+
+  /**
+   * Sets this entry's soft TTL (and hard TTL; without it, the call's
+   * hardTtl/ttl ratio is kept), in ms, from what was loaded (a token's own
+   * expiry, say). The call options' rules: a TypeError or RangeError with
+   * code ERR_HERDCACHE_INVALID_OPTION.
+   *
+   * @param {number} ttl
+   * @param {number} [hardTtl]
+   */
+  setTtl(ttl, hardTtl) {
+    checkTtl('ttl', ttl)
+    if (hardTtl !== undefined) {
+      checkTtl('hardTtl', hardTtl)
+      if (hardTtl < ttl) {
+        throw herdError(
+          RangeError,
+          codes.INVALID_OPTION,
+          `option \`hardTtl\` (${hardTtl} ms) of setTtl() must be >= \`ttl\` (${ttl} ms)`,
+        )
+      }
+    }
+    this.#flight.ttl = ttl
+    this.#flight.hardTtl = hardTtl
+  }
+
+  /** Answers the callers of this load with its result but stores nothing (in memory nor Redis). */
+  noStore() {
+    this.#flight.noStore = true
   }
 }
 
@@ -62,6 +112,10 @@ class Flight {
     this.loaderStarted = undefined
     this.controller = undefined
     this.abortReason = undefined
+    /** What the loader set for its entry (setTtl, noStore). */
+    this.ttl = undefined
+    this.hardTtl = undefined
+    this.noStore = false
   }
 
   // The signal is made on first use: most loaders never read it, and an
@@ -150,9 +204,12 @@ class Flight {
 
   /** Reports the value; the addon answers the callers (with Redis, once it is written there). */
   fill(result, negative, computeMs, json) {
+    // Reported first: a fill that throws (TTLs the addon refuses) leaves
+    // the flight unsettled, for `failWith`.
+    const write = this.ctx.fill(this.id, result, negative, computeMs, json, this.ttl, this.hardTtl, this.noStore)
     this.settled = true
     leave(this.ctx, this)
-    track(this.ctx, this.ctx.fill(this.id, result, negative, computeMs, json))
+    track(this.ctx, write)
   }
 
   failWith(error, timedOut) {
@@ -221,6 +278,9 @@ function resume(ctx, id, load, refresh) {
   if (load) return flight.run()
   flight.settled = true
   leave(ctx, flight)
+  // A background refresh the fleet's back-off stopped is rejected (its soft
+  // waiters take the stale value); nobody else may be listening.
+  if (flight.background) flight.promise.then(undefined, noop)
   if (refresh) ctx.startRefresh(flight.userKey, flight.loader)
 }
 

@@ -59,11 +59,24 @@ export interface EntryPoints {
     status?: unknown,
   ): Promise<unknown>
   /**
-   * The loader's result: `value` (its JSON-normalised copy), `json` its text.
-   * The addon stores it and fulfils the flight's promise; with Redis, once it
-   * is written there: then it returns that write's promise (for `close()`).
+   * The loader's result: `value` (its JSON-normalised copy), `json` its text;
+   * `ttl`/`hardTtl` what the loader set with `ctx.setTtl` (undefined: the
+   * flight's), `noStore` whether it called `ctx.noStore()` (then nothing is
+   * stored, in memory nor Redis). The addon stores it and fulfils the
+   * flight's promise; with Redis, once it is written there: then it returns
+   * that write's promise (for `close()`). Throws ERR_HERDCACHE_INVALID_OPTION
+   * for TTLs the call options' rules refuse; the flight is then still there.
    */
-  fill(id: number, value: unknown, negative: boolean, computeMs: number, json: string): Promise<void> | undefined
+  fill(
+    id: number,
+    value: unknown,
+    negative: boolean,
+    computeMs: number,
+    json: string,
+    ttl: number | undefined,
+    hardTtl: number | undefined,
+    noStore: boolean,
+  ): Promise<void> | undefined
   /** The load failed, timed out (`timedOut`) or was given up: the addon rejects the flight's promise with `error`. */
   fail(id: number, error: unknown, timedOut: boolean, loaderRan: boolean): void
   /** A soft wait ended: answered by the stale value (true) or by the refresh. */

@@ -65,6 +65,7 @@ fn terms() -> Terms {
     now: wall_ms(),
     accept_stale: false,
     newer_than: None,
+    refresh: false,
   }
 }
 
@@ -240,6 +241,7 @@ async fn a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease() {
     now: 1,
     accept_stale: false,
     newer_than: None,
+    refresh: false,
   };
   let started = Instant::now();
   let acquire = {
@@ -331,4 +333,41 @@ async fn an_invalidation_from_one_instance_reaches_the_other() {
   assert_eq!(about_k(at_a), []);
   a.stop();
   b.stop();
+}
+
+/// A background refresh that failed on one instance backs off the fleet:
+/// the other's background refresh runs no loader (and is told for how
+/// long), its foreground load still loads, and a write ends the back-off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_refresh_backs_off_background_refreshes_fleet_wide() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let a = fleet(&server, 5_000, 30_000);
+  let b = fleet(&server, 5_000, 30_000);
+  let refresh = Terms {
+    refresh: true,
+    ..terms()
+  };
+  let Acquired::Load { token: Some(token) } = a.acquire("k", 1, refresh, true).await else {
+    panic!("A takes the lock");
+  };
+  a.fail_refresh("k", 1, Some(token), 2, 2_000).await;
+  match b.acquire("k", 1, refresh, true).await {
+    Acquired::BackOff { failures: 2, ms } => assert!(ms > 1_000 && ms <= 2_000, "{ms}"),
+    other => panic!("B's refresh must back off: {other:?}"),
+  }
+  assert_eq!(read(&b.counters.lock_acquired), 0);
+  // A foreground load ignores it.
+  let Acquired::Load { token: Some(token) } = b.acquire("k", 2, terms(), true).await else {
+    panic!("B's foreground load takes the lock");
+  };
+  let now = wall_ms();
+  assert_eq!(
+    b.settle("k", 2, envelope(now, "\"v\""), Some(token)).await,
+    Some(true)
+  );
+  // The write ended the back-off.
+  let s = store(&server);
+  assert_eq!(s.backoff(&s.keys("k")).await.unwrap(), None);
 }

@@ -76,6 +76,7 @@ fn terms() -> Terms {
     now: wall_ms(),
     accept_stale: false,
     newer_than: None,
+    refresh: false,
   }
 }
 
@@ -320,6 +321,26 @@ impl SharedStore for FlakyDeletes {
   }
   async fn lock(&self, keys: &Self::Keys, token: &str, ttl: u64) -> RedisResult<LockAttempt> {
     self.inner.lock(keys, token, ttl).await
+  }
+  async fn lock_refresh(
+    &self,
+    keys: &Self::Keys,
+    token: &str,
+    ttl: u64,
+  ) -> RedisResult<LockAttempt> {
+    self.inner.lock_refresh(keys, token, ttl).await
+  }
+  async fn fail_refresh(
+    &self,
+    keys: &Self::Keys,
+    token: Option<&str>,
+    failures: u32,
+    ms: u64,
+  ) -> RedisResult<bool> {
+    self.inner.fail_refresh(keys, token, failures, ms).await
+  }
+  async fn backoff(&self, keys: &Self::Keys) -> RedisResult<Option<(u32, u64)>> {
+    self.inner.backoff(keys).await
   }
   async fn lock_lease(&self, keys: &Self::Keys) -> RedisResult<Option<u64>> {
     self.inner.lock_lease(keys).await

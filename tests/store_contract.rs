@@ -32,6 +32,8 @@ trait Fixture {
   async fn plant_value(&self, store: &Self::Store, key: &str, bytes: &[u8]);
   /// Puts `garbage` where `key`'s lock goes.
   async fn plant_lock(&self, store: &Self::Store, key: &str, garbage: Garbage);
+  /// Puts `garbage` where `key`'s back-off marker goes.
+  async fn plant_backoff(&self, store: &Self::Store, key: &str, garbage: Garbage);
 }
 
 /// Lock keys no herdcache instance can have set.
@@ -85,6 +87,10 @@ async fn contract<F: Fixture>(f: &F) {
     a_subscription_delivers_other_origins_events_of_its_prefix_only,
     clear_removes_only_this_prefix,
     replayed_deletes_and_clears_spare_newer_values_and_are_announced,
+    a_failed_refresh_backs_off_background_refreshes_until_its_marker_expires,
+    a_failed_refresh_releases_our_lock_but_not_someone_elses,
+    a_write_ends_the_back_off,
+    a_garbage_back_off_marker_is_ignored,
   );
   assert!(
     broken.is_empty(),
@@ -134,19 +140,32 @@ impl Fixture for RedisFixture {
   }
 
   async fn plant_lock(&self, store: &RedisStore, key: &str, garbage: Garbage) {
-    let lock = store.keys(key).lock;
-    let lock = lock.as_bytes();
+    self
+      .plant_garbage(store.keys(key).lock.as_bytes(), garbage)
+      .await
+  }
+
+  async fn plant_backoff(&self, store: &RedisStore, key: &str, garbage: Garbage) {
+    self
+      .plant_garbage(store.keys(key).backoff.as_bytes(), garbage)
+      .await
+  }
+}
+
+/// What no instance writes, planted under one name.
+impl RedisFixture {
+  async fn plant_garbage(&self, name: &[u8], garbage: Garbage) {
     match garbage {
-      Garbage::NoTtl => self.run(&[b"SET", lock, b"foreign"]).await,
+      Garbage::NoTtl => self.run(&[b"SET", name, b"foreign"]).await,
       Garbage::TokenWithoutTtl => {
         let token = b"0b5a1c9e-8f1d-4a5e-9c1b-2f6b1d3e4a5f";
-        self.run(&[b"SET", lock, token]).await
+        self.run(&[b"SET", name, token]).await
       }
-      Garbage::NotAToken => self.run(&[b"SET", lock, b"foreign", b"PX", b"60000"]).await,
-      Garbage::List => self.run(&[b"RPUSH", lock, b"x"]).await,
+      Garbage::NotAToken => self.run(&[b"SET", name, b"foreign", b"PX", b"60000"]).await,
+      Garbage::List => self.run(&[b"RPUSH", name, b"x"]).await,
       Garbage::HashWithTtl => {
-        self.run(&[b"HSET", lock, b"f", b"v"]).await;
-        self.run(&[b"PEXPIRE", lock, b"60000"]).await
+        self.run(&[b"HSET", name, b"f", b"v"]).await;
+        self.run(&[b"PEXPIRE", name, b"60000"]).await
       }
     }
   }
@@ -715,4 +734,116 @@ async fn replayed_deletes_and_clears_spare_newer_values_and_are_announced<F: Fix
     recorder.first(10).await[9],
     Event::new(&origin, Change::Cleared)
   );
+}
+
+/// The fleet's refresh back-off: a marker a failed background refresh
+/// leaves, which stops other background refreshes (not foreground loads)
+/// from taking the lock until it expires.
+async fn a_failed_refresh_backs_off_background_refreshes_until_its_marker_expires<F: Fixture>(
+  f: &F,
+) {
+  let s = f.store("backoff:");
+  let keys = s.keys("k");
+  let mine = lock_token();
+  assert_eq!(s.backoff(&keys).await.unwrap(), None);
+  assert!(s.try_lock(&keys, &mine, 5_000).await.unwrap());
+  assert!(
+    s.fail_refresh(&keys, Some(&mine), 3, 300).await.unwrap(),
+    "our lock is released"
+  );
+  assert_eq!(s.lock_lease(&keys).await.unwrap(), None);
+  let (failures, left) = s.backoff(&keys).await.unwrap().unwrap();
+  assert_eq!(failures, 3);
+  assert!(left > 0 && left <= 300, "{left}");
+  match s.lock_refresh(&keys, &lock_token(), 5_000).await.unwrap() {
+    LockAttempt::BackingOff { failures: 3, ms } => assert!(ms > 0 && ms <= 300, "{ms}"),
+    other => panic!("a background refresh took the lock while backing off: {other:?}"),
+  }
+  assert_eq!(
+    s.lock_lease(&keys).await.unwrap(),
+    None,
+    "backing off takes no lock"
+  );
+  // A foreground load ignores the marker.
+  let theirs = lock_token();
+  assert_eq!(
+    s.lock(&keys, &theirs, 5_000).await.unwrap(),
+    LockAttempt::Won
+  );
+  match s.lock_refresh(&keys, &lock_token(), 5_000).await.unwrap() {
+    LockAttempt::BackingOff { .. } => {}
+    other => panic!("the marker comes first: {other:?}"),
+  }
+  assert!(s.release(&keys, &theirs).await.unwrap());
+  // Once it expired, a background refresh takes the lock as `lock` does.
+  tokio::time::sleep(Duration::from_millis(350)).await;
+  assert_eq!(s.backoff(&keys).await.unwrap(), None);
+  let next = lock_token();
+  assert_eq!(
+    s.lock_refresh(&keys, &next, 5_000).await.unwrap(),
+    LockAttempt::Won
+  );
+  match s.lock_refresh(&keys, &lock_token(), 5_000).await.unwrap() {
+    LockAttempt::Held(lease) => assert!(lease > 4_000 && lease <= 5_000, "{lease}"),
+    other => panic!("the lock was taken twice: {other:?}"),
+  }
+  assert!(s.release(&keys, &next).await.unwrap());
+}
+
+async fn a_failed_refresh_releases_our_lock_but_not_someone_elses<F: Fixture>(f: &F) {
+  let s = f.store("backoff-lock:");
+  let keys = s.keys("k");
+  let (mine, theirs) = (lock_token(), lock_token());
+  assert!(s.try_lock(&keys, &theirs, 5_000).await.unwrap());
+  assert!(!s.fail_refresh(&keys, Some(&mine), 1, 60_000).await.unwrap());
+  assert!(
+    s.lock_lease(&keys).await.unwrap().is_some(),
+    "their lock stays"
+  );
+  assert_eq!(s.backoff(&keys).await.unwrap().map(|b| b.0), Some(1));
+  // Without a lock (Redis was skipped when the load started) the marker is
+  // still left; a later failure replaces it with its own count.
+  assert!(!s.fail_refresh(&keys, None, 2, 60_000).await.unwrap());
+  assert_eq!(s.backoff(&keys).await.unwrap().map(|b| b.0), Some(2));
+}
+
+async fn a_write_ends_the_back_off<F: Fixture>(f: &F) {
+  let s = f.store("backoff-write:");
+  let keys = s.keys("k");
+  s.fail_refresh(&keys, None, 4, 60_000).await.unwrap();
+  assert!(s.backoff(&keys).await.unwrap().is_some());
+  assert!(s
+    .write("k", &keys, &envelope(1, "1"), 60_000, None)
+    .await
+    .unwrap());
+  assert_eq!(s.backoff(&keys).await.unwrap(), None);
+  assert_eq!(
+    s.lock_refresh(&keys, &lock_token(), 5_000).await.unwrap(),
+    LockAttempt::Won
+  );
+}
+
+/// A marker no instance can have left (no TTL, not a count, another type)
+/// cannot stop a key's refreshes.
+async fn a_garbage_back_off_marker_is_ignored<F: Fixture>(f: &F) {
+  let s = f.store("backoff-garbage:");
+  for (i, garbage) in GARBAGE.into_iter().enumerate() {
+    let key = format!("g{i}");
+    f.plant_backoff(&s, &key, garbage).await;
+    let keys = s.keys(&key);
+    let mine = lock_token();
+    assert_eq!(
+      s.lock_refresh(&keys, &mine, 5_000).await.unwrap(),
+      LockAttempt::Won,
+      "{garbage:?}"
+    );
+    assert!(s.release(&keys, &mine).await.unwrap(), "{garbage:?}");
+    // A failure replaces it with a real marker.
+    s.fail_refresh(&keys, None, 1, 60_000).await.unwrap();
+    assert_eq!(
+      s.backoff(&keys).await.unwrap().map(|b| b.0),
+      Some(1),
+      "{garbage:?}"
+    );
+  }
 }

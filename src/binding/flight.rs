@@ -15,8 +15,9 @@ use super::futures::{self, then_on_cache};
 use super::held::Held;
 use super::raw::{self, napi_try, Env, JsRef, RawResult, Value};
 use super::Inner;
+use crate::core::options::RawCallOptions;
 use crate::engine::fleet::Acquired;
-use crate::engine::{Next, Refresh, Served, Step, Written};
+use crate::engine::{Keep, Next, Refresh, Served, Step, Written};
 use napi::sys;
 use std::rc::Rc;
 
@@ -133,24 +134,29 @@ unsafe fn report<const N: usize>(
   body(inner, id, argv).unwrap_or_else(|failure| raw::throw(env, failure))
 }
 
-/// `fill(id, value, negative, computeMs, json)`: our loader's value (its
-/// JSON-normalised copy; `json` its text). Answers the callers; with a
-/// fleet, once the value is written there: then it returns the write's
-/// promise (for `close()` to wait for), else undefined.
+/// `fill(id, value, negative, computeMs, json, ttl, hardTtl, noStore)`: our
+/// loader's value (its JSON-normalised copy; `json` its text), with what
+/// the loader set for its entry (`ctx.setTtl`: `ttl`/`hardTtl`, undefined
+/// when not set; `ctx.noStore()`). Answers the callers; with a fleet, once
+/// the value is written there: then it returns the write's promise (for
+/// `close()` to wait for), else undefined. Throws (the flight stays, for
+/// `fail`) when the loader's TTLs break the call options' rules.
 pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value {
-  report::<5>(env, info, |inner, id, argv| {
+  report::<8>(env, info, |inner, id, argv| {
     let value = argv[1];
     let negative = raw::get_bool(env, argv[2]);
     let compute_ms = raw::get_number(env, argv[3]).max(0.0).round() as u64;
+    // Checked before anybody is answered: TTLs the rules refuse fail the load.
+    let keep = keep(env, inner, id, argv[5], argv[6], argv[7])?;
     if !inner.cache.borrow().has_fleet() {
-      return fill_here(env, inner, id, value, negative, compute_ms);
+      return fill_here(env, inner, id, value, negative, compute_ms, keep);
     }
     let held = Held::from_js(env, value)?;
     let json = optional_string(env, argv[4])?;
     let filled = inner
       .cache
       .borrow_mut()
-      .fill(id, held, negative, compute_ms, json);
+      .fill(id, held, negative, compute_ms, json, keep);
     match filled {
       Step::Done(flight) => {
         if let Some(flight) = flight {
@@ -178,6 +184,38 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
   })
 }
 
+/// What flight `id` keeps of its value: not stored (`noStore`), or stored
+/// with the flight's policy as the loader's `ttl`/`hardTtl` override it
+/// (numbers, or undefined; the call options' rules, `EntryPolicy::with`).
+unsafe fn keep(
+  env: Env,
+  inner: &Inner,
+  id: u64,
+  ttl: Value,
+  hard_ttl: Value,
+  no_store: Value,
+) -> RawResult<Keep> {
+  if raw::get_bool(env, no_store) {
+    return Ok(Keep::Nothing);
+  }
+  let millis = |value: Value| -> Option<f64> {
+    (raw::type_of(env, value) == sys::ValueType::napi_number).then(|| raw::get_number(env, value))
+  };
+  let overrides = RawCallOptions {
+    ttl: millis(ttl),
+    hard_ttl: millis(hard_ttl),
+    ..Default::default()
+  };
+  if overrides.is_empty() {
+    return Ok(Keep::Store(None));
+  }
+  let cache = inner.cache.borrow();
+  let Some(flight) = cache.flight(id) else {
+    return Ok(Keep::Store(None));
+  };
+  Ok(Keep::Store(Some(flight.policy.with(&overrides)?)))
+}
+
 /// `fill` without a fleet. The callers are answered first: resolving reads
 /// the value's `then`, which can run user code that calls the cache, and
 /// nothing is borrowed here. The flight's promise, now fulfilled with the
@@ -190,6 +228,7 @@ unsafe fn fill_here(
   value: Value,
   negative: bool,
   compute_ms: u64,
+  keep: Keep,
 ) -> RawResult<Value> {
   let undefined = raw::undefined(env);
   let deferred = match inner.cache.borrow_mut().flight_mut(id) {
@@ -207,7 +246,7 @@ unsafe fn fill_here(
   let filled = inner
     .cache
     .borrow_mut()
-    .fill(id, held, negative, compute_ms, None);
+    .fill(id, held, negative, compute_ms, None, keep);
   drop(filled);
   Ok(undefined)
 }
@@ -346,6 +385,21 @@ unsafe fn claimed(env: Env, inner: &Rc<Inner>, id: u64, key: String, acquired: A
   match next {
     Next::Load => resume(env, inner, id, true, false),
     Next::AskAgain => ask(env, inner, id, true),
+    Next::BackOff => {
+      // A background refresh nobody waits on but soft waits (which take
+      // the stale value on a rejection) and `waitUntil`: it ran no loader.
+      let flight = inner.cache.borrow_mut().backed_off(id);
+      if let Some(mut flight) = flight {
+        let reason = raw::string(
+          env,
+          "herdcache: not refreshed, the key backs off after a failed refresh in the fleet",
+        );
+        let mut error = std::ptr::null_mut();
+        sys::napi_create_error(env, std::ptr::null_mut(), reason, &mut error);
+        flight.handle.settle(env, Err(error));
+      }
+      resume(env, inner, id, false, false);
+    }
     Next::Gone { lock } => {
       if let Some(release) = inner.cache.borrow().release_lock(key, id, lock) {
         futures::spawn(release);

@@ -70,8 +70,9 @@ macro_rules! cache_options {
       #[doc = " How long, ms, a load may run: past it its waiters reject with"]
       #[doc = " `ERR_HERDCACHE_TIMEOUT` and the loader's `signal` aborts. Default 30 000."]
       hard_timeout: f64 => "hardTimeout", default = Some("30000");
-      #[doc = " How long, ms, a key is not refreshed in the background again after a"]
-      #[doc = " refresh failed; the stale value is served meanwhile. Default 10 000."]
+      #[doc = " The longest back-off, ms, between background refreshes of a key that"]
+      #[doc = " keep failing: 250 ms after the first failure, doubling up to this; the"]
+      #[doc = " stale value is served meanwhile; 0 turns it off. Default 10 000."]
       refresh_backoff: f64 => "refreshBackoff", default = Some("10000");
       #[doc = " Bound of the embedded store; the least recently used entry is evicted"]
       #[doc = " past it. Default 10 000."]

@@ -95,6 +95,32 @@ pub fn deadlines(now: u64, ttl: u64, hard_ttl: u64, jitter: f64, u: f64) -> (u64
   (now.saturating_add(fresh), now.saturating_add(hard))
 }
 
+/// The first delay of a key's refresh back-off, ms.
+pub const BACKOFF_BASE_MS: u64 = 250;
+
+/// How much of the delay the jitter may take off: it stays in
+/// `[d * (1 - BACKOFF_SPREAD), d]`.
+pub const BACKOFF_SPREAD: f64 = 0.15;
+
+/// How long a key waits before its next background refresh after its
+/// `attempt`-th failure in a row (1 = the first): `d = 250 ms * 2^(attempt-1)`,
+/// capped at `cap` (`refreshBackoff`), and jittered down by up to 15 % with
+/// `u` in [0, 1] (`u = 1`: exactly `d`), so keys that failed together do not
+/// retry together. A short first delay sees a recovered backend quickly;
+/// the doubling keeps a dead one to a handful of calls: 250, 500, 1000,
+/// 2000 ms… The spread is narrow so the schedule stays predictable: with a
+/// 15 % spread the fourth retry still comes after 3.1 s of failures at the
+/// earliest. `cap = 0` turns the back-off off.
+pub fn refresh_backoff(attempt: u32, cap: u64, u: f64) -> u64 {
+  if cap == 0 || attempt == 0 {
+    return 0;
+  }
+  let doublings = (attempt - 1).min(40);
+  let d = BACKOFF_BASE_MS.saturating_mul(1u64 << doublings).min(cap);
+  let spread = BACKOFF_SPREAD * (1.0 - u.clamp(0.0, 1.0));
+  ((d as f64 * (1.0 - spread)).round() as u64).max(1)
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -237,5 +263,40 @@ mod tests {
       deadlines(u64::MAX - 1, 100, 1000, 0.0, 0.5),
       (u64::MAX, u64::MAX)
     );
+  }
+
+  #[test]
+  fn refresh_backoff_doubles_from_250_ms_up_to_the_cap() {
+    let seq: Vec<u64> = (1..=8).map(|n| refresh_backoff(n, 10_000, 1.0)).collect();
+    assert_eq!(seq, [250, 500, 1_000, 2_000, 4_000, 8_000, 10_000, 10_000]);
+    assert_eq!(refresh_backoff(u32::MAX, 10_000, 1.0), 10_000);
+    // A cap below the first step is the only delay.
+    assert_eq!(refresh_backoff(1, 100, 1.0), 100);
+    assert_eq!(
+      refresh_backoff(3, 0, 1.0),
+      0,
+      "refreshBackoff 0: no back-off"
+    );
+    assert_eq!(refresh_backoff(0, 10_000, 1.0), 0, "no failure yet");
+  }
+
+  #[test]
+  fn refresh_backoff_jitter_stays_within_the_spread() {
+    assert_eq!(refresh_backoff(1, 10_000, 0.0), 213);
+    assert_eq!(refresh_backoff(3, 10_000, 0.0), 850);
+    assert_eq!(refresh_backoff(3, 10_000, 0.5), 925);
+    for n in 1..=10 {
+      let d = refresh_backoff(n, 10_000, 1.0);
+      for i in 0..=100 {
+        let got = refresh_backoff(n, 10_000, i as f64 / 100.0);
+        assert!(
+          got <= d && got as f64 >= d as f64 * 0.85 - 0.5,
+          "{n} {i} {got}"
+        );
+      }
+    }
+    // Four failures in a row, at the earliest draws, still span > 3 s.
+    let earliest: u64 = (1..=4).map(|n| refresh_backoff(n, 10_000, 0.0)).sum();
+    assert!(earliest > 3_000, "{earliest}");
   }
 }

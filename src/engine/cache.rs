@@ -18,7 +18,7 @@
 use super::clock::Clock;
 use super::fleet::{Acquired, Fleet, Invalidations, Terms, Undelivered};
 use super::flights::Flight;
-use super::local::{Decision, Engine, Refresh, Served};
+use super::local::{Backoff, Decision, Engine, Keep, Refresh, Served};
 use super::metrics::{Gauges, Metrics};
 use crate::core::envelope::{Envelope, Meta};
 use crate::core::options::{CacheConfig, EntryPolicy};
@@ -44,8 +44,12 @@ pub enum Next {
   /// Run our loader (the lock is ours, or Redis was skipped).
   Load,
   /// A stale value came, but a caller refusing stale values joined
-  /// meanwhile: ask again ([`Cache::acquire`] with a read first).
+  /// meanwhile (or, to a back-off, any caller joined): ask again
+  /// ([`Cache::acquire`] with a read first).
   AskAgain,
+  /// A background refresh found the key backing off fleet-wide: it runs no
+  /// loader, and [`Cache::backed_off`] ends it.
+  BackOff,
   /// The flight ended meanwhile (timed out, closed); it won `lock`, if
   /// any, which [`Cache::release_lock`] lets go of.
   Gone { lock: Option<String> },
@@ -172,7 +176,17 @@ impl<V, F> Cache<V, F> {
       now: self.local.now(),
       accept_stale,
       newer_than,
+      refresh: self.unwaited_refresh(id),
     }
+  }
+
+  /// Whether flight `id` is a background refresh nobody waits on (no caller
+  /// joined it): only such a flight honours the fleet's back-off.
+  fn unwaited_refresh(&self, id: u64) -> bool {
+    self
+      .local
+      .flight(id)
+      .is_some_and(|f| f.background && !f.strict && f.joined == 0)
   }
 
   /// The first read of the flights `ids`, in one pipeline. Flights that
@@ -220,6 +234,18 @@ impl<V, F> Cache<V, F> {
 
   /// Decides what flight `id` does with the fleet's answer.
   pub fn on_claim(&mut self, id: u64, acquired: Acquired) -> Next {
+    if let Acquired::BackOff { failures, ms } = acquired {
+      if self.unwaited_refresh(id) {
+        let key = self
+          .local
+          .flight(id)
+          .map(|f| f.key.clone())
+          .unwrap_or_default();
+        let attempt = failures;
+        self.local.back_off(&key, Backoff { attempt, ms });
+        return Next::BackOff;
+      }
+    }
     let Some(flight) = self.local.flight_mut(id) else {
       return Next::Gone {
         lock: match acquired {
@@ -241,8 +267,14 @@ impl<V, F> Cache<V, F> {
       {
         Next::AskAgain
       }
+      Acquired::BackOff { .. } => Next::AskAgain,
       Acquired::Value(envelope) | Acquired::Stale(envelope) => Next::Adopt(envelope),
     }
+  }
+
+  /// Ends flight `id`, which ran no loader because its key backs off.
+  pub fn backed_off(&mut self, id: u64) -> Option<Flight<F>> {
+    self.local.end_unloaded(id)
   }
 
   /// Flight `id` was answered by another instance's value (`value` parsed
@@ -276,8 +308,9 @@ impl<V, F> Cache<V, F> {
     negative: bool,
     compute_ms: u64,
     json: Option<String>,
+    keep: Keep,
   ) -> Step<Option<Flight<F>>, Written> {
-    let stored = self.local.fill(id, value, negative, compute_ms);
+    let stored = self.local.fill_as(id, value, negative, compute_ms, keep);
     let Some(fleet) = self.fleet.clone() else {
       return Step::Done(self.local.end_flight(id));
     };
@@ -314,7 +347,8 @@ impl<V, F> Cache<V, F> {
   }
 
   /// A failed load (`loader_ran`: it was called, and settled or timed
-  /// out). The flight ends; with a fleet, the future releases its lock.
+  /// out). The flight ends; with a fleet, the future releases its lock, and
+  /// a failed background refresh leaves its back-off for the whole fleet.
   pub fn fail(
     &mut self,
     id: u64,
@@ -327,12 +361,19 @@ impl<V, F> Cache<V, F> {
     if loader_ran {
       self.local.count_loader_run();
     }
-    self.local.fail(id, timed_out);
+    // A flight given up before its loader ran (closed, the leader gone)
+    // says nothing about the backend: the fleet does not back off for it.
+    let backoff = self.local.fail(id, timed_out).filter(|_| loader_ran);
     let mut flight = self.local.end_flight(id);
     let release = match (&self.fleet, flight.as_mut()) {
       (Some(fleet), Some(flight)) => {
         let (fleet, key, lock) = (Arc::clone(fleet), flight.key.clone(), flight.lock.take());
-        Some(async move { fleet.abandon(&key, id, lock).await })
+        Some(async move {
+          match backoff {
+            Some(b) => fleet.fail_refresh(&key, id, lock, b.attempt, b.ms).await,
+            None => fleet.abandon(&key, id, lock).await,
+          }
+        })
       }
       _ => None,
     };
@@ -472,7 +513,7 @@ mod tests {
     let policy = c.config().entry;
     let (id, first) = c.begin("k", "p", None, policy);
     assert_eq!(first, FirstStep::Load);
-    let Step::Done(Some(flight)) = c.fill(id, "v".into(), false, 3, None) else {
+    let Step::Done(Some(flight)) = c.fill(id, "v".into(), false, 3, None, Keep::Store(None)) else {
       panic!("a fill without a fleet ends the flight");
     };
     assert_eq!((flight.key.as_str(), flight.handle), ("k", "p"));
@@ -553,7 +594,7 @@ mod tests {
     let policy = c.config().entry;
     let (id, _) = c.begin("k", "p", None, policy);
     assert!(matches!(
-      c.fill(id, "ours".into(), false, 1, None),
+      c.fill(id, "ours".into(), false, 1, None, Keep::Store(None)),
       Step::Done(Some(_))
     ));
     // With a fleet the flight stays until its write ended (`written`).

@@ -54,6 +54,9 @@ pub enum Acquired {
   Value(Envelope),
   /// A stale value, for a caller that accepts one (a refresh should start).
   Stale(Envelope),
+  /// A background refresh while the key backs off fleet-wide (another
+  /// instance's refresh failed): run no loader, back off locally as well.
+  BackOff { failures: u32, ms: u64 },
   /// Run the loader. `token` is the lock held (`None`: Redis unavailable or
   /// the wait ran out, load without it).
   Load { token: Option<String> },
@@ -62,12 +65,15 @@ pub enum Acquired {
 /// What may answer one flight: values fresh as of `now` (epoch ms, the
 /// caller's clock) and, for an early refresh, newer than the stamp it
 /// replaces; stale values only if `accept_stale` (a foreground flight of
-/// callers that allow them).
+/// callers that allow them). `refresh`: a background refresh no caller
+/// waits on, which honours the fleet's back-off (foreground loads ignore
+/// it: their callers need a value, and errors are never cached).
 #[derive(Debug, Clone, Copy)]
 pub struct Terms {
   pub now: u64,
   pub accept_stale: bool,
   pub newer_than: Option<u64>,
+  pub refresh: bool,
 }
 
 pub struct FleetConfig {
@@ -393,7 +399,12 @@ impl<S: SharedStore> Fleet<S> {
     // kept across waits that time out (a new one only after it fired).
     let mut notice = None;
     loop {
-      match self.track(self.store.lock(&keys, &token, self.lease.ttl).await) {
+      let attempt = if terms.refresh {
+        self.store.lock_refresh(&keys, &token, self.lease.ttl).await
+      } else {
+        self.store.lock(&keys, &token, self.lease.ttl).await
+      };
+      match self.track(attempt) {
         None => {
           // The command failed or timed out here, but it may still land and
           // take the lock under our token, which nobody would then release
@@ -417,6 +428,9 @@ impl<S: SharedStore> Fleet<S> {
           }
           self.keep_lease(id, keys, token.clone());
           return Acquired::Load { token: Some(token) };
+        }
+        Some(LockAttempt::BackingOff { failures, ms }) => {
+          return Acquired::BackOff { failures, ms };
         }
         Some(LockAttempt::Held(lease)) => {
           if !contended {
@@ -551,6 +565,30 @@ impl<S: SharedStore> Fleet<S> {
       let result = self.store.release(&keys, &token).await;
       self.track(result);
     }
+  }
+
+  /// A background refresh whose loader failed: leaves the key's back-off
+  /// marker (`failures` in a row, for `ms`) and releases its lock in one
+  /// step, so the fleet makes its next attempt only after the back-off.
+  pub async fn fail_refresh(
+    &self,
+    key: &str,
+    id: u64,
+    token: Option<String>,
+    failures: u32,
+    ms: u64,
+  ) {
+    self.stop_lease(id);
+    self.take_corrupt_stamp(key);
+    if token.is_none() && !self.allowed() {
+      return;
+    }
+    let keys = self.store.keys(key);
+    let result = self
+      .store
+      .fail_refresh(&keys, token.as_deref(), failures, ms)
+      .await;
+    self.track(result);
   }
 
   /// `set`: an envelope written outside any flight. One that cannot reach

@@ -25,6 +25,22 @@ pub enum Refresh {
   Early,
 }
 
+/// What a finished load keeps: stored (with the flight's policy, or the
+/// one its loader set), or not stored at all (its callers still get it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Keep {
+  Store(Option<EntryPolicy>),
+  Nothing,
+}
+
+/// A key's refresh back-off after a failed background refresh: the
+/// failures in a row so far, and how long no refresh starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+  pub attempt: u32,
+  pub ms: u64,
+}
+
 /// What the callers of a flight answered by a shared store got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Served {
@@ -351,6 +367,7 @@ impl<V, F> Engine<V, F> {
       None => draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, beta),
     };
     let entry = Entry {
+      failures: 0,
       meta,
       value,
       retry_after: 0,
@@ -388,9 +405,25 @@ impl<V, F> Engine<V, F> {
   /// Returns what was stored, to be written to a shared store too: a
   /// superseded flight's result is not stored.
   pub fn fill(&mut self, id: u64, value: V, negative: bool, compute_ms: u64) -> Option<Meta> {
+    self.fill_as(id, value, negative, compute_ms, Keep::Store(None))
+  }
+
+  /// [`Engine::fill`] as the loader asked (`ctx.setTtl`, `ctx.noStore`):
+  /// with its own policy for this entry, or not stored at all.
+  pub fn fill_as(
+    &mut self,
+    id: u64,
+    value: V,
+    negative: bool,
+    compute_ms: u64,
+    keep: Keep,
+  ) -> Option<Meta> {
     self.running = self.running.saturating_sub(1);
     let flight = self.flights.current(id)?;
-    let (policy, stamp) = (flight.policy, flight.started_at);
+    let Keep::Store(own_policy) = keep else {
+      return None;
+    };
+    let (policy, stamp) = (own_policy.unwrap_or(flight.policy), flight.started_at);
     let key = flight.key.as_str();
     let now = self.now();
     if negative && policy.negative_ttl == 0 {
@@ -422,6 +455,7 @@ impl<V, F> Engine<V, F> {
     meta.refresh_at = Some(refresh_at);
     if self.keeps_values() {
       let entry = Entry {
+        failures: 0,
         meta,
         value,
         retry_after: 0,
@@ -441,20 +475,45 @@ impl<V, F> Engine<V, F> {
   }
 
   /// Records a failed load. The entry stays (stale-if-error) and is not
-  /// refreshed in the background again for `refresh_backoff`.
-  pub fn fail(&mut self, id: u64, timed_out: bool) {
+  /// refreshed in the background again for a back-off that grows with each
+  /// failure in a row ([`policy::refresh_backoff`], up to `refresh_backoff`).
+  /// Returns the back-off a failed background refresh of a key in memory
+  /// starts, for the fleet to share.
+  pub fn fail(&mut self, id: u64, timed_out: bool) -> Option<Backoff> {
     self.running = self.running.saturating_sub(1);
     self.metrics.load_errors += 1;
     self.metrics.timeouts += u64::from(timed_out);
-    let Some(flight) = self.flights.get(id) else {
-      return;
-    };
+    let flight = self.flights.get(id)?;
     self.metrics.background_errors += u64::from(flight.background);
-    if !flight.superseded {
-      let retry_after = self.now().saturating_add(self.config.refresh_backoff);
-      if let Some(entry) = self.store.peek_mut(&flight.key) {
-        entry.retry_after = retry_after;
-      }
+    if flight.superseded {
+      return None;
+    }
+    let (now, cap, background) = (self.now(), self.config.refresh_backoff, flight.background);
+    let u = self.draws.next(self.fixed_jitter_u);
+    let entry = self.store.peek_mut(&flight.key)?;
+    entry.failures = entry.failures.saturating_add(1);
+    let ms = policy::refresh_backoff(entry.failures, cap, u);
+    entry.retry_after = now.saturating_add(ms);
+    (background && ms > 0).then_some(Backoff {
+      attempt: entry.failures,
+      ms,
+    })
+  }
+
+  /// Ends flight `id`, which ran no loader (its key backs off).
+  pub fn end_unloaded(&mut self, id: u64) -> Option<Flight<F>> {
+    self.running = self.running.saturating_sub(1);
+    self.flights.end(id)
+  }
+
+  /// Another instance's refresh of `key` failed (its back-off marker was
+  /// found): no background refresh here for `ms` either, and the next
+  /// failure here continues its count.
+  pub fn back_off(&mut self, key: &str, backoff: Backoff) {
+    let until = self.now().saturating_add(backoff.ms);
+    if let Some(entry) = self.store.peek_mut(key) {
+      entry.failures = entry.failures.max(backoff.attempt);
+      entry.retry_after = entry.retry_after.max(until);
     }
   }
 
@@ -487,6 +546,7 @@ impl<V, F> Engine<V, F> {
     let refresh_at = draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, policy.beta);
     meta.refresh_at = Some(refresh_at);
     let entry = Entry {
+      failures: 0,
       meta,
       value,
       retry_after: 0,
@@ -805,6 +865,135 @@ mod tests {
       e.decide("k", true),
       Decision::Stale { refresh: true, .. }
     ));
+  }
+
+  /// Fails one background refresh of `key` (it must be due now).
+  fn fail_refresh(e: &mut TestEngine, key: &str) -> Option<Backoff> {
+    assert!(
+      matches!(e.decide(key, true), Decision::Stale { refresh: true, .. }),
+      "a refresh is due"
+    );
+    let id = e.begin_flight(key, "r", Some(Refresh::Stale), e.config().entry);
+    let backoff = e.fail(id, false);
+    e.end_flight(id);
+    backoff
+  }
+
+  fn refresh_due_after(e: &mut TestEngine, key: &str, ms: u64) {
+    e.advance_clock(ms - 1);
+    assert!(
+      matches!(e.decide(key, true), Decision::Stale { refresh: false, .. }),
+      "backing off 1 ms before {ms}"
+    );
+    assert!(!e.refresh_due(key));
+    e.advance_clock(1);
+    assert!(e.refresh_due(key), "due after {ms} ms");
+  }
+
+  #[test]
+  fn failed_refreshes_back_off_exponentially_and_a_success_resets() {
+    let raw = RawCacheOptions {
+      ttl: Some(1_000.0),
+      hard_ttl: Some(100_000.0),
+      jitter: Some(0.0),
+      refresh_backoff: Some(5_000.0),
+      ..Default::default()
+    };
+    let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
+    // Jitter draw pinned at 1: the delays are exactly 250 ms doubling,
+    // capped at refreshBackoff (5 s here).
+    e.set_random(Some(1.0), Some(1.0));
+    load(&mut e, "k", "v1", 10);
+    e.advance_clock(1_000);
+    for (attempt, ms) in [
+      (1, 250),
+      (2, 500),
+      (3, 1_000),
+      (4, 2_000),
+      (5, 4_000),
+      (6, 5_000),
+    ] {
+      assert_eq!(fail_refresh(&mut e, "k"), Some(Backoff { attempt, ms }));
+      refresh_due_after(&mut e, "k", ms);
+    }
+    // A success resets the count: the next failure waits 250 ms again.
+    let id = e.begin_flight("k", "r", Some(Refresh::Stale), e.config().entry);
+    assert!(e.fill(id, "v2".into(), false, 10).is_some());
+    e.end_flight(id);
+    e.advance_clock(1_000);
+    assert_eq!(
+      fail_refresh(&mut e, "k"),
+      Some(Backoff {
+        attempt: 1,
+        ms: 250
+      })
+    );
+    // The jitter takes up to 15 % off: at u = 0 the second delay is 425 ms.
+    e.set_random(Some(0.0), Some(1.0));
+    refresh_due_after(&mut e, "k", 250);
+    assert_eq!(
+      fail_refresh(&mut e, "k"),
+      Some(Backoff {
+        attempt: 2,
+        ms: 425
+      })
+    );
+  }
+
+  #[test]
+  fn another_instances_back_off_is_kept_and_continued() {
+    let mut e = engine();
+    e.set_random(Some(1.0), Some(1.0));
+    load(&mut e, "k", "v1", 10);
+    e.advance_clock(1_000);
+    e.back_off(
+      "k",
+      Backoff {
+        attempt: 3,
+        ms: 800,
+      },
+    );
+    refresh_due_after(&mut e, "k", 800);
+    // The next failure here is the fourth in a row.
+    assert_eq!(
+      fail_refresh(&mut e, "k"),
+      Some(Backoff {
+        attempt: 4,
+        ms: 2_000
+      })
+    );
+  }
+
+  #[test]
+  fn a_loader_may_set_its_entrys_ttl_or_store_nothing() {
+    let mut e = engine();
+    let policy = e
+      .config()
+      .entry
+      .with(&crate::core::options::RawCallOptions {
+        ttl: Some(300.0),
+        hard_ttl: Some(600.0),
+        ..Default::default()
+      });
+    let id = e.begin_flight("k", "p", None, e.config().entry);
+    let meta = e
+      .fill_as(id, "v".into(), false, 5, Keep::Store(Some(policy.unwrap())))
+      .unwrap();
+    e.end_flight(id);
+    let now = e.now();
+    assert_eq!((meta.fresh_until - now, meta.hard_until - now), (300, 600));
+    e.advance_clock(300);
+    assert!(matches!(e.decide("k", true), Decision::Stale { .. }));
+    // Not stored: nothing in memory, nothing to write; what was there stays.
+    let id = e.begin_flight("k", "p", Some(Refresh::Stale), e.config().entry);
+    assert_eq!(e.fill_as(id, "v2".into(), false, 5, Keep::Nothing), None);
+    e.end_flight(id);
+    assert_eq!(e.get("k", true).map(String::as_str), Some("v"));
+    assert_eq!(e.gauges().in_flight, 0);
+    let id = e.begin_flight("new", "p", None, e.config().entry);
+    assert_eq!(e.fill_as(id, "v".into(), false, 5, Keep::Nothing), None);
+    e.end_flight(id);
+    assert!(matches!(e.decide("new", true), Decision::Lead));
   }
 
   #[test]

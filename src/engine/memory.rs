@@ -16,6 +16,10 @@ pub const SWEEP_INTERVAL_MS: u64 = 1_000;
 pub struct Entry<V> {
   pub meta: Meta,
   pub value: V,
+  /// Failed refreshes in a row since the value was written (the attempt
+  /// number of the refresh back-off, `policy::refresh_backoff`); a new
+  /// value starts again at 0.
+  pub failures: u32,
   /// No background refresh before this (epoch ms): set after a refresh
   /// failed, so a dead database is not hammered.
   pub retry_after: u64,
@@ -212,6 +216,7 @@ mod tests {
 
   fn entry(value: &str, hard_until: u64) -> Entry<String> {
     Entry {
+      failures: 0,
       meta: Meta {
         fresh_until: hard_until / 2,
         hard_until,

@@ -16,4 +16,4 @@ pub mod recovery;
 pub mod shared;
 
 pub use cache::{Cache, FirstStep, Next, Step, Written};
-pub use local::{Decision, Engine, Refresh, Served};
+pub use local::{Backoff, Decision, Engine, Keep, Refresh, Served};

@@ -1,4 +1,5 @@
-//! The Redis names herdcache uses for one prefix: a key's value and lock,
+//! The Redis names herdcache uses for one prefix: a key's value, lock and
+//! back-off marker,
 //! and the events channel.
 
 /// The Redis names of one cache key. Value and lock share a Redis Cluster
@@ -9,13 +10,21 @@
 pub struct RedisKeys {
   pub value: String,
   pub lock: String,
+  /// The fleet's refresh back-off marker (`engine::fleet`): the failures
+  /// in a row, expiring when the next refresh may run.
+  pub backoff: String,
 }
 
 impl RedisKeys {
   pub fn new(prefix: &str, key: &str) -> RedisKeys {
     let value = format!("{{{prefix}{key}}}");
     let lock = format!("{value}:lock");
-    RedisKeys { value, lock }
+    let backoff = format!("{value}:backoff");
+    RedisKeys {
+      value,
+      lock,
+      backoff,
+    }
   }
 }
 
@@ -44,9 +53,15 @@ mod tests {
     for key in ["user:42", "a}b", "{x}", "}", "tenant\\:1:feed"] {
       let keys = RedisKeys::new("app:", key);
       assert_eq!(hash_tag(&keys.value), hash_tag(&keys.lock), "{key}");
+      assert_eq!(hash_tag(&keys.value), hash_tag(&keys.backoff), "{key}");
       assert_ne!(keys.value, keys.lock);
+      assert_ne!(keys.backoff, keys.lock);
     }
     assert_eq!(RedisKeys::new("app:", "user:42").value, "{app:user:42}");
     assert_eq!(RedisKeys::new("app:", "user:42").lock, "{app:user:42}:lock");
+    assert_eq!(
+      RedisKeys::new("app:", "user:42").backoff,
+      "{app:user:42}:backoff"
+    );
   }
 }

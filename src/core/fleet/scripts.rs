@@ -26,6 +26,48 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 0
 "#;
 
+/// [`LOCK_SCRIPT`] for a background refresh, which first honours the
+/// fleet's back-off: while the key's back-off marker lives (another
+/// instance's refresh failed), no lock is taken and the marker's count and
+/// remaining life are returned. A marker that is not a count, or has no
+/// TTL, was set by no instance and is ignored.
+/// KEYS[1] lock, KEYS[2] back-off marker; ARGV as [`LOCK_SCRIPT`]'s.
+/// Returns 0 (locked), the holder's lease (ms), or {failures, ms left}.
+pub const REFRESH_LOCK_SCRIPT: &str = r#"
+local failures = redis.pcall('GET', KEYS[2])
+if type(failures) == 'string' and string.match(failures, '^%d+$') and #failures <= 9 then
+  local left = redis.call('PTTL', KEYS[2])
+  if left > 0 then
+    return {tonumber(failures), left}
+  end
+end
+local held = redis.pcall('GET', KEYS[1])
+if held then
+  local lease = redis.call('PTTL', KEYS[1])
+  if lease > 0 and type(held) == 'string' and string.match(held, ARGV[3]) then
+    return lease
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 0
+"#;
+
+/// A background refresh failed: leaves the key's back-off marker (the
+/// failures in a row, expiring when the next refresh may run) and releases
+/// our lock, in one round trip, so no other instance takes the lock in
+/// between and calls the failing backend again.
+/// KEYS[1] lock, KEYS[2] back-off marker; ARGV[1] token ('' when not
+/// holding the lock), ARGV[2] failures, ARGV[3] back-off ms.
+/// Returns 1 if the lock was released.
+pub const FAIL_REFRESH_SCRIPT: &str = r#"
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+if ARGV[1] ~= '' and redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"#;
+
 /// Deletes the lock only if it still holds our token: a holder whose lease
 /// ran out must not delete the lock another instance took since. (`pcall`:
 /// another Redis type under the lock key is not ours, not an error.)
@@ -57,8 +99,9 @@ return 0
 /// over a value the reader rejected (not UTF-8 JSON) is replaced when the
 /// writer names its stamp (ARGV[7]): the reader, not Lua, judges JSON. A
 /// foreign or other-type value is overwritten.
-/// KEYS[1] value, KEYS[2] lock; ARGV[1] envelope, ARGV[2] hard TTL ms,
-/// ARGV[3] stamp, ARGV[4] token ('' when not holding the lock),
+/// A write ends the key's refresh back-off (KEYS[3], its marker).
+/// KEYS[1] value, KEYS[2] lock, KEYS[3] back-off marker; ARGV[1] envelope,
+/// ARGV[2] hard TTL ms, ARGV[3] stamp, ARGV[4] token ('' when not holding the lock),
 /// ARGV[5] channel, ARGV[6] fill message, ARGV[7] the stamp of a corrupt
 /// value to replace (''), ARGV[8] the digit limit.
 /// Returns 1 if written, 0 if a newer value was kept.
@@ -98,6 +141,7 @@ end
 if not newer then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   redis.call('PUBLISH', ARGV[5], ARGV[6])
+  redis.call('DEL', KEYS[3])
 end
 if ARGV[4] ~= '' and redis.pcall('GET', KEYS[2]) == ARGV[4] then
   redis.call('DEL', KEYS[2])

@@ -35,6 +35,9 @@ pub enum LockAttempt {
   Won,
   /// Another instance holds it, for this many more ms.
   Held(u64),
+  /// Only from [`SharedStore::lock_refresh`]: the key backs off after
+  /// `failures` failed refreshes in a row, for this many more ms.
+  BackingOff { failures: u32, ms: u64 },
 }
 
 /// A fresh lock token: random, unique per acquisition.
@@ -89,6 +92,36 @@ pub trait SharedStore: Send + Sync + 'static {
     ttl: u64,
   ) -> impl Future<Output = Result<LockAttempt, Self::Error>> + Send;
 
+  /// [`SharedStore::lock`] for a background refresh: while the key's
+  /// back-off marker lives (left by [`SharedStore::fail_refresh`]), takes
+  /// nothing and answers [`LockAttempt::BackingOff`] with the marker's
+  /// count and remaining life. A marker no instance can have set (not a
+  /// count, no TTL) is ignored.
+  fn lock_refresh(
+    &self,
+    keys: &Self::Keys,
+    token: &str,
+    ttl: u64,
+  ) -> impl Future<Output = Result<LockAttempt, Self::Error>> + Send;
+
+  /// A background refresh failed: in one step, leaves the key's back-off
+  /// marker (`failures`, living `ms`) and releases the lock if it still
+  /// holds `token` (true if so). Any write of the key removes the marker.
+  fn fail_refresh(
+    &self,
+    keys: &Self::Keys,
+    token: Option<&str>,
+    failures: u32,
+    ms: u64,
+  ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+  /// The key's back-off marker: `(failures, ms left)`, `None` if there is
+  /// none (or it is not one an instance left).
+  fn backoff(
+    &self,
+    keys: &Self::Keys,
+  ) -> impl Future<Output = Result<Option<(u32, u64)>, Self::Error>> + Send;
+
   /// The lock's remaining lease in ms, `None` if nobody holds it.
   fn lock_lease(
     &self,
@@ -117,7 +150,8 @@ pub trait SharedStore: Send + Sync + 'static {
   /// with a valid header over a bad value whose stamp is `corrupt_stamp`.
   /// A write announces the fill on the events channel, and in any case the
   /// lock is released if it still holds `token`, after the value is
-  /// readable. True if written, false if a newer value was kept.
+  /// readable. A write removes the key's back-off marker. True if written,
+  /// false if a newer value was kept.
   fn write_over(
     &self,
     key: &str,

@@ -44,6 +44,8 @@ pub struct RedisStore {
   /// Names this store on the events channel, so it can skip its own notices.
   origin: String,
   lock: Script,
+  refresh_lock: Script,
+  fail_refresh: Script,
   release: Script,
   extend: Script,
   write: Script,
@@ -69,6 +71,8 @@ impl RedisStore {
       channel: protocol::events_channel(prefix),
       origin: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
       lock: Script::new(protocol::LOCK_SCRIPT),
+      refresh_lock: Script::new(protocol::REFRESH_LOCK_SCRIPT),
+      fail_refresh: Script::new(protocol::FAIL_REFRESH_SCRIPT),
       release: Script::new(protocol::RELEASE_SCRIPT),
       extend: Script::new(protocol::EXTEND_SCRIPT),
       write: Script::new(protocol::WRITE_SCRIPT),
@@ -262,6 +266,73 @@ impl SharedStore for RedisStore {
     })
   }
 
+  /// `REFRESH_LOCK_SCRIPT`: the marker check and the lock in one round trip.
+  async fn lock_refresh(
+    &self,
+    keys: &RedisKeys,
+    token: &str,
+    ttl: u64,
+  ) -> RedisResult<LockAttempt> {
+    let mut c = self.connection().await?;
+    let reply: redis::Value = self
+      .refresh_lock
+      .key(&keys.lock)
+      .key(&keys.backoff)
+      .arg(token)
+      .arg(ttl.max(1))
+      .arg(protocol::TOKEN_PATTERN)
+      .invoke_async(&mut c)
+      .await?;
+    Ok(match reply {
+      redis::Value::Array(items) => {
+        let (failures, ms): (u32, u64) = redis::from_redis_value(redis::Value::Array(items))?;
+        LockAttempt::BackingOff { failures, ms }
+      }
+      other => match u64::try_from(redis::from_redis_value::<i64>(other)?) {
+        Ok(ms) if ms > 0 => LockAttempt::Held(ms),
+        _ => LockAttempt::Won,
+      },
+    })
+  }
+
+  /// `FAIL_REFRESH_SCRIPT`: the marker and the release in one round trip.
+  async fn fail_refresh(
+    &self,
+    keys: &RedisKeys,
+    token: Option<&str>,
+    failures: u32,
+    ms: u64,
+  ) -> RedisResult<bool> {
+    let mut c = self.connection().await?;
+    let released: i64 = self
+      .fail_refresh
+      .key(&keys.lock)
+      .key(&keys.backoff)
+      .arg(token.unwrap_or(""))
+      .arg(failures)
+      .arg(ms.max(1))
+      .invoke_async(&mut c)
+      .await?;
+    Ok(released == 1)
+  }
+
+  async fn backoff(&self, keys: &RedisKeys) -> RedisResult<Option<(u32, u64)>> {
+    let mut c = self.connection().await?;
+    let (failures, pttl): (Option<String>, i64) = redis::pipe()
+      .cmd("GET")
+      .arg(&keys.backoff)
+      .cmd("PTTL")
+      .arg(&keys.backoff)
+      .query_async(&mut c)
+      .await?;
+    Ok(
+      match (failures.and_then(|f| f.parse().ok()), u64::try_from(pttl)) {
+        (Some(failures), Ok(ms)) if ms > 0 => Some((failures, ms)),
+        _ => None,
+      },
+    )
+  }
+
   async fn lock_lease(&self, keys: &RedisKeys) -> RedisResult<Option<u64>> {
     let mut c = self.connection().await?;
     let pttl: i64 = redis::cmd("PTTL")
@@ -310,6 +381,7 @@ impl SharedStore for RedisStore {
       .write
       .key(&keys.value)
       .key(&keys.lock)
+      .key(&keys.backoff)
       .arg(envelope.encode())
       .arg(px.max(1))
       .arg(envelope.meta.stamp)
