@@ -4,6 +4,8 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('../redis-server')
+const { Cache } = require('../..')
+const { track } = require('../helpers')
 const {
   sleep,
   waitFor,
@@ -149,3 +151,24 @@ test(
     await Promise.all(kids.map((k) => k.close()))
   },
 )
+
+test('a leading call with stale: false is not answered by a stale value from Redis', { timeout: 10000 }, async (t) => {
+  const redis = await startRedis(t)
+  if (!redis) return
+  const prefix = 'strict-lead:'
+  const a = track(t, new Cache({ redis: redis.url, prefix, ttl: 300, hardTtl: 60000, jitter: 0 }))
+  assert.equal(await a.getOrLoad('k', () => 'old'), 'old')
+  await new Promise((resolve) => setTimeout(resolve, 400))
+  // B has no L1, so its call leads a flight, which reads the stale value in Redis.
+  const b = track(t, new Cache({ redis: redis.url, prefix, ttl: 300, l1: false }))
+  let runs = 0
+  const status = {}
+  const loader = () => {
+    runs++
+    return 'new'
+  }
+  const got = await b.getOrLoad('k', loader, { stale: false, status })
+  assert.equal(got, 'new', 'the stale value did not answer a caller refusing stale values')
+  assert.equal(runs, 1)
+  assert.equal(status.outcome, 'miss')
+})

@@ -127,6 +127,8 @@ pub(super) struct Call<'a> {
   pub key_js: Value,
   pub loader: Value,
   pub policy: EntryPolicy,
+  /// The caller refuses stale values (`stale: false`).
+  pub refuse_stale: bool,
 }
 
 /// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?, status?)`.
@@ -207,6 +209,7 @@ unsafe fn get_or_load_impl(
     key_js,
     loader,
     policy,
+    refuse_stale: options.refuse_stale,
   };
   let answer = match action {
     Action::Serve(promise, outcome, refresh) => {
@@ -279,6 +282,12 @@ pub(super) unsafe fn start_flight(
     .cache
     .borrow_mut()
     .begin(call.key, handle, refresh, call.policy);
+  if call.refuse_stale && refresh.is_none() {
+    // Its leader refuses stale values: so must a value another instance wrote.
+    if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
+      flight.strict = true;
+    }
+  }
   let waiting = first == FirstStep::ReadShared;
   let started = (|| {
     let ctx = inner.helper(env, |h| &h.ctx)?;

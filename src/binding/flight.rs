@@ -307,6 +307,7 @@ pub unsafe extern "C" fn start_refresh(env: Env, info: sys::napi_callback_info) 
         key_js: argv[0],
         loader: argv[1],
         policy,
+        refuse_stale: false,
       };
       entry::start_flight(env, inner, &call, Some(Refresh::Stale))?;
     }
