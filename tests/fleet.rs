@@ -6,7 +6,6 @@
 
 mod support;
 
-use herdcache::core::envelope::{Envelope, Meta};
 use herdcache::core::fleet::Change;
 use herdcache::engine::clock::Clock;
 use herdcache::engine::fleet::{Acquired, Fleet, FleetConfig, Invalidation, Terms};
@@ -14,7 +13,7 @@ use herdcache::engine::shared::{lock_token, RedisStore, RedisTimeouts, SharedSto
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::RedisServer;
+use support::{envelope, wall_ms, RedisServer};
 
 const PREFIX: &str = "fleet:";
 
@@ -34,29 +33,6 @@ fn fleet(server: &RedisServer, lock_ttl: u64, hard_timeout: u64) -> Arc<Fleet> {
       recovery_max_age: 300_000,
     },
   )
-}
-
-fn wall_ms() -> u64 {
-  std::time::SystemTime::now()
-    .duration_since(std::time::UNIX_EPOCH)
-    .unwrap()
-    .as_millis() as u64
-}
-
-/// A value fresh for a minute, from a load that started at `stamp`.
-fn envelope(stamp: u64, json: &str) -> Envelope {
-  let now = wall_ms();
-  Envelope {
-    meta: Meta {
-      fresh_until: now + 60_000,
-      hard_until: now + 120_000,
-      compute_ms: 5,
-      stamp,
-      refresh_at: Some(now + 59_000),
-      negative: false,
-    },
-    json: json.into(),
-  }
 }
 
 /// A foreground flight of callers that take fresh values only.

@@ -6,7 +6,7 @@
 
 mod support;
 
-use herdcache::core::envelope::{Envelope, Meta};
+use herdcache::core::envelope::Envelope;
 use herdcache::core::fleet::Change;
 use herdcache::engine::clock::Clock;
 use herdcache::engine::fleet::{Acquired, Fleet, FleetConfig, Invalidation, Terms, Undelivered};
@@ -17,7 +17,7 @@ use redis::{RedisError, RedisResult};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::RedisServer;
+use support::{envelope, wall_ms, RedisServer};
 
 const PREFIX: &str = "recovery:";
 /// Short bounds, so an outage opens the breaker fast and a replay comes soon.
@@ -46,29 +46,6 @@ fn config(max_entries: usize) -> FleetConfig {
 
 fn fleet(server: &RedisServer) -> Arc<Fleet> {
   Fleet::start(store(server), config(10_000))
-}
-
-fn wall_ms() -> u64 {
-  std::time::SystemTime::now()
-    .duration_since(std::time::UNIX_EPOCH)
-    .unwrap()
-    .as_millis() as u64
-}
-
-/// A value fresh for a minute, from a load that started at `stamp`.
-fn envelope(stamp: u64, json: &str) -> Envelope {
-  let now = wall_ms();
-  Envelope {
-    meta: Meta {
-      fresh_until: now + 60_000,
-      hard_until: now + 120_000,
-      compute_ms: 5,
-      stamp,
-      negative: false,
-      refresh_at: None,
-    },
-    json: json.into(),
-  }
 }
 
 fn terms() -> Terms {

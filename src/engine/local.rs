@@ -366,13 +366,7 @@ impl<V, F> Engine<V, F> {
       Some(at) => at,
       None => draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, beta),
     };
-    let entry = Entry {
-      failures: 0,
-      meta,
-      value,
-      retry_after: 0,
-      refresh_at,
-    };
+    let entry = Entry::new(meta, value, refresh_at);
     let reclaimed = self.store.insert(key, entry, now);
     self.count(reclaimed);
     served
@@ -454,13 +448,7 @@ impl<V, F> Engine<V, F> {
     let refresh_at = draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, policy.beta);
     meta.refresh_at = Some(refresh_at);
     if self.keeps_values() {
-      let entry = Entry {
-        failures: 0,
-        meta,
-        value,
-        retry_after: 0,
-        refresh_at,
-      };
+      let entry = Entry::new(meta, value, refresh_at);
       let key = key.to_string();
       let reclaimed = self.store.insert(key, entry, now);
       self.count(reclaimed);
@@ -545,13 +533,7 @@ impl<V, F> Engine<V, F> {
     // No compute time: never early, whatever the draw.
     let refresh_at = draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, policy.beta);
     meta.refresh_at = Some(refresh_at);
-    let entry = Entry {
-      failures: 0,
-      meta,
-      value,
-      retry_after: 0,
-      refresh_at,
-    };
+    let entry = Entry::new(meta, value, refresh_at);
     if self.keeps_values() {
       let reclaimed = self.store.insert(key.to_string(), entry, now);
       self.count(reclaimed);

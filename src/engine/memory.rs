@@ -34,6 +34,19 @@ pub struct Entry<V> {
   pub refresh_at: u64,
 }
 
+impl<V> Entry<V> {
+  /// A newly written entry: no failed refresh yet.
+  pub fn new(meta: Meta, value: V, refresh_at: u64) -> Self {
+    Entry {
+      meta,
+      value,
+      failures: 0,
+      retry_after: 0,
+      refresh_at,
+    }
+  }
+}
+
 /// What a sweep or an insert removed, for the counters.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Reclaimed {

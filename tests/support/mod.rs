@@ -195,3 +195,29 @@ impl Drop for RedisServer {
     let _ = fs::remove_dir_all(&self.dir);
   }
 }
+
+/// Epoch milliseconds, as the tests' envelopes use them.
+#[allow(dead_code)]
+pub fn wall_ms() -> u64 {
+  std::time::SystemTime::now()
+    .duration_since(std::time::UNIX_EPOCH)
+    .unwrap()
+    .as_millis() as u64
+}
+
+/// A value fresh for a minute, from a load that started at `stamp`.
+#[allow(dead_code)]
+pub fn envelope(stamp: u64, json: &str) -> herdcache::core::envelope::Envelope {
+  let now = wall_ms();
+  herdcache::core::envelope::Envelope {
+    meta: herdcache::core::envelope::Meta {
+      fresh_until: now + 60_000,
+      hard_until: now + 120_000,
+      compute_ms: 5,
+      stamp,
+      refresh_at: Some(now + 59_000),
+      negative: false,
+    },
+    json: json.into(),
+  }
+}

@@ -7,14 +7,10 @@
 pub const TOKEN_PATTERN: &str =
   "^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$";
 
-/// Takes the lock if it is free: `SET lock token PX ttl` as `SET … NX` does,
-/// and in the same round trip tells a loser how long the holder's lease has
-/// left. A lock no herdcache instance can have set — no TTL (every lock has
-/// one), a value that is not a token, another Redis type — is garbage: it is
-/// replaced, so it can neither block a key forever nor make losers spin.
-/// KEYS[1] lock; ARGV[1] token, ARGV[2] lease ms, ARGV[3] the token pattern.
-/// Returns 0 if this caller now holds the lock, else the holder's lease, ms.
-pub const LOCK_SCRIPT: &str = r#"
+/// The body of [`LOCK_SCRIPT`], declared once for it and [`REFRESH_LOCK_SCRIPT`].
+macro_rules! take_lock_lua {
+  () => {
+    r#"
 local held = redis.pcall('GET', KEYS[1])
 if held then
   local lease = redis.call('PTTL', KEYS[1])
@@ -24,7 +20,18 @@ if held then
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 0
-"#;
+"#
+  };
+}
+
+/// Takes the lock if it is free: `SET lock token PX ttl` as `SET … NX` does,
+/// and in the same round trip tells a loser how long the holder's lease has
+/// left. A lock no herdcache instance can have set — no TTL (every lock has
+/// one), a value that is not a token, another Redis type — is garbage: it is
+/// replaced, so it can neither block a key forever nor make losers spin.
+/// KEYS[1] lock; ARGV[1] token, ARGV[2] lease ms, ARGV[3] the token pattern.
+/// Returns 0 if this caller now holds the lock, else the holder's lease, ms.
+pub const LOCK_SCRIPT: &str = take_lock_lua!();
 
 /// [`LOCK_SCRIPT`] for a background refresh, which first honours the
 /// fleet's back-off: while the key's back-off marker lives (another
@@ -33,7 +40,8 @@ return 0
 /// TTL, was set by no instance and is ignored.
 /// KEYS[1] lock, KEYS[2] back-off marker; ARGV as [`LOCK_SCRIPT`]'s.
 /// Returns 0 (locked), the holder's lease (ms), or {failures, ms left}.
-pub const REFRESH_LOCK_SCRIPT: &str = r#"
+pub const REFRESH_LOCK_SCRIPT: &str = concat!(
+  r#"
 local failures = redis.pcall('GET', KEYS[2])
 if type(failures) == 'string' and string.match(failures, '^%d+$') and #failures <= 9 then
   local left = redis.call('PTTL', KEYS[2])
@@ -41,16 +49,9 @@ if type(failures) == 'string' and string.match(failures, '^%d+$') and #failures 
     return {tonumber(failures), left}
   end
 end
-local held = redis.pcall('GET', KEYS[1])
-if held then
-  local lease = redis.call('PTTL', KEYS[1])
-  if lease > 0 and type(held) == 'string' and string.match(held, ARGV[3]) then
-    return lease
-  end
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 0
-"#;
+"#,
+  take_lock_lua!()
+);
 
 /// A background refresh failed: leaves the key's back-off marker (the
 /// failures in a row, expiring when the next refresh may run) and releases
