@@ -82,6 +82,7 @@ impl Held {
   /// A promise resolved with the value; the same one on every call. Made
   /// on the first call for a primitive (which runs no user code), at
   /// `from_js` for an object.
+  #[inline]
   pub unsafe fn resolved(&self, env: Env) -> Value {
     let cached = self.resolved.get();
     if !cached.is_null() {

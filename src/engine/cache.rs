@@ -123,6 +123,7 @@ impl<V, F> Cache<V, F> {
   }
 
   /// Takes in what other instances changed (one atomic load when nothing).
+  #[inline]
   fn apply_invalidations(&mut self) {
     if let Some(invalidations) = &self.invalidations {
       let changes = invalidations.take();
@@ -133,6 +134,7 @@ impl<V, F> Cache<V, F> {
   }
 
   /// Decides one `getOrLoad` call (see [`Engine::decide`]).
+  #[inline]
   pub fn decide(&mut self, key: &str, allow_stale: bool) -> Decision<'_, V, F> {
     self.apply_invalidations();
     self.local.decide(key, allow_stale)

@@ -16,6 +16,7 @@ pub struct Clock {
 }
 
 impl Clock {
+  #[inline]
   pub fn now(&self) -> u64 {
     wall_clock_ms().saturating_add(self.offset.load(Ordering::Relaxed))
   }

@@ -145,6 +145,7 @@ impl<V, F> Engine<V, F> {
   }
 
   /// Epoch milliseconds, plus the offset tests may add.
+  #[inline]
   pub fn now(&self) -> u64 {
     self.clock.now()
   }
@@ -178,6 +179,7 @@ impl<V, F> Engine<V, F> {
   /// Decides one `getOrLoad` call. `allow_stale: false` treats a stale entry
   /// as a miss. XFetch refreshes a fresh entry from its `refresh_at`, drawn
   /// by its writer with the `beta` of the call that wrote it.
+  #[inline]
   pub fn decide(&mut self, key: &str, allow_stale: bool) -> Decision<'_, V, F> {
     let now = self.now();
     let l1 = self.config.redis.is_some();

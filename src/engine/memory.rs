@@ -75,6 +75,7 @@ impl StoreKey {
   /// tag in the 24 bytes a `Box<str>` and its tag take anyway.
   pub const INLINE: usize = 22;
 
+  #[inline]
   pub fn as_str(&self) -> &str {
     match &self.0 {
       KeyRepr::Inline { len, bytes } => {
@@ -167,6 +168,7 @@ impl<V> MemoryStore<V> {
 
   /// The live entry for `key`, marked most recently used. An entry past
   /// its hard TTL is not returned; the next write or sweep reclaims it.
+  #[inline]
   pub fn touch(&mut self, key: &str, now: u64) -> (Option<&mut Entry<V>>, Reclaimed) {
     let reclaimed = self.sweep_if_due(now);
     let found = match self.map.to_back(key) {
