@@ -541,6 +541,19 @@ impl<S: SharedStore> Fleet<S> {
     if !self.allowed() {
       return None;
     }
+    let result = self.write_envelope(key, &envelope, token.as_deref()).await;
+    self.track(result)
+  }
+
+  /// The conditional write of `envelope`, expiring at its hard TTL, over a
+  /// corrupt value this instance read (untracked: the caller feeds the
+  /// breaker).
+  async fn write_envelope(
+    &self,
+    key: &str,
+    envelope: &Envelope,
+    token: Option<&str>,
+  ) -> Result<bool, S::Error> {
     let keys = self.store.keys(key);
     let px = envelope
       .meta
@@ -548,11 +561,10 @@ impl<S: SharedStore> Fleet<S> {
       .saturating_sub(self.clock.now())
       .max(1);
     let corrupt = self.take_corrupt_stamp(key);
-    let result = self
+    self
       .store
-      .write_over(key, &keys, &envelope, px, token.as_deref(), corrupt)
-      .await;
-    self.track(result)
+      .write_over(key, &keys, envelope, px, token, corrupt)
+      .await
   }
 
   /// A flight whose loader failed: release its lock so another instance
@@ -598,17 +610,7 @@ impl<S: SharedStore> Fleet<S> {
       self.keep(key, KeyOp::Set(envelope));
       return false;
     }
-    let keys = self.store.keys(key);
-    let px = envelope
-      .meta
-      .hard_until
-      .saturating_sub(self.clock.now())
-      .max(1);
-    let corrupt = self.take_corrupt_stamp(key);
-    let result = self
-      .store
-      .write_over(key, &keys, &envelope, px, None, corrupt)
-      .await;
+    let result = self.write_envelope(key, &envelope, None).await;
     match self.track(result) {
       Some(written) => {
         self.settled(key, envelope.meta.stamp);
@@ -766,27 +768,18 @@ impl<S: SharedStore> Fleet<S> {
     for (seq, replay) in batch {
       let result = match &replay {
         Replay::Clear { stamp } => self.store.clear_not_newer(*stamp).await.map(drop),
-        Replay::Key { key, op } => {
-          let keys = self.store.keys(key);
-          match op {
-            KeyOp::Set(envelope) if envelope.meta.hard_until > self.clock.now() => {
-              let px = envelope.meta.hard_until - self.clock.now();
-              let corrupt = self.take_corrupt_stamp(key);
-              let result = self
-                .store
-                .write_over(key, &keys, envelope, px.max(1), None, corrupt)
-                .await;
-              result.map(drop)
-            }
-            // A value that expired while it waited still replaced the
-            // older ones: they go, as its write would have made them.
-            KeyOp::Set(_) | KeyOp::Delete { .. } => self
-              .store
-              .delete_not_newer(key, &keys, op.stamp())
-              .await
-              .map(drop),
+        Replay::Key { key, op } => match op {
+          KeyOp::Set(envelope) if envelope.meta.hard_until > self.clock.now() => {
+            self.write_envelope(key, envelope, None).await.map(drop)
           }
-        }
+          // A value that expired while it waited still replaced the
+          // older ones: they go, as its write would have made them.
+          KeyOp::Set(_) | KeyOp::Delete { .. } => self
+            .store
+            .delete_not_newer(key, &self.store.keys(key), op.stamp())
+            .await
+            .map(drop),
+        },
       };
       if self.track(result).is_none() {
         return false;
