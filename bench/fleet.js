@@ -346,6 +346,25 @@ const addSparse = (h, s) => {
   for (let j = 0; j < s.length; j += 2) h[s[j]] += s[j + 1]
 }
 
+// A worker's library, made and ready, and the orchestrator's go message (which
+// answers the worker's `ready`); undefined when the library failed to start
+// (the error is reported).
+async function startWorkerLib(lib, options) {
+  let inst
+  try {
+    inst = await createLib(lib, options)
+    await inst.ready()
+  } catch (err) {
+    process.send({ type: 'error', error: String((err && err.stack) || err) })
+    return undefined
+  }
+  const go = await new Promise((resolve) => {
+    process.once('message', (m) => resolve(m))
+    process.send({ type: 'ready' })
+  })
+  return { inst, go }
+}
+
 // ---------------------------------------------------------------- worker: stampede
 
 async function stampedeWorker() {
@@ -366,18 +385,9 @@ async function stampedeWorker() {
     return freshValue()
   }
 
-  let inst
-  try {
-    inst = await createLib(lib, { port, ttl: TTL, load })
-    await inst.ready()
-  } catch (err) {
-    process.send({ type: 'error', error: String((err && err.stack) || err) })
-    return
-  }
-  const go = await new Promise((resolve) => {
-    process.once('message', (m) => resolve(m))
-    process.send({ type: 'ready' })
-  })
+  const started = await startWorkerLib(lib, { port, ttl: TTL, load })
+  if (started === undefined) return
+  const { inst, go } = started
   offset = performance.timeOrigin - go.t0
   const cpu0 = process.cpuUsage()
   while (rel() < 0) await sleep(Math.min(20, -rel()))
@@ -616,18 +626,9 @@ async function failureWorker() {
     if (t >= failFrom && t < recoverAt) throw new Error('backend down')
     return { ...freshValue(), loadedAt: t }
   }
-  let inst
-  try {
-    inst = await createLib(lib, { port, ttl: FAIL_TTL, load })
-    await inst.ready()
-  } catch (err) {
-    process.send({ type: 'error', error: String((err && err.stack) || err) })
-    return
-  }
-  const go = await new Promise((resolve) => {
-    process.once('message', (m) => resolve(m))
-    process.send({ type: 'ready' })
-  })
+  const started = await startWorkerLib(lib, { port, ttl: FAIL_TTL, load })
+  if (started === undefined) return
+  const { inst, go } = started
   ;({ failFrom, recoverAt } = go)
   let stop = go.until
   process.on('message', (m) => {
