@@ -147,6 +147,7 @@ export interface HerdcacheError extends Error {
     | 'ERR_HERDCACHE_TIMEOUT'
     | 'ERR_HERDCACHE_CLOSED'
     | 'ERR_HERDCACHE_UNDELIVERED'
+    | 'ERR_HERDCACHE_REDIS_NOPERM'
     | 'ERR_HERDCACHE_INTERNAL'
     | 'ERR_HERDCACHE_NO_BINARY'
 }
@@ -198,6 +199,11 @@ export declare class Cache {
 
   [kTesting]: {
     advanceClock(ms: number): void
+    /**
+     * This host's wall clock reads `ms` off (positive: ahead). With Redis the offset to the server's clock is
+     * measured again, which corrects it; resolves once it was (true if Redis answered).
+     */
+    skewClock(ms: number): Promise<boolean>
     setRandom(draws: { jitter?: number | null; xfetch?: number | null }): void
   }
 }

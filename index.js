@@ -5,7 +5,7 @@
 // (serialising values, timers, AbortSignals) in lib/. See README.md.
 
 const { NativeCache } = require('./lib/native')
-const { lead, resume, scheduleReads, track } = require('./lib/leader')
+const { lead, resume, scheduleReads, reportProblem, track } = require('./lib/leader')
 const { detach, softWait } = require('./lib/callers')
 const { stop } = require('./lib/deadlines')
 const { herdError, sizeProblem } = require('./lib/errors')
@@ -14,7 +14,7 @@ const { codes, OUTCOMES, NATIVE_OPTIONS } = require('./lib/names')
 const { parse, stringify } = JSON
 const noop = () => {}
 
-/** Test hooks: `cache[kTesting].advanceClock(ms)`, `.setRandom({ jitter, xfetch })`. */
+/** Test hooks: `cache[kTesting].advanceClock(ms)`, `.skewClock(ms)`, `.setRandom({ jitter, xfetch })`. */
 const kTesting = Symbol.for('herdcache.testing')
 
 // The options the addon takes come from the addon (`names().options`);
@@ -144,6 +144,7 @@ class Cache {
       active: new Set(),
       waiting: new Map(),
       writes: new Set(),
+      warned: new Set(),
       timer: undefined,
       idle: false,
       self: undefined,
@@ -154,7 +155,7 @@ class Cache {
     }
     ctx.self = new WeakRef(ctx)
     // The raw entry points: lib/native-contract.d.ts says what each takes and gives.
-    const fns = this.#native.install(ctx, lead, softWait, resume, scheduleReads)
+    const fns = this.#native.install(ctx, lead, softWait, resume, scheduleReads, reportProblem)
     for (const name of ['fill', 'fail', 'recordSoftWait', 'startRefresh', 'flushReads']) ctx[name] = fns[name]
     this.#fns = fns
     this.#ctx = ctx
@@ -276,6 +277,7 @@ class Cache {
     const native = this.#native
     return {
       advanceClock: (ms) => native.advanceClock(ms),
+      skewClock: (ms) => native.skewClock(ms),
       setRandom: ({ jitter = null, xfetch = null } = {}) => native.setRandom(jitter, xfetch),
     }
   }

@@ -46,9 +46,9 @@ function installed(t) {
   Object.defineProperty(prototype, 'install', {
     configurable: true,
     writable: true,
-    value: function (ctx, lead, softWait, resume, scheduleReads) {
-      const fns = install.call(this, ctx, lead, softWait, resume, scheduleReads)
-      seen = { ctx, lead, softWait, resume, scheduleReads, fns }
+    value: function (ctx, lead, softWait, resume, scheduleReads, reportProblem) {
+      const fns = install.call(this, ctx, lead, softWait, resume, scheduleReads, reportProblem)
+      seen = { ctx, lead, softWait, resume, scheduleReads, reportProblem, fns }
       return fns
     },
   })
@@ -77,7 +77,7 @@ test('install() returns exactly the EntryPoints of lib/native-contract.d.ts', T,
 })
 
 test('the context holds exactly the Context fields, with the types the contract gives', T, (t) => {
-  const { ctx, fns, lead, softWait, resume, scheduleReads } = installed(t)
+  const { ctx, fns, lead, softWait, resume, scheduleReads, reportProblem } = installed(t)
   sameNames(Object.keys(ctx), 'the ctx index.js makes', CONTEXT, 'lib/native-contract.d.ts Context')
   for (const [, field, entry] of CONTEXT_BODY().matchAll(/^ {2}(\w+): EntryPoints\['(\w+)'\]$/gm)) {
     assert.equal(field, entry, `Context.${field} is the entry point of the same name`)
@@ -92,6 +92,7 @@ test('the context holds exactly the Context fields, with the types the contract 
   assert.equal(lead, require('../lib/leader').lead)
   assert.equal(resume, require('../lib/leader').resume)
   assert.equal(scheduleReads, require('../lib/leader').scheduleReads)
+  assert.equal(reportProblem, require('../lib/leader').reportProblem)
   assert.equal(softWait, require('../lib/callers').softWait)
   const params = (type) =>
     new RegExp(`export type ${type} = \\(([^)]*)\\)`)
@@ -105,6 +106,11 @@ test('the context holds exactly the Context fields, with the types the contract 
     scheduleReads.length,
     params('ScheduleReads').length,
     'scheduleReads takes the arguments ScheduleReads lists',
+  )
+  assert.equal(
+    reportProblem.length,
+    params('ReportProblem').length,
+    'reportProblem takes the arguments ReportProblem lists',
   )
 })
 

@@ -178,10 +178,10 @@ async function answers(port, pid) {
   }
 }
 
-function spawnServer(port) {
+function spawnServer(port, args = []) {
   const child = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   )
   live.add(child)
@@ -205,8 +205,8 @@ function spawnServer(port) {
 }
 
 // Spawns on `port` and waits for PONG; returns the child, or null if it exited (port taken).
-async function launch(port) {
-  const child = spawnServer(port)
+async function launch(port, args) {
+  const child = spawnServer(port, args)
   const end = Date.now() + START_TIMEOUT
   for (;;) {
     if (child.exitInfo) return null
@@ -243,8 +243,9 @@ async function kill(child) {
  * Starts a redis-server of the test's own. Returns null after skipping the
  * test when redis-server is not installed (outside CI); fails in CI.
  * `t` may be a TestContext (stopped in t.after) or null (call stop() yourself).
+ * `args`: more redis-server arguments (e.g. ['--timeout', '1']), kept across restarts.
  */
-async function startRedis(t) {
+async function startRedis(t, { args = [] } = {}) {
   if (!redisInstalled()) {
     const msg = 'redis-server is not installed (apt-get install redis-server): the Redis tests need it'
     if (process.env.CI) throw new Error(`${msg}; in CI it must be present`)
@@ -255,7 +256,7 @@ async function startRedis(t) {
   let port
   for (let attempt = 0; attempt < 5 && !child; attempt++) {
     port = await freePort()
-    child = await launch(port)
+    child = await launch(port, args)
   }
   if (!child) throw new Error('could not start redis-server on a free port (5 attempts)')
 
@@ -295,7 +296,7 @@ async function startRedis(t) {
       await server.stop()
       const end = Date.now() + START_TIMEOUT
       for (;;) {
-        const c = await launch(port)
+        const c = await launch(port, args)
         if (c) {
           child = c
           return

@@ -11,6 +11,7 @@
 //   proxy.cut()                // destroys every current connection (new ones are accepted)
 //   proxy.cut({ refuse: true }) // ...and resets new ones at once, until heal()
 //   proxy.heal()               // back to passing bytes at once; what a blackhole held is delivered
+//   proxy.dropIdle(1500)       // closes a connection once no byte crossed it for 1500 ms (a NAT, a cloud LB)
 //   proxy.stats                // { accepted, open, refused, cut, bytesUp, bytesDown }
 //   await proxy.close()
 //
@@ -31,7 +32,8 @@ async function startProxy(t, targetPort, targetHost = '127.0.0.1') {
   let delayMs = 0
   let delayMatch = null
   const links = new Set()
-  const stats = { accepted: 0, open: 0, refused: 0, cut: 0, bytesUp: 0, bytesDown: 0 }
+  const stats = { accepted: 0, open: 0, refused: 0, cut: 0, idleDropped: 0, bytesUp: 0, bytesDown: 0 }
+  let idleTimer = null
 
   // One direction of one link: chunks queued with the time they may leave.
   function pipe(link, to, counter, upstream) {
@@ -51,6 +53,7 @@ async function startProxy(t, targetPort, targetHost = '127.0.0.1') {
     }
     return {
       push(data) {
+        link.lastActive = Date.now()
         const delayed = mode === 'delay' && (!delayMatch || (upstream && delayMatch.test(data.toString('latin1'))))
         queue.push({ data, at: Date.now() + (delayed ? delayMs : 0) })
         if (!timer) pump()
@@ -100,7 +103,7 @@ async function startProxy(t, targetPort, targetHost = '127.0.0.1') {
     }
     stats.accepted++
     socket.setNoDelay(true)
-    const link = { dead: false, client: { socket, ready: true }, server: null }
+    const link = { dead: false, client: { socket, ready: true }, server: null, lastActive: Date.now() }
     link.up = pipe(
       link,
       {
@@ -174,8 +177,26 @@ async function startProxy(t, targetPort, targetHost = '127.0.0.1') {
         destroyLink(link)
       }
     },
+    /** From now on, a connection no byte crossed for `ms` is closed (both ends), as a NAT or a load balancer does. */
+    dropIdle(ms) {
+      if (idleTimer) clearInterval(idleTimer)
+      idleTimer = setInterval(
+        () => {
+          const now = Date.now()
+          for (const link of [...links]) {
+            if (now - link.lastActive >= ms) {
+              stats.idleDropped++
+              destroyLink(link)
+            }
+          }
+        },
+        Math.max(10, ms / 10),
+      )
+      idleTimer.unref()
+    },
     /** Closes every connection and the listener. */
     close() {
+      if (idleTimer) clearInterval(idleTimer)
       for (const link of [...links]) destroyLink(link)
       return new Promise((resolve) => server.close(() => resolve()))
     },

@@ -307,6 +307,24 @@ function track(ctx, write) {
   write.then(done, done)
 }
 
+/**
+ * What the addon found about Redis that no retry fixes (an ACL refusing the
+ * events channel, …): an error with its stable code, to `onError`, or
+ * without one a process warning, once per code. The addon reports each
+ * problem once. Called by the addon only.
+ *
+ * @param {Context} ctx
+ * @param {string} code
+ * @param {string} message
+ */
+function reportProblem(ctx, code, message) {
+  const error = herdError(Error, code, `herdcache: ${message}`)
+  if (typeof ctx.onError === 'function') return report(ctx, error, undefined)
+  if (ctx.warned.has(code)) return
+  ctx.warned.add(code)
+  process.emitWarning(error)
+}
+
 /** Background failures go to `onError`; nobody awaits them. */
 function report(ctx, error, key) {
   if (typeof ctx.onError !== 'function') return
@@ -317,4 +335,4 @@ function report(ctx, error, key) {
   }
 }
 
-module.exports = { lead, resume, scheduleReads, track }
+module.exports = { lead, resume, scheduleReads, reportProblem, track }

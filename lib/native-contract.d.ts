@@ -2,8 +2,8 @@
 // once. Nothing here is public API: users see index.d.ts.
 //
 // `index.js` makes a `NativeCache`, then calls `install(ctx, lead, softWait,
-// resume, scheduleReads)` once. The addon keeps the four functions (module
-// functions of lib/leader.js and lib/callers.js) strongly and `ctx` weakly,
+// resume, scheduleReads, reportProblem)` once. The addon keeps the five
+// functions (module functions of lib/leader.js and lib/callers.js) strongly and `ctx` weakly,
 // writes the validated timeouts onto `ctx`, and returns the raw entry points
 // below (`napi_create_function`s, src/binding/mod.rs `ENTRY_POINTS`; their
 // bodies are src/binding/{entry,flight,ops}.rs). The raw entry points take
@@ -120,6 +120,8 @@ export interface Context {
   waiting: Map<number, Flight>
   /** Redis writes under way; `close()` lets them finish. */
   writes: Set<Promise<unknown>>
+  /** The codes `reportProblem` warned of (no `onError`): each once. */
+  warned: Set<string>
   /** The one timer that expires `active` flights, or undefined. */
   timer: ReturnType<typeof setTimeout> | undefined
   /** The timer is unref'd: no load is in flight. */
@@ -164,9 +166,22 @@ export type Resume = (ctx: Context, id: number, load: boolean, refresh: boolean)
 /** lib/leader.js `scheduleReads`: calls `ctx.flushReads` in a microtask. */
 export type ScheduleReads = (ctx: Context) => void
 
+/**
+ * lib/leader.js `reportProblem`: what the addon found about Redis that no retry fixes (each once), with
+ * its stable code: to `onError`, else a process warning once per code. Called when a Redis call completes.
+ */
+export type ReportProblem = (ctx: Context, code: string, message: string) => void
+
 /** The class the addon exports (napi-derive; cold paths only). */
 export interface NativeCache {
-  install(ctx: Context, lead: Lead, softWait: SoftWait, resume: Resume, scheduleReads: ScheduleReads): EntryPoints
+  install(
+    ctx: Context,
+    lead: Lead,
+    softWait: SoftWait,
+    resume: Resume,
+    scheduleReads: ScheduleReads,
+    reportProblem: ReportProblem,
+  ): EntryPoints
   /** Stops new calls; what is in flight goes on. */
   close(): void
   /**
@@ -177,5 +192,7 @@ export interface NativeCache {
   /** Drops every entry and flight, once the flights settled. */
   release(): void
   advanceClock(ms: number): void
+  /** This host's wall clock reads `ms` off; with Redis the server's clock is measured again, which corrects it. */
+  skewClock(ms: number): Promise<boolean>
   setRandom(jitter: number | null, xfetch: number | null): void
 }

@@ -290,6 +290,15 @@ impl SharedStore for FlakyDeletes {
   fn command_timeout(&self) -> Duration {
     self.inner.command_timeout()
   }
+  async fn server_time(&self) -> RedisResult<u64> {
+    self.inner.server_time().await
+  }
+  fn close(&self) {
+    self.inner.close()
+  }
+  fn problems(&self) -> &std::sync::Arc<herdcache::engine::shared::Problems> {
+    self.inner.problems()
+  }
   async fn read(&self, keys: &Self::Keys) -> RedisResult<Read> {
     self.inner.read(keys).await
   }

@@ -163,6 +163,11 @@ unsafe fn get_or_load_impl(
   }
   let mut key_buf = Utf8::new();
   let key = key::read(env, key_js, &mut key_buf)?;
+  // Reading an array key runs its getters (a Proxy's traps), which may have
+  // closed the cache: a flight started now would never be settled.
+  if inner.cache.borrow().is_closed() {
+    return Err(closed());
+  }
   if raw::type_of(env, loader) != sys::ValueType::napi_function {
     return Err(Failure::Coded(Error::new(
       Code::InvalidLoader,

@@ -42,8 +42,26 @@ pub unsafe fn then_on_cache<T: Send + 'static>(
   then: impl FnOnce(Env, &Rc<Inner>, T) + Send + 'static,
 ) -> RawResult<Value> {
   promise(env, future, move |env, value| {
-    super::with_cache(cache_id, |inner| then(env, inner, value));
+    super::with_cache(cache_id, |inner| {
+      then(env, inner, value);
+      inner.report_problems(env);
+    });
     raw::undefined(env)
+  })
+}
+
+/// [`promise`] for a call of cache `cache_id`: once it completed, what the
+/// store found meanwhile is reported ([`Inner::report_problems`]).
+pub unsafe fn promise_on_cache<T: Send + 'static>(
+  env: Env,
+  cache_id: u64,
+  future: impl Future<Output = T> + Send + 'static,
+  to_js: impl FnOnce(Env, T) -> Value + Send + 'static,
+) -> RawResult<Value> {
+  promise(env, future, move |env, value| {
+    let value = to_js(env, value);
+    super::with_cache(cache_id, |inner| inner.report_problems(env));
+    value
   })
 }
 

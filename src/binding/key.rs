@@ -33,11 +33,21 @@ pub unsafe fn read(env: Env, value: Value, buf: &mut Utf8) -> RawResult<Key<'_>>
     sys::ValueType::napi_object => {
       let mut is_array = false;
       napi_try!(env, sys::napi_is_array(env, value, &mut is_array));
-      if !is_array {
+      let mut len = 0u32;
+      if is_array {
+        napi_try!(env, sys::napi_get_array_length(env, value, &mut len));
+      } else if array_is_array(env, value)? {
+        // A Proxy over an array (Vue's and MobX's reactive arrays):
+        // `napi_is_array` says no, `Array.isArray` yes; read through its traps.
+        let length = raw::get_property(env, value, c"length")?;
+        let n = raw::get_number(env, length);
+        if !(n >= 0.0 && n <= u32::MAX as f64 && n.fract() == 0.0) {
+          return Err(not_a_key("an array-like Proxy without a valid length").into());
+        }
+        len = n as u32;
+      } else {
         return Err(not_a_key("an object").into());
       }
-      let mut len = 0u32;
-      napi_try!(env, sys::napi_get_array_length(env, value, &mut len));
       let mut builder = KeyBuilder::default();
       let mut part_buf = Utf8::new();
       for i in 0..len {
@@ -65,6 +75,16 @@ pub unsafe fn read(env: Env, value: Value, buf: &mut Utf8) -> RawResult<Key<'_>>
     }
     other => Err(not_a_key(describe(other)).into()),
   }
+}
+
+/// `Array.isArray(value)`, which (unlike `napi_is_array`) sees through a Proxy.
+unsafe fn array_is_array(env: Env, value: Value) -> RawResult<bool> {
+  let mut global = std::ptr::null_mut();
+  napi_try!(env, sys::napi_get_global(env, &mut global));
+  let array = raw::get_property(env, global, c"Array")?;
+  let is_array = raw::get_property(env, array, c"isArray")?;
+  let answer = raw::call(env, is_array, &[value])?;
+  Ok(raw::type_of(env, answer) == sys::ValueType::napi_boolean && raw::get_bool(env, answer))
 }
 
 /// Keys are read as UTF-8, which turns a lone surrogate (half of an emoji

@@ -46,6 +46,8 @@ struct Helpers {
   soft_wait: JsRef,
   resume: JsRef,
   schedule_reads: JsRef,
+  /// `reportProblem(ctx, code, message)`: what the store found, to `onError`.
+  report_problem: JsRef,
   /// `JSON.parse`, for values another instance wrote.
   json_parse: JsRef,
 }
@@ -68,6 +70,31 @@ thread_local! {
   /// can carry only `Send` data, finds its cache by.
   static CACHES: RefCell<HashMap<u64, Weak<Inner>>> = RefCell::new(HashMap::new());
   static NEXT_CACHE_ID: Cell<u64> = const { Cell::new(1) };
+  /// Whether this thread's environment has the teardown hook.
+  static HOOKED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The end of this thread's JS environment (a worker thread ending, the
+/// process exiting): every cache of the thread stops its fleet now, since
+/// its tokio tasks would otherwise go on holding locks and connections.
+/// One hook per thread, added with its first cache.
+unsafe extern "C" fn stop_caches_of_thread(_data: *mut std::ffi::c_void) {
+  let caches: Vec<Rc<Inner>> = CACHES
+    .try_with(|caches| caches.borrow().values().filter_map(Weak::upgrade).collect())
+    .unwrap_or_default();
+  for inner in caches {
+    if let Ok(mut cache) = inner.cache.try_borrow_mut() {
+      cache.stop_fleet();
+    }
+  }
+}
+
+/// Adds [`stop_caches_of_thread`] to `env`, once per thread.
+unsafe fn hook_thread_teardown(env: raw::Env) {
+  if HOOKED.with(|hooked| hooked.replace(true)) {
+    return;
+  }
+  napi::sys::napi_add_env_cleanup_hook(env, Some(stop_caches_of_thread), std::ptr::null_mut());
 }
 
 /// Runs `f` with cache `id`, if it is still alive.
@@ -94,6 +121,29 @@ pub(crate) fn closed() -> Failure {
 }
 
 impl Inner {
+  /// Hands what the store found to JS (`reportProblem`): called on the JS
+  /// thread whenever a store call of this cache completed.
+  pub(crate) unsafe fn report_problems(&self, env: raw::Env) {
+    let problems = match self.cache.try_borrow() {
+      Ok(cache) => cache.take_problems(),
+      Err(_) => return,
+    };
+    for problem in problems {
+      let (Ok(ctx), Ok(report)) = (
+        self.helper(env, |h| &h.ctx),
+        self.helper(env, |h| &h.report_problem),
+      ) else {
+        return;
+      };
+      let args = [
+        ctx,
+        raw::string(env, problem.code.as_str()),
+        raw::string(env, &problem.message),
+      ];
+      let _ = raw::call(env, report, &args);
+    }
+  }
+
   fn set_outcome(&self, outcome: u8) {
     let slot = self.outcome_slot.get();
     if !slot.is_null() {
@@ -193,15 +243,21 @@ impl NativeCache {
       reads: RefCell::new(Vec::new()),
     });
     CACHES.with(|caches| caches.borrow_mut().insert(id, Rc::downgrade(&inner)));
+    // SAFETY: `env` is the env napi-rs passed to this constructor, on its
+    // JS thread; the hook takes no data and finds the caches through this
+    // thread's registry.
+    unsafe { hook_thread_teardown(env.raw()) };
     Ok(NativeCache { inner })
   }
 
   /// Wires the JS helpers in and returns the raw entry points. The validated
   /// timeouts are written onto `ctx` for the JS leader.
   #[napi(
-    ts_args_type = "ctx: object, lead: Function, softWait: Function, resume: Function, scheduleReads: Function",
+    ts_args_type = "ctx: object, lead: Function, softWait: Function, resume: Function, scheduleReads: Function, reportProblem: Function",
     ts_return_type = "Record<string, Function>"
   )]
+  // The helpers are positional, as `lib/native-contract.d.ts` lists them.
+  #[allow(clippy::too_many_arguments)]
   pub fn install<'env>(
     &self,
     env: &'env Env,
@@ -210,17 +266,18 @@ impl NativeCache {
     soft_wait: Unknown<'env>,
     resume: Unknown<'env>,
     schedule_reads: Unknown<'env>,
+    report_problem: Unknown<'env>,
   ) -> Result<Unknown<'env>> {
     let env = env.raw();
     // SAFETY: `env` is the env napi-rs passed to this method, running now on
-    // its JS thread, and the three handles are this call's arguments, alive
+    // its JS thread, and the handles are this call's arguments, alive
     // in its scope. `install_raw` registers only callbacks that read their
     // data as `Rc<Inner>`, which is what it gives `raw::function`.
     unsafe {
       self.install_raw(
         env,
         ctx.value().value,
-        [lead, soft_wait, resume, schedule_reads].map(|f| f.value().value),
+        [lead, soft_wait, resume, schedule_reads, report_problem].map(|f| f.value().value),
       )
     }
     .map_err(|f| {
@@ -248,8 +305,10 @@ impl NativeCache {
     unsafe {
       let promise = match flush {
         None => raw::resolved(env, undelivered_to_js(env, Vec::new())),
-        Some(flush) => futures::promise(env, flush, |env, left| undelivered_to_js(env, left))
-          .map_err(|f| to_napi_error(env, f))?,
+        Some(flush) => futures::promise_on_cache(env, self.inner.id, flush, |env, left| {
+          undelivered_to_js(env, left)
+        })
+        .map_err(|f| to_napi_error(env, f))?,
       };
       Unknown::from_napi_value(env, promise)
     }
@@ -273,6 +332,27 @@ impl NativeCache {
         .borrow_mut()
         .local_mut()
         .advance_clock(ms.round() as u64);
+    }
+  }
+
+  /// Test hook: this host's wall clock reads `ms` off (positive: ahead).
+  /// With Redis, the offset to the server's clock is measured again, which
+  /// corrects it: the promise fulfils once it was (true if Redis answered).
+  #[napi(ts_return_type = "Promise<boolean>")]
+  pub fn skew_clock<'env>(&self, env: &'env Env, ms: f64) -> Result<Unknown<'env>> {
+    let env = env.raw();
+    let ms = if ms.is_finite() { ms.round() as i64 } else { 0 };
+    let sync = self.inner.cache.borrow_mut().skew_clock(ms);
+    // SAFETY: `env` is the env napi-rs passed to this method, running now
+    // on its JS thread; the promise's value is made with the env it is
+    // resolved with (`futures::promise`).
+    unsafe {
+      let promise = match sync {
+        None => raw::resolved(env, raw::boolean(env, false)),
+        Some(sync) => futures::promise(env, sync, |env, synced| raw::boolean(env, synced))
+          .map_err(|f| to_napi_error(env, f))?,
+      };
+      Unknown::from_napi_value(env, promise)
     }
   }
 
@@ -333,7 +413,7 @@ impl NativeCache {
     &self,
     env: raw::Env,
     ctx: raw::Value,
-    [lead, soft_wait, resume, schedule_reads]: [raw::Value; 4],
+    [lead, soft_wait, resume, schedule_reads, report_problem]: [raw::Value; 5],
   ) -> RawResult<Unknown<'env>> {
     let mut global = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_get_global(env, &mut global));
@@ -345,6 +425,7 @@ impl NativeCache {
       soft_wait: JsRef::strong(env, soft_wait)?,
       resume: JsRef::strong(env, resume)?,
       schedule_reads: JsRef::strong(env, schedule_reads)?,
+      report_problem: JsRef::strong(env, report_problem)?,
       json_parse: JsRef::strong(env, json_parse)?,
     });
     let mut slot = std::ptr::null_mut();

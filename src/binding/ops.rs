@@ -4,7 +4,7 @@
 
 use super::entry::read_call_options;
 use super::flight::optional_string;
-use super::futures::promise;
+use super::futures::promise_on_cache;
 use super::held::Held;
 use super::key;
 use super::raw::{self, napi_try, Env, RawResult, Utf8, Value};
@@ -32,6 +32,10 @@ unsafe fn keyed<const N: usize>(
     }
     let mut key_buf = Utf8::new();
     let key = key::read(env, argv[0], &mut key_buf)?;
+    // Reading an array key runs its getters, which may close the cache.
+    if inner.cache.borrow().is_closed() {
+      return Err(closed());
+    }
     body(inner, key.as_str(), argv)
   };
   match run() {
@@ -69,7 +73,9 @@ pub unsafe extern "C" fn set(env: Env, info: sys::napi_callback_info) -> Value {
       cache.set(key, held, policy, json)
     };
     match write {
-      Some(write) => promise(env, write, |env, written| raw::boolean(env, written)),
+      Some(write) => promise_on_cache(env, inner.id, write, |env, written| {
+        raw::boolean(env, written)
+      }),
       None => Ok(undefined),
     }
   })
@@ -82,7 +88,9 @@ pub unsafe extern "C" fn delete(env: Env, info: sys::napi_callback_info) -> Valu
     let deleted = inner.cache.borrow_mut().delete(key);
     match deleted {
       Step::Done(removed) => Ok(raw::boolean(env, removed)),
-      Step::Later(delete) => promise(env, delete, |env, removed| raw::boolean(env, removed)),
+      Step::Later(delete) => promise_on_cache(env, inner.id, delete, |env, removed| {
+        raw::boolean(env, removed)
+      }),
     }
   })
 }
@@ -98,7 +106,7 @@ pub unsafe extern "C" fn clear(env: Env, info: sys::napi_callback_info) -> Value
   }
   let clear = inner.cache.borrow_mut().clear();
   match clear {
-    Some(clear) => promise(env, clear, |env, ()| raw::undefined(env))
+    Some(clear) => promise_on_cache(env, inner.id, clear, |env, ()| raw::undefined(env))
       .unwrap_or_else(|failure| raw::throw(env, failure)),
     None => raw::undefined(env),
   }
@@ -112,7 +120,7 @@ pub unsafe extern "C" fn peek(env: Env, info: sys::napi_callback_info) -> Value 
       raw::type_of(env, argv[1]) != sys::ValueType::napi_boolean || raw::get_bool(env, argv[1]);
     let peek = inner.cache.borrow().peek(key, allow_stale);
     let peek = peek.ok_or_else(closed)?;
-    promise(env, peek, |env, found| match found {
+    promise_on_cache(env, inner.id, peek, |env, found| match found {
       Some(e) => raw::string(env, &e.json),
       None => raw::null(env),
     })

@@ -42,6 +42,9 @@ codes! {
   /// At `close()`: writes or invalidations that could not reach Redis and
   /// were given up (reported to `onError`, with their `operations`).
   Undelivered => "ERR_HERDCACHE_UNDELIVERED",
+  /// Redis refused a command for this ACL user (NOPERM): e.g. PUBLISH or
+  /// SUBSCRIBE on the events channel. Reported once, to `onError`.
+  RedisNoPerm => "ERR_HERDCACHE_REDIS_NOPERM",
   /// A Node-API or runtime call failed: a bug to report, not a usage error.
   Internal => "ERR_HERDCACHE_INTERNAL",
 }

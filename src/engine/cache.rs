@@ -20,6 +20,7 @@ use super::fleet::{Acquired, Fleet, Invalidations, Terms, Undelivered};
 use super::flights::Flight;
 use super::local::{Backoff, Decision, Engine, Keep, Refresh, Served};
 use super::metrics::{Gauges, Metrics};
+use super::shared::Problem;
 use crate::core::envelope::{Envelope, Meta};
 use crate::core::options::{CacheConfig, EntryPolicy};
 use std::future::Future;
@@ -228,8 +229,12 @@ impl<V, F> Cache<V, F> {
     let fleet = self.fleet.clone()?;
     let key = self.local.flight(id)?.key.clone();
     let terms = self.terms(id);
+    // Registered now, on this thread: a give-up that follows finds it.
+    let given_up = fleet.begin_steps(id);
     Some(async move {
-      let acquired = fleet.acquire(&key, id, terms, read_first).await;
+      let acquired = fleet
+        .acquire_steps(&key, id, terms, read_first, given_up)
+        .await;
       (key, acquired)
     })
   }
@@ -363,6 +368,10 @@ impl<V, F> Cache<V, F> {
     if loader_ran {
       self.local.count_loader_run();
     }
+    if let Some(fleet) = &self.fleet {
+      // Its fleet steps stop now: no lock is taken for it after this.
+      fleet.give_up(id);
+    }
     // A flight given up before its loader ran (closed, the leader gone)
     // says nothing about the backend: the fleet does not back off for it.
     let backoff = self.local.fail(id, timed_out).filter(|_| loader_ran);
@@ -472,12 +481,46 @@ impl<V, F> Cache<V, F> {
   /// Drops every entry and flight, and stops the fleet (after `close`,
   /// once loads settled). Returns the flights still there.
   pub fn release(&mut self) -> Vec<Flight<F>> {
-    self.released = Some(self.snapshot().0);
+    self.stop_fleet();
+    self.local.release()
+  }
+
+  /// Closes the cache and stops its fleet at once: every task ends, the
+  /// locks it holds are released and its connections closed (the end of
+  /// the JS environment that owns the cache, or the cache itself).
+  pub fn stop_fleet(&mut self) {
+    self.local.close();
+    if self.fleet.is_some() {
+      self.released = Some(self.snapshot().0);
+    }
     if let Some(fleet) = self.fleet.take() {
       fleet.stop();
     }
     self.invalidations = None;
-    self.local.release()
+  }
+
+  /// Test hook: this host's wall clock reads `ms` off. With a fleet, the
+  /// future measures the store's clock again (as the fleet does every
+  /// minute), which corrects it.
+  pub fn skew_clock(&mut self, ms: i64) -> Option<impl Future<Output = bool> + Send + 'static> {
+    self.local.skew_clock(ms);
+    let fleet = self.fleet.clone()?;
+    Some(async move { fleet.sync_clock_now().await })
+  }
+
+  /// What the shared store found that the application must be told.
+  pub fn take_problems(&self) -> Vec<Problem> {
+    self
+      .fleet
+      .as_ref()
+      .map(|fleet| fleet.problems())
+      .unwrap_or_default()
+  }
+}
+
+impl<V, F> Drop for Cache<V, F> {
+  fn drop(&mut self) {
+    self.stop_fleet();
   }
 }
 

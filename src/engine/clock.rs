@@ -2,32 +2,88 @@
 //! cheap coarse clock (plus the offset tests may add), and uniform draws
 //! from one small generator per cache. Both can be pinned for tests.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// A cache's clock: the wall clock in epoch ms plus the offset tests add
-/// (`advanceClock`). One per cache, shared by the local engine and the
-/// fleet, so a test's time moves memory TTLs, Redis TTLs and the circuit
-/// breaker alike.
+/// A cache's clock: the store's time in epoch ms, read as the wall clock
+/// plus offsets. One per cache, shared by the local engine and the fleet,
+/// so a test's time moves memory TTLs, Redis TTLs and the circuit breaker
+/// alike, and everything an instance writes to the store or compares with
+/// what it read there is in the time the whole fleet agrees on.
 #[derive(Debug, Clone, Default)]
 pub struct Clock {
-  offset: Arc<AtomicU64>,
+  offsets: Arc<Offsets>,
+}
+
+/// The parts of a clock's offset from this machine's wall clock, in ms,
+/// and their sum (the one load a hit pays).
+#[derive(Debug, Default)]
+struct Offsets {
+  total: AtomicI64,
+  /// Set under this lock only: `(advanced, server, skew)`.
+  parts: Mutex<(i64, i64, i64)>,
 }
 
 impl Clock {
   #[inline]
   pub fn now(&self) -> u64 {
-    wall_clock_ms().saturating_add(self.offset.load(Ordering::Relaxed))
+    wall_clock_ms().saturating_add_signed(self.offsets.total.load(Ordering::Relaxed))
   }
 
+  /// Test hook (`advanceClock`): moves this cache's time forward.
   pub fn advance(&self, ms: u64) {
-    let _ = self
-      .offset
-      .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
-        Some(o.saturating_add(ms))
-      });
+    self.update(|parts| parts.0 = parts.0.saturating_add(ms.min(i64::MAX as u64) as i64));
   }
+
+  /// Test hook: this machine's wall clock reads `ms` off (a skewed host);
+  /// the store's time, once measured, corrects it.
+  pub fn set_skew(&self, ms: i64) {
+    self.update(|parts| parts.2 = ms);
+  }
+
+  /// The wall clock as this machine (with its skew) reads it, precisely:
+  /// what [`Clock::set_server_offset`]'s measurement is taken against.
+  pub fn wall(&self) -> u64 {
+    let skew = self
+      .offsets
+      .parts
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .2;
+    system_clock_ms().saturating_add_signed(skew)
+  }
+
+  /// The store's time minus [`Clock::wall`], as last measured.
+  pub fn set_server_offset(&self, ms: i64) {
+    self.update(|parts| parts.1 = ms);
+  }
+
+  pub fn server_offset(&self) -> i64 {
+    self
+      .offsets
+      .parts
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .1
+  }
+
+  fn update(&self, change: impl FnOnce(&mut (i64, i64, i64))) {
+    let mut parts = self.offsets.parts.lock().unwrap_or_else(|p| p.into_inner());
+    change(&mut parts);
+    let (advanced, server, skew) = *parts;
+    let total = advanced.saturating_add(server).saturating_add(skew);
+    self.offsets.total.store(total, Ordering::Relaxed);
+  }
+}
+
+/// The store's clock offset from one `TIME` round trip: the wall clock was
+/// `before` when it was sent and `after` when it answered, the server said
+/// `server` (all epoch ms). The server read its clock somewhere in between:
+/// taking the middle bounds the error by half the round trip.
+pub fn server_offset(before: u64, server: u64, after: u64) -> i64 {
+  let middle = before / 2 + after / 2 + (before % 2 + after % 2) / 2;
+  server as i64 - middle as i64
 }
 
 /// Epoch milliseconds from the coarse real-time clock on Linux: a few ms of
@@ -54,7 +110,7 @@ pub fn wall_clock_ms() -> u64 {
   system_clock_ms()
 }
 
-fn system_clock_ms() -> u64 {
+pub fn system_clock_ms() -> u64 {
   SystemTime::now()
     .duration_since(UNIX_EPOCH)
     .map(|d| d.as_millis() as u64)
@@ -99,5 +155,37 @@ mod tests {
     let mean = samples.iter().sum::<f64>() / samples.len() as f64;
     assert!((mean - 0.5).abs() < 0.02, "{mean}");
     assert_eq!(d.next(Some(0.25)), 0.25);
+  }
+
+  #[test]
+  fn a_measured_offset_corrects_a_skewed_wall_clock() {
+    let clock = Clock::default();
+    clock.set_skew(5_000);
+    let skewed = clock.now();
+    assert!(
+      skewed >= wall_clock_ms() + 4_990,
+      "the skew shows until measured"
+    );
+    // The server says the true time, mid-way through a 4 ms round trip.
+    let truth = system_clock_ms();
+    let before = clock.wall();
+    clock.set_server_offset(server_offset(before, truth + 2, before + 4));
+    let corrected = clock.now() as i64 - wall_clock_ms() as i64;
+    assert!(
+      corrected.abs() <= 20,
+      "off by {corrected} ms after the correction"
+    );
+    clock.advance(1_000);
+    assert!(
+      clock.now() >= wall_clock_ms() + 980,
+      "advanceClock still moves it"
+    );
+  }
+
+  #[test]
+  fn the_offset_is_taken_at_the_middle_of_the_round_trip() {
+    assert_eq!(server_offset(1_000, 1_500, 1_010), 495);
+    assert_eq!(server_offset(1_000, 900, 1_000), -100);
+    assert_eq!(server_offset(1_001, 1_001, 1_002), 0);
   }
 }

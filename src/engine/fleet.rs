@@ -25,6 +25,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+use tokio::runtime::Handle;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 /// Counters kept on the tokio side, read with the engine's.
@@ -97,9 +99,20 @@ pub struct Fleet<S: SharedStore = RedisStore> {
   hard_timeout: u64,
   clock: Clock,
   pub counters: FleetCounters,
-  extenders: Mutex<HashMap<u64, JoinHandle<()>>>,
+  /// The fleet steps of each flight that asked who loads (by flight id):
+  /// whether it was given up, and the lock it holds. What this instance
+  /// holds in the store is here and nowhere else, so a flight given up, a
+  /// `close()` or the end of the JS environment can let go of all of it.
+  steps: Mutex<HashMap<u64, Steps<S::Keys>>>,
+  /// Set by [`Fleet::stop`]: no step starts any more.
+  stopped: AtomicBool,
+  /// The runtime the fleet's tasks run on (the JS thread that stops a
+  /// fleet is not inside it).
+  runtime: Handle,
   invalidations: Arc<Invalidations>,
   subscriber: Mutex<Option<JoinHandle<()>>>,
+  /// The task that keeps the clock's offset to the store's ([`Clock`]).
+  clock_sync: Mutex<Option<JoinHandle<()>>>,
   /// Keys whose stored value had a valid header over a value that is not
   /// UTF-8 JSON, with its stamp: the next write of the key replaces it even
   /// if that stamp is newer (the write script cannot judge JSON).
@@ -121,6 +134,52 @@ pub struct Fleet<S: SharedStore = RedisStore> {
 pub struct Undelivered {
   pub op: &'static str,
   pub key: Option<String>,
+}
+
+/// One flight's fleet steps ([`Fleet::steps`]).
+struct Steps<K> {
+  given_up: Arc<GiveUp>,
+  lock: Option<HeldLock<K>>,
+}
+
+/// A lock this instance holds for a flight, and the task extending its lease.
+struct HeldLock<K> {
+  keys: Arc<K>,
+  token: String,
+  extender: JoinHandle<()>,
+}
+
+/// Fired once, when a flight is given up (its callers are gone, it timed
+/// out, the cache closes): the flight's steps stop at their next await.
+#[derive(Default)]
+pub struct GiveUp {
+  fired: AtomicBool,
+  notify: Notify,
+}
+
+impl GiveUp {
+  fn fire(&self) {
+    self.fired.store(true, Ordering::SeqCst);
+    self.notify.notify_waiters();
+  }
+
+  fn fired(&self) -> bool {
+    self.fired.load(Ordering::SeqCst)
+  }
+
+  /// Resolves once fired (at once if it was).
+  async fn wait(&self) {
+    loop {
+      let notified = self.notify.notified();
+      tokio::pin!(notified);
+      // Registered before the check: a fire in between still wakes us.
+      notified.as_mut().enable();
+      if self.fired() {
+        return;
+      }
+      notified.await;
+    }
+  }
 }
 
 /// The replay task's pause between attempts when the breaker's cool-down
@@ -200,9 +259,12 @@ impl<S: SharedStore> Fleet<S> {
       hard_timeout: config.hard_timeout,
       clock: config.clock,
       counters: FleetCounters::default(),
-      extenders: Mutex::new(HashMap::new()),
+      steps: Mutex::new(HashMap::new()),
+      stopped: AtomicBool::new(false),
+      runtime: Handle::current(),
       invalidations: Arc::clone(&invalidations),
       subscriber: Mutex::new(None),
+      clock_sync: Mutex::new(None),
       corrupt_stamps: Mutex::new(HashMap::new()),
       store,
     });
@@ -215,7 +277,43 @@ impl<S: SharedStore> Fleet<S> {
       }
     });
     *fleet.subscriber.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+    let sync = fleet.runtime.spawn(sync_clock(Arc::downgrade(&fleet)));
+    *fleet.clock_sync.lock().unwrap_or_else(|p| p.into_inner()) = Some(sync);
     fleet
+  }
+
+  /// What the store found that the application must be told (each once).
+  pub fn problems(&self) -> Vec<super::shared::Problem> {
+    self.store.problems().take()
+  }
+
+  /// Measures the offset to the store's clock now (the periodic task does
+  /// it every [`CLOCK_SYNC_EVERY`]). True if the store answered.
+  pub async fn sync_clock_now(&self) -> bool {
+    let mut best: Option<(i64, u64)> = None;
+    for _ in 0..CLOCK_SAMPLES {
+      match self.clock_sample().await {
+        Some(sample) if best.is_none_or(|b| sample.1 < b.1) => best = Some(sample),
+        Some(_) => {}
+        None => break,
+      }
+    }
+    if let Some((offset, _)) = best {
+      self.clock.set_server_offset(offset);
+    }
+    best.is_some()
+  }
+
+  /// One offset sample: the store's time against the wall clock, and the
+  /// round trip it was taken in (ms). `None`: the store did not answer.
+  async fn clock_sample(&self) -> Option<(i64, u64)> {
+    let before = self.clock.wall();
+    let server = self.store.server_time().await.ok()?;
+    let after = self.clock.wall();
+    Some((
+      super::clock::server_offset(before, server, after),
+      after.saturating_sub(before),
+    ))
   }
 
   /// How many of this instance's flights wait for `key`'s fill notice.
@@ -355,9 +453,58 @@ impl<S: SharedStore> Fleet<S> {
       .collect()
   }
 
-  /// Decides who loads `key` (flight `id`): another instance's value, or
-  /// the lock (this instance loads), or a wait for the winner's fill
-  /// notice. `read_first: false` when [`Fleet::read_many`] just read it.
+  /// Registers flight `id`'s fleet steps, before its first await: what
+  /// [`Fleet::give_up`] fires. Already fired when the fleet stopped.
+  pub fn begin_steps(&self, id: u64) -> Arc<GiveUp> {
+    let given_up = Arc::new(GiveUp::default());
+    let mut steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
+    if self.stopped.load(Ordering::SeqCst) {
+      given_up.fire();
+      return given_up;
+    }
+    match steps.get(&id) {
+      // Asked again (after a stale answer): the same steps go on.
+      Some(existing) => Arc::clone(&existing.given_up),
+      None => {
+        steps.insert(
+          id,
+          Steps {
+            given_up: Arc::clone(&given_up),
+            lock: None,
+          },
+        );
+        given_up
+      }
+    }
+  }
+
+  /// Flight `id` was given up (timed out, its callers gone, the cache
+  /// closing): its steps stop at their next await and take no lock after
+  /// this. A lock it holds stays for the flight's own release
+  /// ([`Fleet::abandon`], [`Fleet::fail_refresh`]), which follows.
+  pub fn give_up(&self, id: u64) {
+    let steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(flight) = steps.get(&id) {
+      flight.given_up.fire();
+    }
+  }
+
+  /// Ends flight `id`'s steps: its lease keeper stops, and the lock it
+  /// holds, if any, is handed back for the caller to release or write.
+  fn end_steps(&self, id: u64) -> Option<(Arc<S::Keys>, String)> {
+    let flight = self
+      .steps
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .remove(&id)?;
+    flight.given_up.fire();
+    let lock = flight.lock?;
+    lock.extender.abort();
+    Some((lock.keys, lock.token))
+  }
+
+  /// [`Fleet::acquire_steps`] with the flight's steps registered when it
+  /// is first polled.
   pub async fn acquire(
     self: &Arc<Self>,
     key: &str,
@@ -365,7 +512,39 @@ impl<S: SharedStore> Fleet<S> {
     terms: Terms,
     read_first: bool,
   ) -> Acquired {
-    self.decide_loader(key, id, terms, read_first).await
+    let given_up = self.begin_steps(id);
+    self
+      .acquire_steps(key, id, terms, read_first, given_up)
+      .await
+  }
+
+  /// Decides who loads `key` (flight `id`): another instance's value, or
+  /// the lock (this instance loads), or a wait for the winner's fill
+  /// notice. `read_first: false` when [`Fleet::read_many`] just read it.
+  /// `given_up` is [`Fleet::begin_steps`]'s: once it fires, the steps end
+  /// (answering a local load, which a flight that is gone never runs) and a
+  /// lock won meanwhile is released at once.
+  pub async fn acquire_steps(
+    self: &Arc<Self>,
+    key: &str,
+    id: u64,
+    terms: Terms,
+    read_first: bool,
+    given_up: Arc<GiveUp>,
+  ) -> Acquired {
+    let acquired = tokio::select! {
+      biased;
+      () = given_up.wait() => Acquired::Load { token: None },
+      acquired = self.decide_loader(key, id, terms, read_first, &given_up) => acquired,
+    };
+    if !matches!(acquired, Acquired::Load { token: Some(_) }) {
+      // No lock for the flight: nothing of it stays with the fleet (a lock
+      // won just before the give-up is let go of).
+      if let Some((keys, token)) = self.end_steps(id) {
+        self.release_soon(keys, token);
+      }
+    }
+    acquired
   }
 
   async fn decide_loader(
@@ -374,13 +553,14 @@ impl<S: SharedStore> Fleet<S> {
     id: u64,
     terms: Terms,
     read_first: bool,
+    given_up: &GiveUp,
   ) -> Acquired {
     let Terms { newer_than, .. } = terms;
     let local = Acquired::Load { token: None };
     if !self.allowed() {
       return local;
     }
-    let keys = self.store.keys(key);
+    let keys = Arc::new(self.store.keys(key));
     let started = Instant::now();
     if read_first {
       match self.read(&keys).await {
@@ -399,34 +579,51 @@ impl<S: SharedStore> Fleet<S> {
     // kept across waits that time out (a new one only after it fired).
     let mut notice = None;
     loop {
+      if given_up.fired() {
+        return local;
+      }
+      // Dropped mid-command (given up), the lock may still land under our
+      // token: released then, as after a failure.
+      let mut pending = PendingLock {
+        fleet: self,
+        lock: Some((Arc::clone(&keys), token.clone())),
+      };
       let attempt = if terms.refresh {
         self.store.lock_refresh(&keys, &token, self.lease.ttl).await
       } else {
         self.store.lock(&keys, &token, self.lease.ttl).await
       };
+      pending.lock = None;
       match self.track(attempt) {
         None => {
           // The command failed or timed out here, but it may still land and
           // take the lock under our token, which nobody would then release
           // or fill: another instance would wait out the whole lease.
-          self.release_later(keys, token);
+          self.release_later(Arc::clone(&keys), token);
           return local;
         }
         Some(LockAttempt::Won) => {
           bump(&self.counters.lock_acquired);
+          // Held from here: registered (with its lease keeper) before the
+          // next await, so a give-up or a stop finds it.
+          if !self.keep_lease(id, Arc::clone(&keys), token.clone()) {
+            self.release_soon(Arc::clone(&keys), token);
+            return local;
+          }
           // Someone may have written between our read and our lock.
           match self.fresh(key, &keys, self.clock.now(), newer_than).await {
             Some(Some(e)) => {
+              self.end_steps(id);
               let _ = self.store.release(&keys, &token).await;
               return Acquired::Value(e);
             }
             None => {
+              self.end_steps(id);
               let _ = self.store.release(&keys, &token).await;
               return local;
             }
             Some(None) => {}
           }
-          self.keep_lease(id, keys, token.clone());
           return Acquired::Load { token: Some(token) };
         }
         Some(LockAttempt::BackingOff { failures, ms }) => {
@@ -472,16 +669,18 @@ impl<S: SharedStore> Fleet<S> {
   /// reconnect, behind a release sent on the new connection), so the
   /// release is repeated every redisTimeout until it removed the lock or the
   /// lease is over; with our unique token every attempt is harmless.
-  fn release_later(self: &Arc<Self>, keys: S::Keys, token: String) {
-    let fleet = Arc::clone(self);
+  fn release_later(&self, keys: Arc<S::Keys>, token: String) {
+    let Some(fleet) = self.me.upgrade() else {
+      return;
+    };
     let every = fleet.store.command_timeout();
     let until = Instant::now() + Duration::from_millis(fleet.lease.ttl);
-    tokio::spawn(async move {
+    self.runtime.spawn(async move {
       loop {
         if let Ok(true) = fleet.store.release(&keys, &token).await {
           return;
         }
-        if Instant::now() + every > until {
+        if Instant::now() + every > until || fleet.stopped.load(Ordering::SeqCst) {
           return;
         }
         tokio::time::sleep(every).await;
@@ -489,13 +688,34 @@ impl<S: SharedStore> Fleet<S> {
     });
   }
 
-  /// Extends the lease every third of its TTL while the flight's loader
-  /// runs, until `settle` (or hardTimeout plus one lease, whichever first).
-  fn keep_lease(self: &Arc<Self>, id: u64, keys: S::Keys, token: String) {
+  /// Compare-and-deletes a lock we hold, once, on a task of its own (what
+  /// a flight given up or a stopping fleet lets go of).
+  fn release_soon(&self, keys: Arc<S::Keys>, token: String) {
+    let Some(fleet) = self.me.upgrade() else {
+      return;
+    };
+    self.runtime.spawn(async move {
+      let result = fleet.store.release(&keys, &token).await;
+      fleet.track(result);
+    });
+  }
+
+  /// Registers the lock flight `id` won and extends its lease every third
+  /// of its TTL while the flight's loader runs, until the flight ends (or
+  /// hardTimeout plus one lease, whichever first). False, and nothing
+  /// registered, when the flight was given up meanwhile: the caller
+  /// releases the lock.
+  fn keep_lease(self: &Arc<Self>, id: u64, keys: Arc<S::Keys>, token: String) -> bool {
+    let mut steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(flight) = steps.get_mut(&id).filter(|f| !f.given_up.fired()) else {
+      return false;
+    };
     let fleet = Arc::clone(self);
     let every = Duration::from_millis(self.lease.extend_every);
     let give_up = Instant::now() + Duration::from_millis(self.hard_timeout + self.lease.ttl);
-    let handle = tokio::spawn(async move {
+    let extended = (Arc::clone(&keys), token.clone());
+    let extender = self.runtime.spawn(async move {
+      let (keys, token) = extended;
       while Instant::now() < give_up {
         tokio::time::sleep(every).await;
         match fleet.store.extend(&keys, &token, fleet.lease.ttl).await {
@@ -506,25 +726,14 @@ impl<S: SharedStore> Fleet<S> {
         }
       }
     });
-    if let Some(old) = self
-      .extenders
-      .lock()
-      .unwrap_or_else(|p| p.into_inner())
-      .insert(id, handle)
-    {
-      old.abort();
+    if let Some(old) = flight.lock.replace(HeldLock {
+      keys,
+      token,
+      extender,
+    }) {
+      old.extender.abort();
     }
-  }
-
-  fn stop_lease(&self, id: u64) {
-    if let Some(handle) = self
-      .extenders
-      .lock()
-      .unwrap_or_else(|p| p.into_inner())
-      .remove(&id)
-    {
-      handle.abort();
-    }
+    true
   }
 
   /// Writes a flight's result (conditional on its stamp), announces it, and
@@ -537,8 +746,12 @@ impl<S: SharedStore> Fleet<S> {
     envelope: Envelope,
     token: Option<String>,
   ) -> Option<bool> {
-    self.stop_lease(id);
+    let token = token.or(self.end_steps(id).map(|(_, token)| token));
     if !self.allowed() {
+      if let Some(token) = token {
+        // Skipped, but the lock is ours to free.
+        self.release_soon(Arc::new(self.store.keys(key)), token);
+      }
       return None;
     }
     let result = self.write_envelope(key, &envelope, token.as_deref()).await;
@@ -570,7 +783,7 @@ impl<S: SharedStore> Fleet<S> {
   /// A flight whose loader failed: release its lock so another instance
   /// may try (nothing is written: errors are never cached).
   pub async fn abandon(&self, key: &str, id: u64, token: Option<String>) {
-    self.stop_lease(id);
+    let token = token.or(self.end_steps(id).map(|(_, token)| token));
     self.take_corrupt_stamp(key);
     if let Some(token) = token {
       let keys = self.store.keys(key);
@@ -590,7 +803,7 @@ impl<S: SharedStore> Fleet<S> {
     failures: u32,
     ms: u64,
   ) {
-    self.stop_lease(id);
+    let token = token.or(self.end_steps(id).map(|(_, token)| token));
     self.take_corrupt_stamp(key);
     if token.is_none() && !self.allowed() {
       return;
@@ -828,38 +1041,101 @@ impl<S: SharedStore> Fleet<S> {
       .collect()
   }
 
-  /// Stops the subscriber and every lease keeper.
+  /// Stops every task of this fleet: the subscriber, the replayer, every
+  /// flight's steps (they take no lock after this) and lease keeper. Each
+  /// lock still held is released, then the store's connections are closed,
+  /// on a task bounded by the store's command timeout: nothing of this
+  /// instance outlives it in the store for longer than that.
   pub fn stop(&self) {
-    if let Some(handle) = self
-      .subscriber
-      .lock()
-      .unwrap_or_else(|p| p.into_inner())
-      .take()
-    {
-      handle.abort();
+    self.stopped.store(true, Ordering::SeqCst);
+    let held: Vec<(Arc<S::Keys>, String)> = {
+      let mut steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
+      steps
+        .drain()
+        .filter_map(|(_, flight)| {
+          flight.given_up.fire();
+          let lock = flight.lock?;
+          lock.extender.abort();
+          Some((lock.keys, lock.token))
+        })
+        .collect()
+    };
+    self.stop_tasks();
+    let Some(fleet) = self.me.upgrade() else {
+      // Dropping: the store goes with the fleet.
+      return;
+    };
+    let bound = self.store.command_timeout();
+    self.runtime.spawn(async move {
+      let releases = held
+        .iter()
+        .map(|(keys, token)| fleet.store.release(keys, token));
+      let _ = tokio::time::timeout(bound, futures_util::future::join_all(releases)).await;
+      fleet.store.close();
+    });
+  }
+
+  fn stop_tasks(&self) {
+    for task in [&self.subscriber, &self.replayer, &self.clock_sync] {
+      if let Some(handle) = task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        handle.abort();
+      }
     }
-    for (_, handle) in self
-      .extenders
-      .lock()
-      .unwrap_or_else(|p| p.into_inner())
-      .drain()
-    {
-      handle.abort();
-    }
-    if let Some(handle) = self
-      .replayer
-      .lock()
-      .unwrap_or_else(|p| p.into_inner())
-      .take()
-    {
-      handle.abort();
+  }
+
+  /// Whether [`Fleet::stop`] ran.
+  pub fn is_stopped(&self) -> bool {
+    self.stopped.load(Ordering::SeqCst)
+  }
+}
+
+/// How often the offset to the store's clock is measured again (clocks
+/// drift by far less than a millisecond a minute), and how many round trips
+/// each measurement takes (the shortest is kept: its error is the smallest).
+const CLOCK_SYNC_EVERY: Duration = Duration::from_secs(60);
+const CLOCK_SAMPLES: usize = 3;
+/// Until a first measurement succeeds, it is tried this often.
+const CLOCK_RETRY: Duration = Duration::from_secs(1);
+
+/// Keeps `fleet`'s clock in the store's time: every instance then stamps
+/// its writes and judges freshness in one time, whatever its own wall clock
+/// says. The error is at most half the shortest round trip of a sample
+/// (plus the coarse clock's few ms and the drift between samples).
+async fn sync_clock<S: SharedStore>(fleet: Weak<Fleet<S>>) {
+  loop {
+    let measured = {
+      let Some(fleet) = fleet.upgrade() else { return };
+      fleet.sync_clock_now().await
+    };
+    tokio::time::sleep(if measured {
+      CLOCK_SYNC_EVERY
+    } else {
+      CLOCK_RETRY
+    })
+    .await;
+  }
+}
+
+/// A lock command in flight: dropped before it answered (its flight given
+/// up), the lock it may have taken is released.
+struct PendingLock<'a, S: SharedStore> {
+  fleet: &'a Fleet<S>,
+  /// The lock's names and token while the command is in flight.
+  lock: Option<(Arc<S::Keys>, String)>,
+}
+
+impl<S: SharedStore> Drop for PendingLock<'_, S> {
+  fn drop(&mut self) {
+    if let Some((keys, token)) = self.lock.take() {
+      self.fleet.release_later(keys, token);
     }
   }
 }
 
 impl<S: SharedStore> Drop for Fleet<S> {
   fn drop(&mut self) {
-    self.stop();
+    self.stopped.store(true, Ordering::SeqCst);
+    self.stop_tasks();
   }
 }
 

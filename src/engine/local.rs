@@ -144,7 +144,7 @@ impl<V, F> Engine<V, F> {
     &self.config
   }
 
-  /// Epoch milliseconds, plus the offset tests may add.
+  /// Epoch milliseconds in the fleet's time (see [`Clock`]).
   #[inline]
   pub fn now(&self) -> u64 {
     self.clock.now()
@@ -152,6 +152,11 @@ impl<V, F> Engine<V, F> {
 
   pub fn advance_clock(&mut self, ms: u64) {
     self.clock.advance(ms);
+  }
+
+  /// Test hook: this host's wall clock reads `ms` off.
+  pub fn skew_clock(&mut self, ms: i64) {
+    self.clock.set_skew(ms);
   }
 
   /// Pins the random draws (`None`: real randomness again): `jitter` for

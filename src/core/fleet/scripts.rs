@@ -12,6 +12,10 @@ macro_rules! take_lock_lua {
   () => {
     r#"
 local held = redis.pcall('GET', KEYS[1])
+if held == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 0
+end
 if held then
   local lease = redis.call('PTTL', KEYS[1])
   if lease > 0 and type(held) == 'string' and string.match(held, ARGV[3]) then
@@ -29,8 +33,11 @@ return 0
 /// left. A lock no herdcache instance can have set — no TTL (every lock has
 /// one), a value that is not a token, another Redis type — is garbage: it is
 /// replaced, so it can neither block a key forever nor make losers spin.
-/// KEYS[1] lock; ARGV[1] token, ARGV[2] lease ms, ARGV[3] the token pattern.
-/// Returns 0 if this caller now holds the lock, else the holder's lease, ms.
+/// A lock that already holds the caller's token is the caller's: a lock
+/// command retried after its connection dropped may have landed the first
+/// time. KEYS[1] lock; ARGV[1] token, ARGV[2] lease ms, ARGV[3] the token
+/// pattern. Returns 0 if this caller now holds the lock, else the holder's
+/// lease, ms.
 pub const LOCK_SCRIPT: &str = take_lock_lua!();
 
 /// [`LOCK_SCRIPT`] for a background refresh, which first honours the
@@ -106,6 +113,27 @@ return 0
 /// ARGV[5] channel, ARGV[6] fill message, ARGV[7] the stamp of a corrupt
 /// value to replace (''), ARGV[8] the digit limit.
 /// Returns 1 if written, 0 if a newer value was kept.
+/// `announce(channel, message)`: PUBLISH that cannot fail the script. A
+/// user the ACL forbids the channel (NOPERM) would otherwise abort the
+/// script after its writes and before the rest (a lock left for its whole
+/// lease). Returns [`ANNOUNCE_REFUSED`] if refused, else 0.
+macro_rules! announce_lua {
+  () => {
+    r#"
+local function announce(channel, message)
+  local sent = redis.pcall('PUBLISH', channel, message)
+  if type(sent) == 'table' and sent.err then
+    return 2
+  end
+  return 0
+end
+"#
+  };
+}
+
+/// Added to a script's answer when its PUBLISH was refused (`announce_lua!`).
+pub const ANNOUNCE_REFUSED: i64 = 2;
+
 /// The header rules of `Envelope::decode_header`, in Lua, declared once and
 /// put in front of every script that must tell a valid envelope's stamp:
 /// `envelope_stamp(stored, digits)` is the stamp of a valid header, or nil.
@@ -132,6 +160,7 @@ end
 
 pub const WRITE_SCRIPT: &str = concat!(
   envelope_stamp_lua!(),
+  announce_lua!(),
   r#"
 local newer = false
 local stored = redis.pcall('GET', KEYS[1])
@@ -141,13 +170,26 @@ if type(stored) == 'string' then
 end
 if not newer then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  redis.call('PUBLISH', ARGV[5], ARGV[6])
   redis.call('DEL', KEYS[3])
 end
 if ARGV[4] ~= '' and redis.pcall('GET', KEYS[2]) == ARGV[4] then
   redis.call('DEL', KEYS[2])
 end
-return newer and 0 or 1
+if newer then
+  return 0
+end
+return 1 + announce(ARGV[5], ARGV[6])
+"#
+);
+
+/// A live `delete`: the DEL and its announcement. KEYS[1] value; ARGV[1]
+/// channel, ARGV[2] delete message. Returns how many values were deleted
+/// (0 or 1), plus [`ANNOUNCE_REFUSED`] if the PUBLISH was refused.
+pub const DELETE_SCRIPT: &str = concat!(
+  announce_lua!(),
+  r#"
+local deleted = redis.call('DEL', KEYS[1])
+return deleted + announce(ARGV[1], ARGV[2])
 "#
 );
 
@@ -159,9 +201,11 @@ return newer and 0 or 1
 /// or another Redis type, is deleted.
 /// KEYS[1] value; ARGV[1] the delete's stamp, ARGV[2] channel, ARGV[3]
 /// delete message, ARGV[4] the digit limit.
-/// Returns 1 if deleted (or nothing was there), 0 if a newer value was kept.
+/// Returns 1 if deleted (or nothing was there), 0 if a newer value was kept;
+/// plus [`ANNOUNCE_REFUSED`] if the PUBLISH was refused.
 pub const DELETE_NOT_NEWER_SCRIPT: &str = concat!(
   envelope_stamp_lua!(),
+  announce_lua!(),
   r#"
 local stored = redis.pcall('GET', KEYS[1])
 if type(stored) == 'string' then
@@ -171,8 +215,7 @@ if type(stored) == 'string' then
   end
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], ARGV[3])
-return 1
+return 1 + announce(ARGV[2], ARGV[3])
 "#
 );
 

@@ -10,9 +10,11 @@ pub mod redis;
 pub use self::redis::{RedisStore, RedisTimeouts};
 
 use crate::core::envelope::{DecodeError, Envelope};
+use crate::core::error::Code;
 use crate::core::fleet::Event;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -38,6 +40,53 @@ pub enum LockAttempt {
   /// Only from [`SharedStore::lock_refresh`]: the key backs off after
   /// `failures` failed refreshes in a row, for this many more ms.
   BackingOff { failures: u32, ms: u64 },
+}
+
+/// Something the application must hear about the store, which no retry
+/// fixes: a refusal by the server's ACL, a misconfiguration. Reported to
+/// `onError` (or as a process warning) with its stable code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+  pub code: Code,
+  pub message: String,
+}
+
+/// The problems a store found, each reported once: queued for the thread
+/// that owns the cache, which takes them whenever a store call it made
+/// completes (one atomic load when there are none).
+#[derive(Debug, Default)]
+pub struct Problems {
+  pending: AtomicBool,
+  queue: Mutex<Vec<Problem>>,
+  /// What was reported already, by what was refused (`publish`, …).
+  seen: Mutex<HashSet<&'static str>>,
+}
+
+impl Problems {
+  /// Queues `problem` unless one about `what` was queued before.
+  pub fn raise(&self, what: &'static str, problem: Problem) {
+    if !self
+      .seen
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .insert(what)
+    {
+      return;
+    }
+    self
+      .queue
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .push(problem);
+    self.pending.store(true, Ordering::Release);
+  }
+
+  pub fn take(&self) -> Vec<Problem> {
+    if !self.pending.load(Ordering::Acquire) || !self.pending.swap(false, Ordering::Acquire) {
+      return Vec::new();
+    }
+    std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()))
+  }
 }
 
 /// A fresh lock token: random, unique per acquisition.
@@ -198,6 +247,17 @@ pub trait SharedStore: Send + Sync + 'static {
     events: &Arc<Events>,
     on_connected: impl Fn(bool) + Send + Sync + 'static,
   ) -> JoinHandle<()>;
+
+  /// The store's clock, epoch ms: what the fleet's instances agree on
+  /// (`engine::clock`).
+  fn server_time(&self) -> impl Future<Output = Result<u64, Self::Error>> + Send;
+
+  /// Closes the store's connections; every call after this fails. Calls
+  /// in flight finish within the command timeout.
+  fn close(&self);
+
+  /// What this store found that the application must be told.
+  fn problems(&self) -> &Arc<Problems>;
 
   /// True if this caller now holds the lock.
   fn try_lock(

@@ -4,15 +4,17 @@
 //! through redis-rs; no napi. The protocol that sequences these calls
 //! (DESIGN.md §3) is `engine::fleet`'s.
 
-use super::{Events, LockAttempt, Read, SharedStore};
+use super::{Events, LockAttempt, Problem, Problems, Read, SharedStore};
 use crate::core::envelope::{DecodeError, Envelope, MAX_DIGITS};
-use crate::core::fleet::{self as protocol, Change, Event, RedisKeys};
+use crate::core::error::Code;
+use crate::core::fleet::{self as protocol, Change, Event, RedisKeys, ANNOUNCE_REFUSED};
 use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, RedisError, RedisResult, Script};
-use std::sync::Arc;
+use redis::{Client, ErrorKind, RedisError, RedisResult, Script};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::OnceCell;
 use tokio::task::JoinHandle;
 
 /// Timeouts and retries of the connection: bounded, so a Redis that is down
@@ -38,7 +40,12 @@ impl Default for RedisTimeouts {
 pub struct RedisStore {
   client: Client,
   timeouts: RedisTimeouts,
-  manager: OnceCell<ConnectionManager>,
+  /// The command connection, made on first use (`connecting` lets one
+  /// caller make it), dropped by `close`.
+  manager: Mutex<Option<ConnectionManager>>,
+  connecting: tokio::sync::Mutex<()>,
+  closed: AtomicBool,
+  problems: Arc<Problems>,
   prefix: String,
   channel: String,
   /// Names this store on the events channel, so it can skip its own notices.
@@ -49,6 +56,7 @@ pub struct RedisStore {
   release: Script,
   extend: Script,
   write: Script,
+  delete: Script,
   delete_not_newer: Script,
   clear_not_newer: Script,
 }
@@ -66,7 +74,10 @@ impl RedisStore {
     Ok(RedisStore {
       client: Client::open(url)?,
       timeouts,
-      manager: OnceCell::new(),
+      manager: Mutex::new(None),
+      connecting: tokio::sync::Mutex::new(()),
+      closed: AtomicBool::new(false),
+      problems: Arc::new(Problems::default()),
       prefix: prefix.to_string(),
       channel: protocol::events_channel(prefix),
       origin: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
@@ -76,6 +87,7 @@ impl RedisStore {
       release: Script::new(protocol::RELEASE_SCRIPT),
       extend: Script::new(protocol::EXTEND_SCRIPT),
       write: Script::new(protocol::WRITE_SCRIPT),
+      delete: Script::new(protocol::DELETE_SCRIPT),
       delete_not_newer: Script::new(protocol::DELETE_NOT_NEWER_SCRIPT),
       clear_not_newer: Script::new(protocol::CLEAR_NOT_NEWER_SCRIPT),
     })
@@ -95,17 +107,80 @@ impl RedisStore {
   }
 
   async fn connection(&self) -> RedisResult<ConnectionManager> {
+    if let Some(manager) = self.live_manager()? {
+      return Ok(manager);
+    }
+    let _one = self.connecting.lock().await;
+    if let Some(manager) = self.live_manager()? {
+      return Ok(manager);
+    }
+    let config = ConnectionManagerConfig::new()
+      .set_number_of_retries(self.timeouts.retries)
+      .set_connection_timeout(Some(self.timeouts.connect))
+      .set_response_timeout(Some(self.timeouts.command));
     let manager = self
-      .manager
-      .get_or_try_init(|| async {
-        let config = ConnectionManagerConfig::new()
-          .set_number_of_retries(self.timeouts.retries)
-          .set_connection_timeout(Some(self.timeouts.connect))
-          .set_response_timeout(Some(self.timeouts.command));
-        self.client.get_connection_manager_with_config(config).await
-      })
+      .client
+      .get_connection_manager_with_config(config)
       .await?;
-    Ok(manager.clone())
+    let mut slot = self.manager.lock().unwrap_or_else(|p| p.into_inner());
+    if self.closed.load(Ordering::SeqCst) {
+      return Err(closed_error());
+    }
+    *slot = Some(manager.clone());
+    Ok(manager)
+  }
+
+  fn live_manager(&self) -> RedisResult<Option<ConnectionManager>> {
+    if self.closed.load(Ordering::SeqCst) {
+      return Err(closed_error());
+    }
+    Ok(
+      self
+        .manager
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone(),
+    )
+  }
+
+  /// Runs `command` on the connection, and once more on a new one when the
+  /// first failed because the connection was closed under it (a server's
+  /// `timeout`, a proxy or a NAT dropping an idle connection): redis-rs
+  /// reconnects on such an error, and the command would otherwise fail
+  /// with nothing wrong with Redis (and open the breaker). Only commands
+  /// safe to repeat go through here: each caller says why. A refused
+  /// connection (Redis down) is not retried.
+  async fn retried<T, F, Fut>(&self, command: F) -> RedisResult<T>
+  where
+    F: Fn(ConnectionManager) -> Fut,
+    Fut: Future<Output = RedisResult<T>>,
+  {
+    match command(self.connection().await?).await {
+      Err(e) if dropped(&e) => command(self.connection().await?).await,
+      other => other,
+    }
+  }
+
+  /// A script's answer with [`ANNOUNCE_REFUSED`] taken out (and reported).
+  fn announced(&self, answer: i64) -> i64 {
+    if answer >= ANNOUNCE_REFUSED {
+      self.publish_refused();
+      return answer - ANNOUNCE_REFUSED;
+    }
+    answer
+  }
+
+  fn publish_refused(&self) {
+    self.problems.raise(
+      "publish",
+      Problem {
+        code: Code::RedisNoPerm,
+        message: format!(
+          "Redis refused PUBLISH on the events channel `{}` (NOPERM: this ACL user may not publish there). Values are still written and locks released, but other instances are not told: their memory keeps the old values until their TTL, and their waiting loads wait out the lock's lease. Allow the channel (`&herdcache:events:*`, or `allchannels`) and `+publish +subscribe` for this user",
+          self.channel
+        ),
+      },
+    );
   }
 
   /// [`SharedStore::subscribe`] with its own bound on connecting,
@@ -126,12 +201,21 @@ impl RedisStore {
     let events = Arc::clone(events);
     let client = self.client.clone();
     let channel = self.channel.clone();
+    let problems = Arc::clone(&self.problems);
     tokio::spawn(async move {
       let mut backoff = Duration::from_millis(50);
       loop {
         if let Ok(Ok(pubsub)) = tokio::time::timeout(timeout, client.get_async_pubsub()).await {
           let (mut sink, mut messages) = pubsub.split();
-          if let Ok(Ok(())) = tokio::time::timeout(timeout, sink.subscribe(&channel)).await {
+          let subscribed = tokio::time::timeout(timeout, sink.subscribe(&channel)).await;
+          if let Ok(Err(e)) = &subscribed {
+            if e.code() == Some("NOPERM") {
+              problems.raise("subscribe", subscribe_refused(&channel, e));
+              // An ACL changes rarely: asked again now and then, not spun on.
+              backoff = REFUSED_RETRY;
+            }
+          }
+          if let Ok(Ok(())) = subscribed {
             on_connected(true);
             backoff = Duration::from_millis(50);
             let mut probe = tokio::time::interval(LIVENESS_PROBE);
@@ -161,7 +245,9 @@ impl RedisStore {
           }
         }
         tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(2));
+        if backoff < REFUSED_RETRY {
+          backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
       }
     })
   }
@@ -205,11 +291,17 @@ impl RedisStore {
       }
       cursor = next;
     }
-    let _: i64 = redis::cmd("PUBLISH")
+    let published: RedisResult<i64> = redis::cmd("PUBLISH")
       .arg(&self.channel)
       .arg(self.event(Change::Cleared))
       .query_async(&mut c)
-      .await?;
+      .await;
+    match published {
+      Err(e) if e.code() == Some("NOPERM") => self.publish_refused(),
+      other => {
+        other?;
+      }
+    }
     Ok(removed)
   }
 }
@@ -230,36 +322,46 @@ impl SharedStore for RedisStore {
     self.timeouts.command
   }
 
+  /// Retried: a read.
   async fn read(&self, keys: &RedisKeys) -> RedisResult<Read> {
-    let mut c = self.connection().await?;
-    let bytes = redis::cmd("GET").arg(&keys.value).query_async(&mut c).await;
-    read_reply(bytes)
+    let get = |mut c: ConnectionManager| async move {
+      let bytes = redis::cmd("GET").arg(&keys.value).query_async(&mut c).await;
+      read_reply(bytes)
+    };
+    self.retried(get).await
   }
 
   /// One pipeline: one round trip for a whole batch of loads that found
-  /// nothing in memory.
+  /// nothing in memory. Retried: reads.
   async fn read_many(&self, keys: &[RedisKeys]) -> RedisResult<Vec<Read>> {
-    let mut c = self.connection().await?;
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     for k in keys {
       pipe.cmd("GET").arg(&k.value);
     }
-    let replies: Vec<RedisResult<Option<Vec<u8>>>> = pipe.query_async(&mut c).await?;
-    replies.into_iter().map(read_reply).collect()
+    let pipe = &pipe;
+    let get = |mut c: ConnectionManager| async move {
+      let replies: Vec<RedisResult<Option<Vec<u8>>>> = pipe.query_async(&mut c).await?;
+      replies.into_iter().map(read_reply).collect()
+    };
+    self.retried(get).await
   }
 
-  /// `LOCK_SCRIPT`: one round trip whether it wins or not.
+  /// `LOCK_SCRIPT`: one round trip whether it wins or not. Retried: a lock
+  /// that holds our token already is ours (the script says so), and
+  /// nobody else has the token.
   async fn lock(&self, keys: &RedisKeys, token: &str, ttl: u64) -> RedisResult<LockAttempt> {
-    let mut c = self.connection().await?;
-    let lease: i64 = self
-      .lock
-      .key(&keys.lock)
-      .arg(token)
-      .arg(ttl.max(1))
-      .arg(protocol::TOKEN_PATTERN)
-      .invoke_async(&mut c)
-      .await?;
+    let lock = |mut c: ConnectionManager| async move {
+      self
+        .lock
+        .key(&keys.lock)
+        .arg(token)
+        .arg(ttl.max(1))
+        .arg(protocol::TOKEN_PATTERN)
+        .invoke_async::<i64>(&mut c)
+        .await
+    };
+    let lease = self.retried(lock).await?;
     Ok(match u64::try_from(lease) {
       Ok(ms) if ms > 0 => LockAttempt::Held(ms),
       _ => LockAttempt::Won,
@@ -267,22 +369,25 @@ impl SharedStore for RedisStore {
   }
 
   /// `REFRESH_LOCK_SCRIPT`: the marker check and the lock in one round trip.
+  /// Retried: as `lock`, and the marker is only read.
   async fn lock_refresh(
     &self,
     keys: &RedisKeys,
     token: &str,
     ttl: u64,
   ) -> RedisResult<LockAttempt> {
-    let mut c = self.connection().await?;
-    let reply: redis::Value = self
-      .refresh_lock
-      .key(&keys.lock)
-      .key(&keys.backoff)
-      .arg(token)
-      .arg(ttl.max(1))
-      .arg(protocol::TOKEN_PATTERN)
-      .invoke_async(&mut c)
-      .await?;
+    let lock = |mut c: ConnectionManager| async move {
+      self
+        .refresh_lock
+        .key(&keys.lock)
+        .key(&keys.backoff)
+        .arg(token)
+        .arg(ttl.max(1))
+        .arg(protocol::TOKEN_PATTERN)
+        .invoke_async::<redis::Value>(&mut c)
+        .await
+    };
+    let reply = self.retried(lock).await?;
     Ok(match reply {
       redis::Value::Array(items) => {
         let (failures, ms): (u32, u64) = redis::from_redis_value(redis::Value::Array(items))?;
@@ -303,28 +408,34 @@ impl SharedStore for RedisStore {
     failures: u32,
     ms: u64,
   ) -> RedisResult<bool> {
-    let mut c = self.connection().await?;
-    let released: i64 = self
-      .fail_refresh
-      .key(&keys.lock)
-      .key(&keys.backoff)
-      .arg(token.unwrap_or(""))
-      .arg(failures)
-      .arg(ms.max(1))
-      .invoke_async(&mut c)
-      .await?;
-    Ok(released == 1)
+    // Retried: the marker is set to the same count again, and the release
+    // compares our token.
+    let fail = |mut c: ConnectionManager| async move {
+      self
+        .fail_refresh
+        .key(&keys.lock)
+        .key(&keys.backoff)
+        .arg(token.unwrap_or(""))
+        .arg(failures)
+        .arg(ms.max(1))
+        .invoke_async::<i64>(&mut c)
+        .await
+    };
+    Ok(self.retried(fail).await? == 1)
   }
 
+  /// Retried: reads.
   async fn backoff(&self, keys: &RedisKeys) -> RedisResult<Option<(u32, u64)>> {
-    let mut c = self.connection().await?;
-    let (failures, pttl): (Option<String>, i64) = redis::pipe()
-      .cmd("GET")
-      .arg(&keys.backoff)
-      .cmd("PTTL")
-      .arg(&keys.backoff)
-      .query_async(&mut c)
-      .await?;
+    let read = |mut c: ConnectionManager| async move {
+      redis::pipe()
+        .cmd("GET")
+        .arg(&keys.backoff)
+        .cmd("PTTL")
+        .arg(&keys.backoff)
+        .query_async::<(Option<String>, i64)>(&mut c)
+        .await
+    };
+    let (failures, pttl) = self.retried(read).await?;
     Ok(
       match (failures.and_then(|f| f.parse().ok()), u64::try_from(pttl)) {
         (Some(failures), Ok(ms)) if ms > 0 => Some((failures, ms)),
@@ -333,36 +444,43 @@ impl SharedStore for RedisStore {
     )
   }
 
+  /// Retried: a read.
   async fn lock_lease(&self, keys: &RedisKeys) -> RedisResult<Option<u64>> {
-    let mut c = self.connection().await?;
-    let pttl: i64 = redis::cmd("PTTL")
-      .arg(&keys.lock)
-      .query_async(&mut c)
-      .await?;
-    Ok(u64::try_from(pttl).ok())
+    let read = |mut c: ConnectionManager| async move {
+      redis::cmd("PTTL")
+        .arg(&keys.lock)
+        .query_async::<i64>(&mut c)
+        .await
+    };
+    Ok(u64::try_from(self.retried(read).await?).ok())
   }
 
+  /// Retried: setting the same lease again, and only under our token.
   async fn extend(&self, keys: &RedisKeys, token: &str, ttl: u64) -> RedisResult<bool> {
-    let mut c = self.connection().await?;
-    let extended: i64 = self
-      .extend
-      .key(&keys.lock)
-      .arg(token)
-      .arg(ttl.max(1))
-      .invoke_async(&mut c)
-      .await?;
-    Ok(extended == 1)
+    let extend = |mut c: ConnectionManager| async move {
+      self
+        .extend
+        .key(&keys.lock)
+        .arg(token)
+        .arg(ttl.max(1))
+        .invoke_async::<i64>(&mut c)
+        .await
+    };
+    Ok(self.retried(extend).await? == 1)
   }
 
+  /// Retried: a compare-and-delete of our own token (a repeat after the
+  /// first landed finds nothing, and says so).
   async fn release(&self, keys: &RedisKeys, token: &str) -> RedisResult<bool> {
-    let mut c = self.connection().await?;
-    let released: i64 = self
-      .release
-      .key(&keys.lock)
-      .arg(token)
-      .invoke_async(&mut c)
-      .await?;
-    Ok(released == 1)
+    let release = |mut c: ConnectionManager| async move {
+      self
+        .release
+        .key(&keys.lock)
+        .arg(token)
+        .invoke_async::<i64>(&mut c)
+        .await
+    };
+    Ok(self.retried(release).await? == 1)
   }
 
   /// `WRITE_SCRIPT`: the conditional SET, the PUBLISH and the lock's
@@ -376,64 +494,87 @@ impl SharedStore for RedisStore {
     token: Option<&str>,
     corrupt_stamp: Option<u64>,
   ) -> RedisResult<bool> {
-    let mut c = self.connection().await?;
-    let written: i64 = self
-      .write
-      .key(&keys.value)
-      .key(&keys.lock)
-      .key(&keys.backoff)
-      .arg(envelope.encode())
-      .arg(px.max(1))
-      .arg(envelope.meta.stamp)
-      .arg(token.unwrap_or(""))
-      .arg(&self.channel)
-      .arg(self.event(Change::Filled(key.to_string())))
-      .arg(corrupt_stamp.map(|s| s.to_string()).unwrap_or_default())
-      .arg(MAX_DIGITS)
-      .invoke_async(&mut c)
-      .await?;
-    Ok(written == 1)
+    // Retried: conditional on the stamp, which a repeat carries unchanged
+    // (an equal stamp is not newer: the same envelope is written again);
+    // the lock is freed only under our token; a second notice is harmless.
+    let (text, event) = (
+      envelope.encode(),
+      self.event(Change::Filled(key.to_string())),
+    );
+    let corrupt = corrupt_stamp.map(|s| s.to_string()).unwrap_or_default();
+    let (text, event, corrupt) = (&text, &event, &corrupt);
+    let write = |mut c: ConnectionManager| async move {
+      self
+        .write
+        .key(&keys.value)
+        .key(&keys.lock)
+        .key(&keys.backoff)
+        .arg(text)
+        .arg(px.max(1))
+        .arg(envelope.meta.stamp)
+        .arg(token.unwrap_or(""))
+        .arg(&self.channel)
+        .arg(event)
+        .arg(corrupt)
+        .arg(MAX_DIGITS)
+        .invoke_async::<i64>(&mut c)
+        .await
+    };
+    Ok(self.announced(self.retried(write).await?) == 1)
   }
 
-  /// DEL and PUBLISH in one transaction.
+  /// `DELETE_SCRIPT`: the DEL and its announcement in one round trip.
+  /// Retried: deleting again is harmless (though a repeat after the first
+  /// landed answers that nothing was there).
   async fn delete(&self, key: &str, keys: &RedisKeys) -> RedisResult<bool> {
-    let mut c = self.connection().await?;
-    let (deleted, _): (i64, i64) = redis::pipe()
-      .atomic()
-      .cmd("DEL")
-      .arg(&keys.value)
-      .cmd("PUBLISH")
-      .arg(&self.channel)
-      .arg(self.event(Change::Deleted(key.to_string())))
-      .query_async(&mut c)
-      .await?;
-    Ok(deleted > 0)
+    let event = &self.event(Change::Deleted(key.to_string()));
+    let delete = |mut c: ConnectionManager| async move {
+      self
+        .delete
+        .key(&keys.value)
+        .arg(&self.channel)
+        .arg(event)
+        .invoke_async::<i64>(&mut c)
+        .await
+    };
+    Ok(self.announced(self.retried(delete).await?) > 0)
   }
 
-  /// SCAN, then UNLINK in batches, then PUBLISH.
+  /// SCAN, then UNLINK in batches, then PUBLISH. Retried: removing what
+  /// is gone already is harmless.
   async fn clear(&self) -> RedisResult<u64> {
-    self.sweep(None).await
+    match self.sweep(None).await {
+      Err(e) if dropped(&e) => self.sweep(None).await,
+      other => other,
+    }
   }
 
   /// `DELETE_NOT_NEWER_SCRIPT`: the conditional DEL and the PUBLISH in one
   /// round trip.
+  /// Retried: conditional on the same stamp, so a repeat changes nothing more.
   async fn delete_not_newer(&self, key: &str, keys: &RedisKeys, stamp: u64) -> RedisResult<bool> {
-    let mut c = self.connection().await?;
-    let deleted: i64 = self
-      .delete_not_newer
-      .key(&keys.value)
-      .arg(stamp)
-      .arg(&self.channel)
-      .arg(self.event(Change::Deleted(key.to_string())))
-      .arg(MAX_DIGITS)
-      .invoke_async(&mut c)
-      .await?;
-    Ok(deleted == 1)
+    let event = &self.event(Change::Deleted(key.to_string()));
+    let delete = |mut c: ConnectionManager| async move {
+      self
+        .delete_not_newer
+        .key(&keys.value)
+        .arg(stamp)
+        .arg(&self.channel)
+        .arg(event)
+        .arg(MAX_DIGITS)
+        .invoke_async::<i64>(&mut c)
+        .await
+    };
+    Ok(self.announced(self.retried(delete).await?) == 1)
   }
 
   /// SCAN, then `CLEAR_NOT_NEWER_SCRIPT` in batches, then PUBLISH.
+  /// Retried: conditional on the same stamp.
   async fn clear_not_newer(&self, stamp: u64) -> RedisResult<u64> {
-    self.sweep(Some(stamp)).await
+    match self.sweep(Some(stamp)).await {
+      Err(e) if dropped(&e) => self.sweep(Some(stamp)).await,
+      other => other,
+    }
   }
 
   fn subscribe(
@@ -443,7 +584,52 @@ impl SharedStore for RedisStore {
   ) -> JoinHandle<()> {
     self.subscribe_with(events, self.timeouts.command, on_connected)
   }
+
+  /// `TIME`. Not retried: a sample after a reconnect would be timed from
+  /// before it; the next sample is soon enough.
+  async fn server_time(&self) -> RedisResult<u64> {
+    let mut c = self.connection().await?;
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut c).await?;
+    Ok(seconds * 1_000 + micros / 1_000)
+  }
+
+  fn close(&self) {
+    self.closed.store(true, Ordering::SeqCst);
+    self
+      .manager
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .take();
+  }
+
+  fn problems(&self) -> &Arc<Problems> {
+    &self.problems
+  }
 }
+
+/// What a call on a closed store fails with.
+fn closed_error() -> RedisError {
+  RedisError::from((ErrorKind::Client, "the store was closed"))
+}
+
+/// Whether `e` says the connection was closed under the command (reset,
+/// broken pipe, end of stream), not that Redis refused to connect.
+fn dropped(e: &RedisError) -> bool {
+  e.is_connection_dropped() && !e.is_connection_refusal()
+}
+
+/// The subscription's answer when the ACL forbids the channel.
+fn subscribe_refused(channel: &str, e: &RedisError) -> Problem {
+  Problem {
+    code: Code::RedisNoPerm,
+    message: format!(
+      "Redis refused SUBSCRIBE to the events channel `{channel}` ({e}): this instance is not told of other instances' fills and invalidations, so its memory may serve values changed elsewhere until their TTL, and its waiting loads wait out the lock's lease. Allow the channel (`&herdcache:events:*`, or `allchannels`) and `+publish +subscribe` for this user"
+    ),
+  }
+}
+
+/// How long the subscription waits before asking again after the ACL refused it.
+const REFUSED_RETRY: Duration = Duration::from_secs(30);
 
 /// A GET's reply as a [`Read`]. Another program's list or hash under our
 /// key (WRONGTYPE), a header that does not parse, a value that is not UTF-8
