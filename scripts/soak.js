@@ -9,30 +9,95 @@
 // After close(): the process's active handles (and Redis's client count) are
 // back to what they were before the caches.
 //
+// The `events` mode (not in the default list) is a fleet under everyday
+// production events: loads on several processes and worker threads against one
+// redis-server of its own, while a seeded chaos loop kills Redis connections
+// (CLIENT KILL), terminates workers and SIGKILLs processes mid-load, closes
+// caches mid-load and restarts Redis. At the end: no lock key left, the
+// counters add up, connections and handles back to the baseline, and no call
+// rejected except as documented (ERR_HERDCACHE_CLOSED from a closed cache).
+//
 // Exits non-zero when memory keeps growing over the last rounds, a counter
 // disagrees, a call fails in a way it should not, a rejection goes unhandled,
-// or a handle leaks.
-//
-//   SOAK_SECONDS=120        total time, split between the modes
-//   SOAK_ROUND_SECONDS=10   length of a round (shortened to have 4 rounds per mode)
-//   SOAK_MODES=embedded,redis
-//   SOAK_MAX_HEAP_GROWTH_MB=8  SOAK_MAX_RSS_GROWTH_MB=40   allowed growth from the
-//                           first measured round (the second) to the last
-//   SOAK_SEED               seed of the traffic's PRNG (printed)
+// or a handle leaks. `--help` prints the usage (USAGE below).
 //
 // Run with --expose-gc (the npm script does).
 
 const path = require('node:path')
 const { setTimeout: sleep, setImmediate: yieldToLoop } = require('node:timers/promises')
+const workerThreads = require('node:worker_threads')
 
 const ROOT = path.join(__dirname, '..')
-const { Cache } = require(ROOT)
 const { startRedis, connect } = require(path.join(ROOT, '__test__', 'redis-server.js'))
+const { mulberry32 } = require('./prng')
+
+const KNOWN_MODES = ['embedded', 'redis', 'events']
+const DEFAULT_MODES = 'embedded,redis'
+
+const USAGE = `usage: npm run soak [-- --mode=<modes>] [-- --help]
+       node --expose-gc scripts/soak.js [--mode=<modes>] [--help|-h]
+
+Minutes of traffic against herdcache; exits non-zero on a problem (a counter
+that disagrees, memory that keeps growing, a leaked handle or connection, a
+rejection that is not documented, an unhandled rejection).
+
+modes (--mode=a,b or SOAK_MODES=a,b; default: ${DEFAULT_MODES}):
+  embedded  mixed traffic on the embedded store: loaders that throw, return null,
+            hang past hardTimeout or cannot be stored; callers that abort;
+            memory, counters and handles checked every round
+  redis     the same on a redis-server of its own, two caches of one fleet
+  events    (not in the default list) the fleet under everyday production events:
+            loads on SOAK_EVENTS_PROCESSES child processes and SOAK_EVENTS_WORKERS
+            worker threads (each with SOAK_EVENTS_CACHES caches on one redis-server
+            of its own), while a seeded chaos loop runs CLIENT KILL (TYPE normal,
+            TYPE pubsub, ID), worker.terminate() and SIGKILL of a process mid-load,
+            cache.close() mid-load, and redis-server restarts. Then: no
+            {prefix key}:lock left after lockTtl + a margin, the counters of every
+            cache that was closed add up, Redis is back to the soak's own
+            connection, the handles of every process and thread are back to their
+            baseline, and no call rejected except with ERR_HERDCACHE_CLOSED from a
+            closed cache
+
+environment:
+  SOAK_SECONDS=120            total time, split between the modes
+  SOAK_ROUND_SECONDS=10       length of a round (embedded, redis; shortened to
+                              have 4 rounds per mode)
+  SOAK_MODES=${DEFAULT_MODES}   the modes, as --mode
+  SOAK_MAX_HEAP_GROWTH_MB=8   allowed heapUsed growth from round 2 to the last
+  SOAK_MAX_RSS_GROWTH_MB=40   allowed RSS growth from round 2 to the last
+  SOAK_SEED                   seed of the traffic and of the chaos (printed)
+  SOAK_EVENTS_PROCESSES=2     events: child processes running loads
+  SOAK_EVENTS_WORKERS=3       events: worker threads running loads (in the soak's process)
+  SOAK_EVENTS_CACHES=2        events: caches per process or thread
+  SOAK_EVENTS_CHAOS_MS=600    events: mean interval between two chaos events
+
+examples:
+  npm run soak                                    # embedded and redis, 60 s each
+  SOAK_SECONDS=40 npm run soak -- --mode=events   # 40 s of the events mode
+  SOAK_MODES=embedded,redis,events npm run soak   # all three, 40 s each
+`
 
 const env = (name, fallback) =>
   process.env[name] === undefined || process.env[name] === '' ? fallback : process.env[name]
+
+/** The command line: --help/-h, --mode=a,b (or --mode a,b); the loader role of the events mode is internal. */
+function parseArgs(argv) {
+  const out = { help: false, modes: undefined, loader: false }
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
+    if (a === '--help' || a === '-h') out.help = true
+    else if (a === '--events-loader') out.loader = true
+    else if (a.startsWith('--mode=') || a.startsWith('--modes=')) out.modes = a.slice(a.indexOf('=') + 1)
+    else if (a === '--mode' || a === '--modes') out.modes = argv[++i]
+    else if (!out.loader) out.unknown = a
+  }
+  return out
+}
+const ARGS = parseArgs(process.argv.slice(2))
+const IS_LOADER = ARGS.loader || (!workerThreads.isMainThread && workerThreads.workerData?.role === 'events-loader')
+
 const SECONDS = Number(env('SOAK_SECONDS', 120))
-const MODES = String(env('SOAK_MODES', 'embedded,redis'))
+const MODES = String(ARGS.modes ?? env('SOAK_MODES', DEFAULT_MODES))
   .split(',')
   .map((m) => m.trim())
   .filter(Boolean)
@@ -62,29 +127,39 @@ const problem = (msg) => {
   else if (problems.length === PRINTED + 1) console.error('  (more problems: counted, listed at the end)')
 }
 
-// Counted, not kept: holding the reasons would grow the heap being measured.
-process.on('unhandledRejection', (reason) => {
+function describeReason(reason) {
   const where =
     String((reason && reason.stack) || '')
       .split('\n')
       .find((line) => /^\s+at /.test(line)) || ''
-  problem(
-    `unhandled rejection: ${(reason && reason.name) || 'value'}: ${(reason && reason.message) || reason} ${where.trim()}`,
-  )
-})
-
-if (typeof global.gc !== 'function') {
-  console.error('run with --expose-gc (npm run soak does): memory is measured after a forced GC')
-  process.exit(2)
+  return `${(reason && reason.name) || 'value'}${reason && reason.code ? ` ${reason.code}` : ''}: ${(reason && reason.message) || reason} ${where.trim()}`
 }
-for (const m of MODES) {
-  if (m !== 'embedded' && m !== 'redis') {
-    console.error(`unknown mode ${m} in SOAK_MODES (embedded, redis)`)
+
+if (!IS_LOADER) {
+  if (ARGS.help) {
+    process.stdout.write(USAGE)
+    process.exit(0)
+  }
+  if (ARGS.unknown !== undefined) {
+    process.stderr.write(`unknown argument ${ARGS.unknown}\n\n${USAGE}`)
     process.exit(2)
+  }
+  // Counted, not kept: holding the reasons would grow the heap being measured.
+  process.on('unhandledRejection', (reason) => problem(`unhandled rejection: ${describeReason(reason)}`))
+
+  if (typeof global.gc !== 'function') {
+    console.error('run with --expose-gc (npm run soak does): memory is measured after a forced GC')
+    process.exit(2)
+  }
+  for (const m of MODES) {
+    if (!KNOWN_MODES.includes(m)) {
+      console.error(`unknown mode ${m} in SOAK_MODES / --mode (${KNOWN_MODES.join(', ')}; --help)`)
+      process.exit(2)
+    }
   }
 }
 
-const { mulberry32 } = require('./prng')
+const { Cache } = require(ROOT)
 const random = mulberry32(SEED)
 
 class SoakError extends Error {}
