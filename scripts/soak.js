@@ -469,12 +469,691 @@ async function soakMode(mode) {
   }
 }
 
+// ---- the events mode ---------------------------------------------------------
+//
+// The soak's process runs the chaos and hosts the worker threads; child
+// processes (this file with --events-loader) run loads too. Each process or
+// thread ("loader") checks its own caches and handles and reports to the soak.
+
+const EVENTS = {
+  processes: Number(env('SOAK_EVENTS_PROCESSES', 2)),
+  workers: Number(env('SOAK_EVENTS_WORKERS', 3)),
+  caches: Number(env('SOAK_EVENTS_CACHES', 2)),
+  chaosMs: Number(env('SOAK_EVENTS_CHAOS_MS', 600)),
+  loops: 10, // concurrent callers per loader
+  hotKeys: 16,
+  coldKeys: 3000,
+  prefix: 'soakev:',
+  options: {
+    ttl: 400,
+    hardTtl: 4000,
+    negativeTtl: 200,
+    lockTtl: 1000,
+    hardTimeout: 4000,
+    redisTimeout: 500,
+    circuitBreakerDuration: 1000,
+    refreshBackoff: 500,
+  },
+}
+const CLOSED = 'ERR_HERDCACHE_CLOSED'
+// close() resolves once loads settled (loaders honour their signal at once) and
+// what could not reach Redis had one more attempt (redisTimeout).
+const CLOSE_BOUND_MS = 3000 + 2 * EVENTS.options.redisTimeout
+
+/** Resolves true when `promise` settles within `ms`, false otherwise. */
+async function within(promise, ms) {
+  let timer
+  const settled = await Promise.race([
+    Promise.resolve(promise).then(
+      () => true,
+      () => true,
+    ),
+    new Promise((resolve) => (timer = setTimeout(resolve, ms, false))),
+  ])
+  clearTimeout(timer)
+  return settled
+}
+
+async function until(predicate, ms, step = 20) {
+  const end = Date.now() + ms
+  for (;;) {
+    if (await predicate()) return true
+    if (Date.now() >= end) return false
+    await sleep(step)
+  }
+}
+
+/** A loader: a child process or a worker thread running loads on its caches. */
+async function runEventsLoader(cfg, port) {
+  const rnd = mulberry32(cfg.seed)
+  let reported = 0
+  const report = (check, msg) => {
+    // Bounded: a problem that recurs is counted in the cache reports anyway.
+    const at = `+${((Date.now() - cfg.started) / 1000).toFixed(1)}s`
+    if (++reported <= 30) port.send({ type: 'problem', check, msg: `${at} ${cfg.name}: ${msg}` })
+  }
+  process.on('unhandledRejection', (reason) => report('f', `unhandled rejection: ${describeReason(reason)}`))
+
+  let baseline
+  let made = 0
+  const newSlot = () => {
+    const tally = {
+      name: `${cfg.name}.c${made++}`,
+      calls: 0,
+      outcomes: {},
+      noOutcome: 0,
+      pending: 0,
+      rejections: {},
+      undocumented: 0,
+      runs: 0,
+      ops: 0,
+      backgroundErrors: 0,
+      undelivered: 0,
+      closing: false,
+    }
+    const cache = new Cache({
+      ...cfg.options,
+      redis: cfg.url,
+      prefix: cfg.prefix,
+      onError: (err) => {
+        if (err && err.code === 'ERR_HERDCACHE_UNDELIVERED') tally.undelivered++
+        else tally.backgroundErrors++
+      },
+    })
+    return { cache, tally }
+  }
+  const slots = []
+
+  const pickKey = () =>
+    rnd() < 0.6 ? `hot${Math.floor(rnd() * cfg.hotKeys)}` : `cold${Math.floor(rnd() * cfg.coldKeys)}`
+  // 20-200 ms, honouring the signal; one cold key in twenty is "not found".
+  const loaderFor = (tally) => (ctx) => {
+    tally.runs++
+    return sleepOrAbort(20 + rnd() * 180, ctx.signal).then(() =>
+      /^cold\d*0$/.test(ctx.key) && ctx.key.length % 2 === 0 ? null : { by: cfg.name, at: Date.now() },
+    )
+  }
+  const rejected = (tally, err, what) => {
+    const code = (err && err.code) || `uncoded ${(err && err.name) || typeof err}`
+    tally.rejections[code] = (tally.rejections[code] || 0) + 1
+    // Documented for these events: ERR_HERDCACHE_CLOSED, from a cache that was closed.
+    if (code === CLOSED && tally.closing) return
+    tally.undocumented++
+    report(
+      'e',
+      `${tally.name}: ${what} rejected with ${describeReason(err)}${tally.closing ? '' : ' (its cache was not closed)'}`,
+    )
+  }
+
+  let stopping = false
+  const loop = async () => {
+    while (!stopping && Date.now() < cfg.hardEnd) {
+      const { cache, tally } = slots[Math.floor(rnd() * slots.length)]
+      const r = rnd()
+      tally.pending++
+      if (r < 0.04) {
+        tally.ops++
+        const what = r < 0.02 ? 'set' : 'delete'
+        try {
+          await (what === 'set' ? cache.set(pickKey(), { set: cfg.name, at: Date.now() }) : cache.delete(pickKey()))
+        } catch (err) {
+          rejected(tally, err, what)
+        }
+      } else {
+        const status = {}
+        tally.calls++
+        try {
+          await cache.getOrLoad(pickKey(), loaderFor(tally), { status })
+        } catch (err) {
+          rejected(tally, err, 'getOrLoad')
+        }
+        // Read once settled: with Redis the addon may correct it (another instance's value).
+        if (status.outcome) tally.outcomes[status.outcome] = (tally.outcomes[status.outcome] || 0) + 1
+        else tally.noOutcome++
+      }
+      tally.pending--
+      await sleep(2 + Math.floor(rnd() * 8))
+    }
+  }
+
+  /** The counters of a closed cache against what its callers saw: (b). */
+  const check = (slot, how) => {
+    const { cache, tally } = slot
+    const s = cache.stats()
+    const out = []
+    const withOutcome = tally.calls - tally.noOutcome
+    const served = SERVED.reduce((sum, k) => sum + s[k], 0)
+    if (served !== withOutcome) {
+      out.push(`hits+staleServed+negativeHits+misses+coalesced = ${served}, calls with an outcome = ${withOutcome}`)
+    }
+    for (const [outcome, counter] of Object.entries(OUTCOMES)) {
+      const seen = tally.outcomes[outcome] || 0
+      if (seen !== s[counter]) out.push(`${seen} calls saw outcome '${outcome}', ${counter} = ${s[counter]}`)
+    }
+    if (tally.noOutcome > (tally.rejections[CLOSED] || 0)) {
+      out.push(`${tally.noOutcome} calls had no status.outcome, ${tally.rejections[CLOSED] || 0} were closed`)
+    }
+    if (s.loads !== tally.runs) out.push(`loads = ${s.loads}, loader runs = ${tally.runs}`)
+    if (s.backgroundErrors !== tally.backgroundErrors) {
+      out.push(`backgroundErrors = ${s.backgroundErrors}, onError called ${tally.backgroundErrors} times`)
+    }
+    if (s.inFlight !== 0) out.push(`inFlight = ${s.inFlight} after close()`)
+    if (s.corruptValues !== 0) out.push(`corruptValues = ${s.corruptValues}`)
+    if (tally.pending !== 0) out.push(`${tally.pending} calls still pending after close() resolved`)
+    return {
+      name: tally.name,
+      how,
+      problems: out,
+      calls: tally.calls,
+      ops: tally.ops,
+      outcomes: tally.outcomes,
+      rejections: tally.rejections,
+      undocumented: tally.undocumented,
+      undelivered: tally.undelivered,
+      stats: {
+        loads: s.loads,
+        lockAcquired: s.lockAcquired,
+        lockContended: s.lockContended,
+        redisErrors: s.redisErrors,
+        redisHits: s.redisHits,
+        timeouts: s.timeouts,
+        recovered: s.recovered,
+        recoveryDropped: s.recoveryDropped,
+      },
+    }
+  }
+
+  const closeSlot = async (slot, how) => {
+    slot.tally.closing = true
+    const inFlight = slot.cache.stats().inFlight
+    if (!(await within(slot.cache.close(), CLOSE_BOUND_MS))) {
+      report('f', `${slot.tally.name}: close() (${how}) did not resolve within ${CLOSE_BOUND_MS} ms`)
+    }
+    // A call after close() rejects with ERR_HERDCACHE_CLOSED (documented); not tallied.
+    const after = await slot.cache
+      .getOrLoad('after-close', () => 1)
+      .then(
+        () => 'resolved',
+        (e) => (e && e.code) || String(e),
+      )
+    if (after !== CLOSED) report('e', `${slot.tally.name}: a getOrLoad after close() gave ${after}`)
+    await until(() => slot.tally.pending === 0, 3000)
+    const r = check(slot, how)
+    r.inFlightAtClose = inFlight
+    return r
+  }
+
+  port.onMessage(async (m) => {
+    if (m.type === 'close-cache') {
+      // Mid-load: the callers keep going, on a new cache in its place.
+      const i = m.index % slots.length
+      const old = slots[i]
+      slots[i] = newSlot()
+      port.send({ type: 'cache', report: await closeSlot(old, 'closed mid-load') })
+    } else if (m.type === 'stop') {
+      stopping = true
+      if (!(await within(running, cfg.options.hardTimeout + 3000))) {
+        report('f', `calls still pending ${cfg.options.hardTimeout + 3000} ms after the loads stopped`)
+      }
+      const reports = await Promise.all(slots.map((slot) => closeSlot(slot, 'closed at the end')))
+      let leaked = []
+      await until(() => (leaked = diffResources(baseline, resourceCounts())).length === 0, 3000)
+      port.last({ type: 'done', reports, leaked, baseline })
+    }
+  })
+  // The baseline once the message listener holds the channel (and before any cache).
+  await sleep(20)
+  baseline = resourceCounts()
+  for (let i = 0; i < cfg.caches; i++) slots.push(newSlot())
+  const running = Promise.all(Array.from({ length: cfg.loops }, loop))
+  port.send({ type: 'ready' })
+}
+
+function startEventsLoader() {
+  if (!workerThreads.isMainThread) {
+    const { parentPort, workerData } = workerThreads
+    return runEventsLoader(workerData.cfg, {
+      send: (m) => parentPort.postMessage(m),
+      onMessage: (fn) => parentPort.on('message', fn),
+      last: (m) => {
+        parentPort.postMessage(m)
+        parentPort.removeAllListeners('message')
+        parentPort.unref()
+      },
+    })
+  }
+  const cfg = JSON.parse(process.argv[process.argv.indexOf('--events-loader') + 1])
+  return runEventsLoader(cfg, {
+    send: (m) => process.send(m),
+    onMessage: (fn) => process.on('message', fn),
+    // The process must then exit by itself: nothing of herdcache may hold it.
+    last: (m) => process.send(m, () => process.disconnect()),
+  })
+}
+
+/** CLIENT LIST as objects ({ id, addr, age, idle, flags, cmd, ... }). */
+function parseClientList(text) {
+  return String(text)
+    .split('\n')
+    .filter((line) => line.trim())
+    .map((line) =>
+      Object.fromEntries(
+        line
+          .trim()
+          .split(' ')
+          .map((kv) => kv.split(/=(.*)/s).slice(0, 2)),
+      ),
+    )
+}
+
+async function soakEvents(seconds) {
+  const { fork } = require('node:child_process')
+  const redis = await startRedis(null)
+  if (!redis) throw new Error('redis-server is not installed: the events soak needs it')
+  const rnd = mulberry32((SEED ^ 0x5eed5) >>> 0)
+  const o = EVENTS.options
+  const checks = { a: [], b: [], c: [], d: [], e: [], f: [] }
+  const fail = (check, msg) => {
+    checks[check].push(msg)
+    problem(msg)
+  }
+  const events = {}
+  const counted = (name, n = 1) => (events[name] = (events[name] || 0) + n)
+
+  // The soak's own connection: the only one Redis should have at the end.
+  let admin = null
+  let adminId = null
+  let connecting = null
+  const adminCmd = async (...args) => {
+    if (!admin || admin.closed) {
+      // One connection at a time: the chaos and the lock watch share it.
+      connecting ??= connect(redis.port)
+        .then(async (c) => {
+          adminId = String(await c.cmd('CLIENT', 'ID'))
+          admin = c
+        })
+        .finally(() => (connecting = null))
+      await connecting
+    }
+    return admin.cmd(...args)
+  }
+  const clients = async () => parseClientList(await adminCmd('CLIENT', 'LIST'))
+  const lockKeys = async () => {
+    const keys = []
+    let cursor = '0'
+    do {
+      const [next, batch] = await adminCmd('SCAN', cursor, 'MATCH', `{${EVENTS.prefix}*}:lock`, 'COUNT', 1000)
+      cursor = next
+      keys.push(...batch)
+    } while (cursor !== '0')
+    return keys
+  }
+  await adminCmd('PING')
+  await sleep(50)
+  const baseClients = (await clients()).length
+  const baseline = resourceCounts()
+
+  const started = Date.now()
+  const chaosEnd = started + seconds * 1000
+  const loaders = new Map()
+  const cacheReports = []
+  let nextId = 0
+  const spawnLoader = (kind) => {
+    const id = nextId++
+    const name = `${kind === 'worker' ? 'w' : 'p'}${id}`
+    const cfg = {
+      id,
+      name,
+      url: redis.url,
+      prefix: EVENTS.prefix,
+      seed: (SEED + id * 7919) >>> 0,
+      caches: EVENTS.caches,
+      loops: EVENTS.loops,
+      hotKeys: EVENTS.hotKeys,
+      coldKeys: EVENTS.coldKeys,
+      options: o,
+      hardEnd: chaosEnd + 60000, // the loops are bounded even if the stop never comes
+      started,
+    }
+    const l = { id, name, kind, ready: false, ended: null, exited: false, done: null }
+    counted(kind === 'worker' ? 'worker threads started' : 'processes started')
+    const onMessage = (m) => {
+      if (m.type === 'ready') l.ready = true
+      else if (m.type === 'problem') fail(m.check, m.msg)
+      else if (m.type === 'cache') cacheReports.push(m.report)
+      else if (m.type === 'done') {
+        l.done = m
+        cacheReports.push(...m.reports)
+      }
+    }
+    const exited = (code, signal) => {
+      l.exited = true
+      loaders.delete(id)
+      const expected =
+        (l.ended === 'terminated' && code === 1) ||
+        (l.ended === 'killed' && signal === 'SIGKILL') ||
+        (l.ended === 'stopped' && code === 0 && l.done)
+      if (!expected) {
+        fail(
+          'f',
+          `${name} (${kind}) exited with code ${code}${signal ? `, signal ${signal}` : ''} (${l.ended || 'running'})`,
+        )
+      }
+    }
+    if (kind === 'worker') {
+      const w = new workerThreads.Worker(__filename, { workerData: { role: 'events-loader', cfg } })
+      l.handle = w
+      l.send = (m) => w.postMessage(m)
+      l.exit = new Promise((resolve) => w.once('exit', resolve))
+      w.on('message', onMessage)
+      w.on('error', (err) => fail('f', `${name}: the worker thread failed: ${describeReason(err)}`))
+      w.on('exit', (code) => exited(code, null))
+    } else {
+      const c = fork(__filename, ['--events-loader', JSON.stringify(cfg)], {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      })
+      l.handle = c
+      l.send = (m) => {
+        if (c.connected) c.send(m)
+      }
+      l.exit = new Promise((resolve) => c.once('exit', resolve))
+      c.on('message', onMessage)
+      c.on('error', (err) => fail('f', `${name}: the process failed: ${describeReason(err)}`))
+      c.on('exit', exited)
+    }
+    loaders.set(id, l)
+    return l
+  }
+  for (let i = 0; i < EVENTS.processes; i++) spawnLoader('process')
+  for (let i = 0; i < EVENTS.workers; i++) spawnLoader('worker')
+  console.log(
+    `\n== events: ${seconds} s of chaos on ${EVENTS.processes} processes + ${EVENTS.workers} worker threads, ` +
+      `${EVENTS.caches} caches each, ${EVENTS.loops} callers each, redis ${redis.url}, ${JSON.stringify(o)}`,
+  )
+  await until(() => [...loaders.values()].every((l) => l.ready), 10000)
+
+  const live = (kind) => [...loaders.values()].filter((l) => l.ready && !l.ended && (!kind || l.kind === kind))
+  const pick = (list) => list[Math.floor(rnd() * list.length)]
+  let lastRestart = 0
+  const CHAOS = [
+    [
+      20,
+      'CLIENT KILL TYPE normal',
+      async () => {
+        const n = await adminCmd('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+        counted('connections killed (TYPE normal)', n)
+        return `${n} connections`
+      },
+    ],
+    [
+      10,
+      'CLIENT KILL TYPE pubsub',
+      async () => {
+        const n = await adminCmd('CLIENT', 'KILL', 'TYPE', 'pubsub', 'SKIPME', 'yes')
+        counted('connections killed (TYPE pubsub)', n)
+        return `${n} connections`
+      },
+    ],
+    [
+      20,
+      'CLIENT KILL ID',
+      async () => {
+        const ids = (await clients()).map((c) => c.id).filter((id) => id !== adminId)
+        if (!ids.length) return false
+        const id = pick(ids)
+        await adminCmd('CLIENT', 'KILL', 'ID', id, 'SKIPME', 'yes').catch(() => 0) // it may be gone already
+        return id
+      },
+    ],
+    [
+      15,
+      'worker.terminate() mid-load',
+      async () => {
+        const l = pick(live('worker'))
+        if (!l) return false
+        l.ended = 'terminated'
+        await l.handle.terminate()
+        return `${l.name} -> ${spawnLoader('worker').name}`
+      },
+    ],
+    [
+      5,
+      'SIGKILL of a process mid-load',
+      async () => {
+        const l = pick(live('process'))
+        if (!l) return false
+        l.ended = 'killed'
+        l.handle.kill('SIGKILL')
+        await l.exit
+        return `${l.name} -> ${spawnLoader('process').name}`
+      },
+    ],
+    [
+      20,
+      'cache.close() mid-load',
+      async () => {
+        const l = pick(live())
+        if (!l) return false
+        const index = Math.floor(rnd() * EVENTS.caches)
+        l.send({ type: 'close-cache', index })
+        return `${l.name} cache #${index}`
+      },
+    ],
+    [
+      6,
+      'redis-server restart',
+      async () => {
+        if (Date.now() - lastRestart < 5000) return false
+        if (admin) admin.close()
+        await redis.restart()
+        lastRestart = Date.now()
+      },
+    ],
+  ]
+  const weight = CHAOS.reduce((s, [w]) => s + w, 0)
+  const at = () => `+${((Date.now() - started) / 1000).toFixed(1)}s`
+  const timeline = []
+
+  // The lock watch: loaders take at most 200 ms, so one token holding a lock key
+  // longer than lockTtl + a margin is a lease kept alive for a load that is gone.
+  const LONG_HOLD = o.lockTtl + 1000
+  const holds = new Map() // key -> { token, since }
+  const longHolds = []
+  let watching = true
+  const watch = (async () => {
+    while (watching) {
+      try {
+        const keys = await lockKeys()
+        const tokens = keys.length ? await adminCmd('MGET', ...keys) : []
+        const now = Date.now()
+        const seen = new Set()
+        keys.forEach((key, i) => {
+          if (tokens[i] === null) return
+          seen.add(key)
+          const h = holds.get(key)
+          if (!h || h.token !== tokens[i]) holds.set(key, { token: tokens[i], since: now, reported: false })
+          else if (!h.reported && now - h.since > LONG_HOLD) {
+            h.reported = true
+            longHolds.push({ key, at: at(), pttl: null, after: timeline.slice(-3).join('; ') })
+          }
+        })
+        for (const key of holds.keys()) if (!seen.has(key)) holds.delete(key)
+      } catch {
+        // Redis restarting: nothing to watch.
+      }
+      await sleep(250)
+    }
+  })()
+
+  while (Date.now() < chaosEnd) {
+    await sleep(EVENTS.chaosMs * (0.25 + 1.5 * rnd()))
+    let r = rnd() * weight
+    const [, name, run] = CHAOS.find(([w]) => (r -= w) < 0) || CHAOS[0]
+    try {
+      const what = await run()
+      if (what !== false) {
+        counted(name)
+        timeline.push(`${at()} ${name}${typeof what === 'string' ? ` ${what}` : ''}`)
+        console.log(`  ${timeline[timeline.length - 1]}`)
+      }
+    } catch (err) {
+      // The soak's own commands (a CLIENT KILL during a restart, say): not the library's.
+      counted(`chaos step failed (${name}: ${err.message})`)
+    }
+    if (name === 'redis-server restart') holds.clear()
+  }
+  watching = false
+  await watch
+  for (const h of longHolds) {
+    fail(
+      'a',
+      `${h.at} ${h.key} held by one token for more than ${LONG_HOLD} ms (loaders take <= 200 ms); before it: ${h.after}`,
+    )
+  }
+  const calm = o.circuitBreakerDuration + 2000
+  console.log(`chaos over (${JSON.stringify(events)}); ${calm} ms of calm loads, then stop`)
+  await sleep(calm)
+
+  // Stop: the loads finish, every cache is closed, every loader exits by itself.
+  const stopping = [...loaders.values()].filter((l) => !l.ended)
+  for (const l of stopping) {
+    l.ended = 'stopped'
+    l.send({ type: 'stop' })
+  }
+  await Promise.all(
+    stopping.map(async (l) => {
+      const bound = o.hardTimeout + 3000 + CLOSE_BOUND_MS + 3000 + 5000
+      if (!(await within(l.exit, bound))) {
+        fail(
+          'f',
+          `${l.name} did not exit within ${bound} ms of the stop (${l.done ? 'after its report' : 'no report'})`,
+        )
+        if (l.kind === 'worker') await l.handle.terminate()
+        else l.handle.kill('SIGKILL')
+        await l.exit
+      }
+    }),
+  )
+  // Also wait for loaders still on their way out (terminated or killed just before).
+  await until(() => loaders.size === 0, 5000)
+  const endedAt = Date.now()
+
+  // (a) no lock key left within lockTtl + a margin of the last loader's end.
+  const lockWait = o.lockTtl + 1500
+  let locks = []
+  await until(async () => (locks = await lockKeys()).length === 0, lockWait, 100)
+  let lockLine = `none left ${Date.now() - endedAt} ms after the last loader ended`
+  if (locks.length) {
+    const pttls = await Promise.all(locks.slice(0, 5).map((k) => adminCmd('PTTL', k)))
+    // Observe them longer: do they expire (a lease running out) or are they extended?
+    const observeUntil = endedAt + o.hardTimeout + o.lockTtl + 1500
+    let still = locks
+    await until(async () => (still = await lockKeys()).length === 0, Math.max(0, observeUntil - Date.now()), 200)
+    const pttlsLater = await Promise.all(still.slice(0, 5).map((k) => adminCmd('PTTL', k)))
+    lockLine =
+      `${locks.length} left ${lockWait} ms after the last loader ended (lockTtl ${o.lockTtl}): ` +
+      `${locks.slice(0, 5).join(', ')} PTTL ${pttls.join(', ')}; ` +
+      `${still.length} still there ${Date.now() - endedAt} ms after${still.length ? ` (PTTL ${pttlsLater.join(', ')})` : ''}`
+    fail('a', `lock keys: ${lockLine}`)
+  }
+
+  // (c) Redis back to the soak's own connection.
+  let left = []
+  await until(async () => (left = await clients()).length <= baseClients, 5000, 100)
+  let clientLine = `${left.length} (before the loads: ${baseClients}, the soak's own)`
+  if (left.length > baseClients) {
+    const others = left.filter((c) => c.id !== adminId)
+    clientLine +=
+      `, ${Date.now() - endedAt} ms after the last loader ended; every child process has exited, so these are ` +
+      `held by the soak's process (worker threads' caches): ` +
+      others
+        .slice(0, 8)
+        .map((c) => `[id ${c.id} age ${c.age}s idle ${c.idle}s flags ${c.flags} sub ${c.sub} cmd ${c.cmd}]`)
+        .join(' ') +
+      (others.length > 8 ? ' …' : '')
+    fail('c', `Redis connections: ${clientLine}`)
+  }
+
+  // (d) handles: this process's (the loaders reported theirs).
+  let leaked = []
+  await until(() => (leaked = diffResources(baseline, resourceCounts())).length === 0, 3000)
+  if (leaked.length) fail('d', `the soak's process: active resources beyond the baseline: ${leaked.join(', ')}`)
+  const stoppedLoaders = stopping.filter((l) => l.done)
+  for (const l of stoppedLoaders) {
+    if (l.done.leaked.length)
+      fail('d', `${l.name}: active resources after close() beyond its baseline: ${l.done.leaked.join(', ')}`)
+  }
+
+  // (b) counters and (e) rejections, from the reports.
+  const totals = { calls: 0, ops: 0, outcomes: {}, rejections: {}, undocumented: 0, undelivered: 0 }
+  const add = (into, from) => {
+    for (const [k, v] of Object.entries(from)) into[k] = (into[k] || 0) + v
+  }
+  const stats = {}
+  for (const r of cacheReports) {
+    for (const p of r.problems) fail('b', `${r.name} (${r.how}): ${p}`)
+    totals.calls += r.calls
+    totals.ops += r.ops
+    totals.undocumented += r.undocumented
+    totals.undelivered += r.undelivered
+    add(totals.outcomes, r.outcomes)
+    add(totals.rejections, r.rejections)
+    add(stats, r.stats)
+  }
+  const midLoad = cacheReports.filter((r) => r.how === 'closed mid-load').length
+
+  const lines = []
+  const verdict = (c) => (checks[c].length ? `FAIL (${checks[c].length})` : 'pass')
+  lines.push(
+    `chaos events: ${Object.entries(events)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
+  )
+  lines.push(
+    `calls: ${totals.calls} getOrLoad (${Object.entries(totals.outcomes)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}), ` +
+      `${totals.ops} set/delete; rejections: ${
+        Object.entries(totals.rejections)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ') || 'none'
+      }; ` +
+      `undelivered reported by close(): ${totals.undelivered}; ` +
+      `${Object.entries(stats)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')} (caches checked)`,
+  )
+  lines.push(`(a) no lock key left: ${verdict('a')}: ${lockLine}`)
+  lines.push(
+    `(b) counters add up: ${verdict('b')}: ${cacheReports.length} caches checked ` +
+      `(${midLoad} closed mid-load, ${cacheReports.length - midLoad} at the end; ` +
+      `those of terminated workers and killed processes cannot be)`,
+  )
+  lines.push(`(c) Redis connections back to the baseline: ${verdict('c')}: ${clientLine}`)
+  lines.push(
+    `(d) active handles back to the baseline: ${verdict('d')}: the soak's process ${leaked.length ? leaked.join(', ') : 'at its baseline'}; ` +
+      `${stoppedLoaders.filter((l) => !l.done.leaked.length).length} of ${stopping.length} loaders at theirs`,
+  )
+  lines.push(
+    `(e) rejections documented: ${verdict('e')}: ${totals.undocumented} undocumented (only ${CLOSED} from a closed cache is)`,
+  )
+  lines.push(`(f) no crash, hang or unhandled rejection: ${verdict('f')}`)
+  for (const line of lines) console.log(line)
+  if (admin) admin.close()
+  await redis.stop()
+  return { mode: 'events', lines }
+}
+
 async function main() {
   console.log(`soak: ${SECONDS} s, modes ${MODES.join(', ')}, seed ${SEED}, node ${process.version}`)
   const results = []
-  for (const mode of MODES) results.push(await soakMode(mode))
+  for (const mode of MODES) results.push(await (mode === 'events' ? soakEvents(perMode) : soakMode(mode)))
   console.log('\n== summary')
   for (const r of results) {
+    if (r.lines) {
+      for (const line of r.lines) console.log(`${r.mode}: ${line}`)
+      continue
+    }
     const rss = r.samples.map((s) => mb(s.rss)).join(' ')
     const heap = r.samples.map((s) => mb(s.heapUsed)).join(' ')
     console.log(`${r.mode}: rss per round [${rss}] MB, heapUsed per round [${heap}] MB`)
@@ -501,7 +1180,14 @@ async function main() {
   }, 5000).unref()
 }
 
-main().catch((err) => {
-  console.error(err)
-  process.exit(1)
-})
+if (IS_LOADER) {
+  startEventsLoader().catch((err) => {
+    console.error(err)
+    process.exit(1)
+  })
+} else {
+  main().catch((err) => {
+    console.error(err)
+    process.exit(1)
+  })
+}
