@@ -480,6 +480,10 @@ const EVENTS = {
   workers: Number(env('SOAK_EVENTS_WORKERS', 3)),
   caches: Number(env('SOAK_EVENTS_CACHES', 2)),
   chaosMs: Number(env('SOAK_EVENTS_CHAOS_MS', 600)),
+  chaos: String(env('SOAK_EVENTS_CHAOS', 'all'))
+    .split(',')
+    .map((c) => c.trim())
+    .filter(Boolean),
   loops: 10, // concurrent callers per loader
   hotKeys: 16,
   coldKeys: 3000,
@@ -626,9 +630,11 @@ async function runEventsLoader(cfg, port) {
     if (served !== withOutcome) {
       out.push(`hits+staleServed+negativeHits+misses+coalesced = ${served}, calls with an outcome = ${withOutcome}`)
     }
+    // No caller here has a signal: each outcome's count is its counter's (README, Counters).
+    const split = []
     for (const [outcome, counter] of Object.entries(OUTCOMES)) {
       const seen = tally.outcomes[outcome] || 0
-      if (seen !== s[counter]) out.push(`${seen} calls saw outcome '${outcome}', ${counter} = ${s[counter]}`)
+      if (seen !== s[counter]) split.push(`${seen} calls saw outcome '${outcome}', ${counter} = ${s[counter]}`)
     }
     if (tally.noOutcome > (tally.rejections[CLOSED] || 0)) {
       out.push(`${tally.noOutcome} calls had no status.outcome, ${tally.rejections[CLOSED] || 0} were closed`)
@@ -644,6 +650,7 @@ async function runEventsLoader(cfg, port) {
       name: tally.name,
       how,
       problems: out,
+      split,
       calls: tally.calls,
       ops: tally.ops,
       outcomes: tally.outcomes,
@@ -752,7 +759,7 @@ async function soakEvents(seconds) {
   if (!redis) throw new Error('redis-server is not installed: the events soak needs it')
   const rnd = mulberry32((SEED ^ 0x5eed5) >>> 0)
   const o = EVENTS.options
-  const checks = { a: [], b: [], c: [], d: [], e: [], f: [] }
+  const checks = { a: [], b: [], b2: [], c: [], d: [], e: [], f: [] }
   const fail = (check, msg) => {
     checks[check].push(msg)
     problem(msg)
@@ -879,6 +886,7 @@ async function soakEvents(seconds) {
     [
       20,
       'CLIENT KILL TYPE normal',
+      'kill-normal',
       async () => {
         const n = await adminCmd('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
         counted('connections killed (TYPE normal)', n)
@@ -888,6 +896,7 @@ async function soakEvents(seconds) {
     [
       10,
       'CLIENT KILL TYPE pubsub',
+      'kill-pubsub',
       async () => {
         const n = await adminCmd('CLIENT', 'KILL', 'TYPE', 'pubsub', 'SKIPME', 'yes')
         counted('connections killed (TYPE pubsub)', n)
@@ -897,6 +906,7 @@ async function soakEvents(seconds) {
     [
       20,
       'CLIENT KILL ID',
+      'kill-id',
       async () => {
         const ids = (await clients()).map((c) => c.id).filter((id) => id !== adminId)
         if (!ids.length) return false
@@ -908,6 +918,7 @@ async function soakEvents(seconds) {
     [
       15,
       'worker.terminate() mid-load',
+      'terminate',
       async () => {
         const l = pick(live('worker'))
         if (!l) return false
@@ -919,6 +930,7 @@ async function soakEvents(seconds) {
     [
       5,
       'SIGKILL of a process mid-load',
+      'sigkill',
       async () => {
         const l = pick(live('process'))
         if (!l) return false
@@ -931,6 +943,7 @@ async function soakEvents(seconds) {
     [
       20,
       'cache.close() mid-load',
+      'close',
       async () => {
         const l = pick(live())
         if (!l) return false
@@ -942,6 +955,7 @@ async function soakEvents(seconds) {
     [
       6,
       'redis-server restart',
+      'restart',
       async () => {
         if (Date.now() - lastRestart < 5000) return false
         if (admin) admin.close()
@@ -950,7 +964,8 @@ async function soakEvents(seconds) {
       },
     ],
   ]
-  const weight = CHAOS.reduce((s, [w]) => s + w, 0)
+  const enabled = CHAOS.filter(([, , tag]) => EVENTS.chaos.includes('all') || EVENTS.chaos.includes(tag))
+  const weight = enabled.reduce((s, [w]) => s + w, 0)
   const at = () => `+${((Date.now() - started) / 1000).toFixed(1)}s`
   const timeline = []
 
@@ -971,11 +986,10 @@ async function soakEvents(seconds) {
           if (tokens[i] === null) return
           seen.add(key)
           const h = holds.get(key)
-          if (!h || h.token !== tokens[i]) holds.set(key, { token: tokens[i], since: now, reported: false })
-          else if (!h.reported && now - h.since > LONG_HOLD) {
-            h.reported = true
-            longHolds.push({ key, at: at(), pttl: null, after: timeline.slice(-3).join('; ') })
-          }
+          if (h && h.token === tokens[i]) {
+            if (!h.long && now - h.since > LONG_HOLD) longHolds.push((h.long = { key, since: h.since, last: now }))
+            if (h.long) h.long.last = now
+          } else holds.set(key, { token: tokens[i], since: now, long: null })
         })
         for (const key of holds.keys()) if (!seen.has(key)) holds.delete(key)
       } catch {
@@ -986,15 +1000,17 @@ async function soakEvents(seconds) {
   })()
 
   while (Date.now() < chaosEnd) {
-    await sleep(EVENTS.chaosMs * (0.25 + 1.5 * rnd()))
+    await sleep(Math.max(0, Math.min(EVENTS.chaosMs * (0.25 + 1.5 * rnd()), chaosEnd - Date.now())))
+    if (!enabled.length || Date.now() >= chaosEnd) continue
     let r = rnd() * weight
-    const [, name, run] = CHAOS.find(([w]) => (r -= w) < 0) || CHAOS[0]
+    const [, name, , run] = enabled.find(([w]) => (r -= w) < 0) || enabled[0]
     try {
       const what = await run()
       if (what !== false) {
         counted(name)
-        timeline.push(`${at()} ${name}${typeof what === 'string' ? ` ${what}` : ''}`)
-        console.log(`  ${timeline[timeline.length - 1]}`)
+        const text = `${at()} ${name}${typeof what === 'string' ? ` ${what}` : ''}`
+        timeline.push([Date.now(), text])
+        console.log(`  ${text}`)
       }
     } catch (err) {
       // The soak's own commands (a CLIENT KILL during a restart, say): not the library's.
@@ -1004,12 +1020,17 @@ async function soakEvents(seconds) {
   }
   watching = false
   await watch
+  const rel = (t) => `+${((t - started) / 1000).toFixed(1)}s`
   for (const h of longHolds) {
+    // The events between the lock's first sighting and the moment its lease should have run out.
+    const near = timeline.filter(([t]) => t >= h.since - 300 && t <= h.since + o.lockTtl).map(([, text]) => text)
     fail(
       'a',
-      `${h.at} ${h.key} held by one token for more than ${LONG_HOLD} ms (loaders take <= 200 ms); before it: ${h.after}`,
+      `${h.key} held by one token from ${rel(h.since)} to ${rel(h.last)} (${h.last - h.since} ms seen; loaders take <= 200 ms, lockTtl ${o.lockTtl}); ` +
+        `chaos meanwhile: ${near.join('; ') || 'none'}`,
     )
   }
+  const longest = longHolds.reduce((m, h) => Math.max(m, h.last - h.since), 0)
   const calm = o.circuitBreakerDuration + 2000
   console.log(`chaos over (${JSON.stringify(events)}); ${calm} ms of calm loads, then stop`)
   await sleep(calm)
@@ -1044,7 +1065,9 @@ async function soakEvents(seconds) {
   await until(async () => (locks = await lockKeys()).length === 0, lockWait, 100)
   let lockLine = `none left ${Date.now() - endedAt} ms after the last loader ended`
   if (locks.length) {
+    const seenAt = Date.now() - endedAt
     const pttls = await Promise.all(locks.slice(0, 5).map((k) => adminCmd('PTTL', k)))
+    const setAt = pttls.map((pttl) => seenAt - (o.lockTtl - pttl))
     // Observe them longer: do they expire (a lease running out) or are they extended?
     const observeUntil = endedAt + o.hardTimeout + o.lockTtl + 1500
     let still = locks
@@ -1052,7 +1075,7 @@ async function soakEvents(seconds) {
     const pttlsLater = await Promise.all(still.slice(0, 5).map((k) => adminCmd('PTTL', k)))
     lockLine =
       `${locks.length} left ${lockWait} ms after the last loader ended (lockTtl ${o.lockTtl}): ` +
-      `${locks.slice(0, 5).join(', ')} PTTL ${pttls.join(', ')}; ` +
+      `${locks.slice(0, 5).join(', ')} PTTL ${pttls.join(', ')} (set or extended ~${setAt.join(', ')} ms after the last loader ended); ` +
       `${still.length} still there ${Date.now() - endedAt} ms after${still.length ? ` (PTTL ${pttlsLater.join(', ')})` : ''}`
     fail('a', `lock keys: ${lockLine}`)
   }
@@ -1092,6 +1115,8 @@ async function soakEvents(seconds) {
   const stats = {}
   for (const r of cacheReports) {
     for (const p of r.problems) fail('b', `${r.name} (${r.how}): ${p}`)
+    if (r.split.length)
+      fail('b2', `${r.name} (${r.how}): status.outcome and the counters split differently: ${r.split.join('; ')}`)
     totals.calls += r.calls
     totals.ops += r.ops
     totals.undocumented += r.undocumented
@@ -1105,7 +1130,7 @@ async function soakEvents(seconds) {
   const lines = []
   const verdict = (c) => (checks[c].length ? `FAIL (${checks[c].length})` : 'pass')
   lines.push(
-    `chaos events: ${Object.entries(events)
+    `chaos (${EVENTS.chaos.join(',')}, seed ${SEED}): ${Object.entries(events)
       .map(([k, v]) => `${k} ${v}`)
       .join(', ')}`,
   )
@@ -1123,11 +1148,17 @@ async function soakEvents(seconds) {
         .map(([k, v]) => `${k} ${v}`)
         .join(', ')} (caches checked)`,
   )
-  lines.push(`(a) no lock key left: ${verdict('a')}: ${lockLine}`)
+  lines.push(
+    `(a) no lock key left: ${verdict('a')}: at the end ${lockLine}; during the run ${longHolds.length} lock keys held by one token ` +
+      `for more than lockTtl + 1000 ms${longHolds.length ? ` (the longest seen ${longest} ms)` : ''}`,
+  )
   lines.push(
     `(b) counters add up: ${verdict('b')}: ${cacheReports.length} caches checked ` +
       `(${midLoad} closed mid-load, ${cacheReports.length - midLoad} at the end; ` +
       `those of terminated workers and killed processes cannot be)`,
+  )
+  lines.push(
+    `(b2) status.outcome agrees with the counters, outcome by outcome: ${verdict('b2')}: ${checks.b2.length} of ${cacheReports.length} caches disagree`,
   )
   lines.push(`(c) Redis connections back to the baseline: ${verdict('c')}: ${clientLine}`)
   lines.push(
