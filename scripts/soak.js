@@ -70,6 +70,8 @@ environment:
   SOAK_EVENTS_WORKERS=3       events: worker threads running loads (in the soak's process)
   SOAK_EVENTS_CACHES=2        events: caches per process or thread
   SOAK_EVENTS_CHAOS_MS=600    events: mean interval between two chaos events
+  SOAK_EVENTS_CHAOS=all       events: which chaos, a list of kill-normal, kill-pubsub,
+                              kill-id, terminate, sigkill, close, restart; none: loads only
 
 examples:
   npm run soak                                    # embedded and redis, 60 s each
