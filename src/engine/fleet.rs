@@ -111,8 +111,10 @@ pub struct Fleet<S: SharedStore = RedisStore> {
   runtime: Handle,
   invalidations: Arc<Invalidations>,
   subscriber: Mutex<Option<JoinHandle<()>>>,
-  /// The task that keeps the clock's offset to the store's ([`Clock`]).
+  /// The task that keeps the clock's offset to the store's ([`Clock`]),
+  /// and the shortest round trip an offset was measured in (ms).
   clock_sync: Mutex<Option<JoinHandle<()>>>,
+  clock_rtt: AtomicU64,
   /// Keys whose stored value had a valid header over a value that is not
   /// UTF-8 JSON, with its stamp: the next write of the key replaces it even
   /// if that stamp is newer (the write script cannot judge JSON).
@@ -265,6 +267,7 @@ impl<S: SharedStore> Fleet<S> {
       invalidations: Arc::clone(&invalidations),
       subscriber: Mutex::new(None),
       clock_sync: Mutex::new(None),
+      clock_rtt: AtomicU64::new(u64::MAX / 4),
       corrupt_stamps: Mutex::new(HashMap::new()),
       store,
     });
@@ -298,10 +301,22 @@ impl<S: SharedStore> Fleet<S> {
         None => break,
       }
     }
-    if let Some((offset, _)) = best {
+    let Some((offset, rtt)) = best else {
+      return false;
+    };
+    // A slow round trip (a reconnect, a paused server) bounds the error
+    // loosely: it replaces the offset only if it is not much slower than
+    // the best seen, or nothing better was ever measured.
+    let best_rtt = self.clock_rtt.load(Ordering::Relaxed);
+    if rtt
+      <= best_rtt
+        .saturating_mul(2)
+        .saturating_add(CLOCK_RTT_SLACK_MS)
+    {
       self.clock.set_server_offset(offset);
+      self.clock_rtt.store(best_rtt.min(rtt), Ordering::Relaxed);
     }
-    best.is_some()
+    true
   }
 
   /// One offset sample: the store's time against the wall clock, and the
@@ -1094,6 +1109,9 @@ impl<S: SharedStore> Fleet<S> {
 /// each measurement takes (the shortest is kept: its error is the smallest).
 const CLOCK_SYNC_EVERY: Duration = Duration::from_secs(60);
 const CLOCK_SAMPLES: usize = 3;
+/// A sample's round trip may exceed twice the best by this much (ms) and
+/// still replace the offset (the coarse clock's resolution, jitter).
+const CLOCK_RTT_SLACK_MS: u64 = 10;
 /// Until a first measurement succeeds, it is tried this often.
 const CLOCK_RETRY: Duration = Duration::from_secs(1);
 

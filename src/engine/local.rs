@@ -350,9 +350,12 @@ impl<V, F> Engine<V, F> {
       Served::Stale
     };
     self.running = self.running.saturating_sub(1);
-    let Some(flight) = self.flights.current(id) else {
+    // A superseded flight's callers are answered too (and their `status`
+    // says how): they are recounted as well, but its value is not kept.
+    let Some(flight) = self.flights.get(id) else {
       return served;
     };
+    let superseded = flight.superseded;
     let beta = flight.policy.beta;
     let (leader, joined) = (u64::from(!flight.background), flight.joined);
     let key = flight.key.clone();
@@ -364,7 +367,7 @@ impl<V, F> Engine<V, F> {
       Served::Fresh => &mut m.hits,
       Served::Stale => &mut m.stale_served,
     } += leader + joined;
-    if now >= meta.hard_until || !self.keeps_values() {
+    if superseded || now >= meta.hard_until || !self.keeps_values() {
       return served;
     }
     // The writer's moment, shared by the fleet; an hc1 entry has none, and
