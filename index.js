@@ -276,7 +276,8 @@ class Cache {
     const native = this.#native
     return {
       advanceClock: (ms) => native.advanceClock(ms),
-      setRandom: ({ jitter = null, xfetch = null } = {}) => native.setRandom(jitter, xfetch),
+      // null (or no argument) unpins both draws: "real randomness again".
+      setRandom: (pins) => native.setRandom(pins?.jitter ?? null, pins?.xfetch ?? null),
     }
   }
 }
