@@ -1962,6 +1962,7 @@ async function main() {
     console.log(
       `written to ${path.relative(process.cwd(), OUT)} (raw figures: ${path.relative(process.cwd(), jsonOut)})`,
     )
+    if (OUT === path.join(__dirname, 'FLEET.md')) require('./readme').updateReadmeAfterBench()
   } finally {
     await stopRedis(srv)
     if (snapshot) fs.rmSync(snapshot, { recursive: true, force: true })
