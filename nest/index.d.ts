@@ -77,6 +77,7 @@ export interface HerdcacheModuleAsyncOptions {
   imports?: any[]
   inject?: any[]
   useFactory: (...args: any[]) => HerdcacheOptions | Promise<HerdcacheOptions>
+  /** Providers the factory injects that no imported module exports; made in the cache's module. */
   extraProviders?: any[]
 }
 
@@ -113,9 +114,13 @@ export declare function Cached(options?: CachedOptions): MethodDecorator & Class
 export interface CachedMethodOptions<A extends any[] = any[]> {
   /** The key of a call; `this` is the instance. Default: class + method + the arguments as JSON. */
   key?: (this: any, ...args: A) => Key
+  /** Soft TTL of the results, ms (default: the cache's). */
   ttl?: number
+  /** Hard TTL of the results, ms. */
   hardTtl?: number
+  /** `false`: never return a stale result; the call waits for a fresh run. */
   stale?: boolean
+  /** The name of the cache to use. */
   cache?: string
 }
 
@@ -126,6 +131,7 @@ export declare function CachedMethod(options?: CachedMethodOptions): MethodDecor
 export declare function InjectCache(name?: string): PropertyDecorator & ParameterDecorator
 
 export declare function getCacheToken(name?: string): string
+/** Injection token of the options the cache `name` was made with (what forRoot got or useFactory returned). */
 export declare function getOptionsToken(name?: string): string
 
 /** The key `target[method](...args)` is cached under; `target` is an instance or its class. */
