@@ -253,3 +253,26 @@ test('new Cache checks the option types the addon declares', T, (t) => {
   for (const name of [...NATIVE_OPTIONS, 'waitUntil', 'onError']) assert.ok(err.message.includes(name), name)
   h.track(t, new Cache({ ttl: 1000, prefix: 'p:', waitUntil: () => {}, onError: () => {} }))
 })
+
+test('herdcache/nest options: nest/options.js, nest/index.d.ts and the README NestJS section agree', T, () => {
+  const { MODULE_HTTP, ROUTE, METHOD } = require('../nest/options')
+  const NEST_DTS = read('nest/index.d.ts')
+  const members = (name) => interfaceMembers(NEST_DTS, name, 'nest/index.d.ts').map(([member]) => member)
+  const shared = members('SharedHttpOptions')
+  const cases = [
+    [Object.keys(MODULE_HTTP), 'MODULE_HTTP', [...shared, ...members('HerdcacheHttpOptions')], 'HerdcacheHttpOptions'],
+    [Object.keys(ROUTE), 'ROUTE', [...shared, ...members('CachedOptions')], 'CachedOptions'],
+    [Object.keys(METHOD), 'METHOD', members('CachedMethodOptions'), 'CachedMethodOptions'],
+  ]
+  for (const [checked, checkedWhere, typed, typedWhere] of cases) {
+    sameNames(checked, `nest/options.js ${checkedWhere}`, typed, `nest/index.d.ts ${typedWhere}`)
+  }
+  const prose = section('## NestJS: `herdcache/nest`').replace(/^\s*```[\s\S]*?^\s*```$/gm, '')
+  const spans = [...prose.matchAll(/`([^`]+)`/g)].map((m) => m[1])
+  for (const name of new Set(cases.flatMap(([checked]) => checked))) {
+    assert.ok(
+      spans.some((span) => new RegExp(`\\b${name}\\b`).test(span)),
+      `the README NestJS section documents the option \`${name}\``,
+    )
+  }
+})

@@ -874,7 +874,8 @@ async function main() {
     )
     if (memory.status !== 0) process.exitCode = memory.status || 1
   }
-  if (OUT === path.join(__dirname, 'RESULTS.md')) require('./readme').updateReadmeAfterBench()
+  // Only a full run has every figure the README shows.
+  if (OUT === path.join(__dirname, 'RESULTS.md') && !ONLY && !SCENARIOS) require('./readme').updateReadmeAfterBench()
 }
 
 main().catch((err) => {
