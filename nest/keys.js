@@ -9,7 +9,7 @@
 // <route> is `Controller.handler` and its path pattern (or the route's `key`), <params> the sorted
 // path parameters, <query> the sorted query (repeated names keep their
 // order), <vary> the listed request headers, <scope> 'public' or
-// 'u:<sha256 of the principal>'. Requests that differ only in the order of
+// 'u:<sha256, or HMAC with http.principalSecret, of the principal>'. Requests that differ only in the order of
 // their query parameters share an entry.
 
 const { createHash, createHmac } = require('node:crypto')
