@@ -38,18 +38,24 @@ export interface LoaderContext<K extends Key = Key> {
  */
 export type Loader<T, K extends Key = Key> = (context: LoaderContext<K>) => T | PromiseLike<T>
 
-export interface CacheOptions extends NativeCacheOptions {
+/**
+ * Each option may also be `undefined`, which means absent (the default), so
+ * `redis: process.env.REDIS_URL` compiles under `exactOptionalPropertyTypes`.
+ */
+type AbsentAsUndefined<T> = { [K in keyof T]?: T[K] | undefined }
+
+export interface CacheOptions extends AbsentAsUndefined<NativeCacheOptions> {
   /**
    * Receives every background refresh's promise (it never rejects), so a
    * serverless host keeps the function alive until the refresh is done:
    * Vercel's `waitUntil`, Next.js `after()`.
    */
-  waitUntil?: (promise: Promise<void>) => void
+  waitUntil?: ((promise: Promise<void>) => void) | undefined
   /**
    * Background refresh failures; they never reject anybody's call. With Redis, also what `close()` could
    * not deliver: an {@link UndeliveredError} (`key` is undefined then; its `keys` name them).
    */
-  onError?: (error: unknown, info: { key: Key | undefined; background: true }) => void
+  onError?: ((error: unknown, info: { key: Key | undefined; background: true }) => void) | undefined
 }
 
 export interface EntryOptions {

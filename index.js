@@ -278,7 +278,8 @@ class Cache {
     return {
       advanceClock: (ms) => native.advanceClock(ms),
       skewClock: (ms) => native.skewClock(ms),
-      setRandom: ({ jitter = null, xfetch = null } = {}) => native.setRandom(jitter, xfetch),
+      // null (or no argument) unpins both draws: "real randomness again".
+      setRandom: (pins) => native.setRandom(pins?.jitter ?? null, pins?.xfetch ?? null),
     }
   }
 }

@@ -156,7 +156,8 @@ test('binding.d.ts declares CacheOptions from the Rust declaration: names, types
   assert.equal(body.match(/\/\*\*/g)?.length, members.length, 'every option has its doc comment in binding.d.ts')
   assert.doesNotMatch(body, /r#?"/, 'the docs are plain text, not raw string tokens')
   assert.match(INDEX_DTS, /import type \{ CacheOptions as NativeCacheOptions \} from '\.\/binding'/)
-  assert.match(INDEX_DTS, /export interface CacheOptions extends NativeCacheOptions/)
+  // Each native option, with `undefined` allowed as "absent" (exactOptionalPropertyTypes).
+  assert.match(INDEX_DTS, /export interface CacheOptions extends AbsentAsUndefined<NativeCacheOptions>/)
 })
 
 test('the counters: stats(), names().counters, the README table and index.d.ts CacheStats agree', T, (t) => {
@@ -251,4 +252,27 @@ test('new Cache checks the option types the addon declares', T, (t) => {
   const err = h.throwsWith(() => new Cache({ tll: 1 }), 'ERR_HERDCACHE_INVALID_OPTION', TypeError)
   for (const name of [...NATIVE_OPTIONS, 'waitUntil', 'onError']) assert.ok(err.message.includes(name), name)
   h.track(t, new Cache({ ttl: 1000, prefix: 'p:', waitUntil: () => {}, onError: () => {} }))
+})
+
+test('herdcache/nest options: nest/options.js, nest/index.d.ts and the README NestJS section agree', T, () => {
+  const { MODULE_HTTP, ROUTE, METHOD } = require('../nest/options')
+  const NEST_DTS = read('nest/index.d.ts')
+  const members = (name) => interfaceMembers(NEST_DTS, name, 'nest/index.d.ts').map(([member]) => member)
+  const shared = members('SharedHttpOptions')
+  const cases = [
+    [Object.keys(MODULE_HTTP), 'MODULE_HTTP', [...shared, ...members('HerdcacheHttpOptions')], 'HerdcacheHttpOptions'],
+    [Object.keys(ROUTE), 'ROUTE', [...shared, ...members('CachedOptions')], 'CachedOptions'],
+    [Object.keys(METHOD), 'METHOD', members('CachedMethodOptions'), 'CachedMethodOptions'],
+  ]
+  for (const [checked, checkedWhere, typed, typedWhere] of cases) {
+    sameNames(checked, `nest/options.js ${checkedWhere}`, typed, `nest/index.d.ts ${typedWhere}`)
+  }
+  const prose = section('## NestJS: `herdcache/nest`').replace(/^\s*```[\s\S]*?^\s*```$/gm, '')
+  const spans = [...prose.matchAll(/`([^`]+)`/g)].map((m) => m[1])
+  for (const name of new Set(cases.flatMap(([checked]) => checked))) {
+    assert.ok(
+      spans.some((span) => new RegExp(`\\b${name}\\b`).test(span)),
+      `the README NestJS section documents the option \`${name}\``,
+    )
+  }
 })

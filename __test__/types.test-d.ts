@@ -147,3 +147,7 @@ async function main(): Promise<void> {
 }
 
 void main
+
+// An option may be undefined (absent), under exactOptionalPropertyTypes too: the README's first example.
+const fromEnv = new Cache({ ttl: 60_000, redis: process.env.REDIS_URL, onError: undefined })
+void fromEnv

@@ -16,13 +16,24 @@ test('index.d.ts exists and the package points at it', { timeout: 10000 }, () =>
   assert.ok(fs.existsSync(path.join(ROOT, 'index.d.ts')), 'index.d.ts is missing')
 })
 
-test('types.test-d.ts type-checks with tsc --noEmit --strict (including every @ts-expect-error)', {
-  timeout: 30000,
-}, async () => {
-  assert.ok(fs.existsSync(TSC), 'the local typescript is installed')
-  const r = await tsc([...COMMON, FILE])
-  assert.equal(r.code, 0, `tsc reported:\n${r.out}`)
-})
+const BUNDLER = tscStrict('esnext')
+BUNDLER[BUNDLER.indexOf('--moduleResolution') + 1] = 'bundler'
+// The resolutions the README promises, with the .d.ts files checked and exact optional properties.
+const RESOLUTIONS = [
+  ['node16', COMMON],
+  ['nodenext', tscStrict('nodenext')],
+  ['bundler', BUNDLER],
+]
+
+for (const [name, args] of RESOLUTIONS) {
+  test(`types.test-d.ts type-checks with tsc --noEmit --strict under ${name} (including every @ts-expect-error)`, {
+    timeout: 30000,
+  }, async () => {
+    assert.ok(fs.existsSync(TSC), 'the local typescript is installed')
+    const r = await tsc([...args, '--skipLibCheck', 'false', '--exactOptionalPropertyTypes', FILE])
+    assert.equal(r.code, 0, `tsc reported:\n${r.out}`)
+  })
+}
 
 test('the type test is not vacuous: a wrong use outside @ts-expect-error fails to compile', {
   timeout: 30000,

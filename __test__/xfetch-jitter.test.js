@@ -113,6 +113,21 @@ test('setRandom({ xfetch: null }) goes back to real randomness (no forced early 
   assert.equal(loader.calls, 1)
 })
 
+test('setRandom(null) and setRandom() unpin both draws, as the README documents', T, async (t) => {
+  const cache = h.track(t, new Cache({ ttl: 10000, hardTtl: 100000, jitter: 0, beta: 1 }))
+  for (const unpin of [null, undefined]) {
+    h.setRandom(cache, { xfetch: TINY, jitter: 0 })
+    assert.doesNotThrow(() => cache[kTesting].setRandom(unpin), `setRandom(${unpin})`)
+  }
+  const loader = h.slowLoader(5, 'v')
+  await cache.getOrLoad('k', loader)
+  // Still pinned to TINY, the entry would refresh at its first read.
+  h.advance(cache, 5000)
+  for (let i = 0; i < 20; i++) await cache.getOrLoad('k', loader)
+  await h.sleep(40)
+  assert.equal(loader.calls, 1, 'no forced early refresh: the xfetch pin is gone')
+})
+
 test('setRandom({ xfetch }) pins the draw made when an entry is written; an entry keeps its moment', T, async (t) => {
   const cache = h.track(t, new Cache({ ttl: 10000, hardTtl: 100000, jitter: 0, beta: 1 }))
   h.setRandom(cache, { xfetch: 1 })

@@ -1962,6 +1962,9 @@ async function main() {
     console.log(
       `written to ${path.relative(process.cwd(), OUT)} (raw figures: ${path.relative(process.cwd(), jsonOut)})`,
     )
+    // The README shows parts 1 and 2 (and the 30-process row): only a run with all of them updates it.
+    const full = !ONLY && !flag('no-stampede') && !flag('no-hits') && !flag('no-big')
+    if (OUT === path.join(__dirname, 'FLEET.md') && full) require('./readme').updateReadmeAfterBench()
   } finally {
     await stopRedis(srv)
     if (snapshot) fs.rmSync(snapshot, { recursive: true, force: true })

@@ -419,6 +419,7 @@ async function main() {
   const md = markdown(rows, info)
   writeSection(OUT, md)
   console.log(`\n${md}\n\nwritten to ${path.relative(process.cwd(), OUT)}`)
+  if (OUT === path.join(__dirname, 'RESULTS.md') && !ONLY) require('./readme').updateReadmeAfterBench()
 }
 
 if (CHILD) {

@@ -294,6 +294,7 @@ async function main() {
     fs.writeFileSync(OUT, md)
     console.log('\n' + md)
     console.log(`written to ${path.relative(process.cwd(), OUT)}`)
+    if (!QUICK) require('./readme').updateReadmeAfterBench()
     const bad = [...hot, ...expiry].some((r) => r.errors > 0)
     if (bad) process.exitCode = 1
   } finally {

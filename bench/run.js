@@ -3,7 +3,7 @@
 // herdcache benchmark: the embedded store next to its in-process peers, in one
 // process run (`npm run bench`, or `node bench/run.js [--quick]`).
 //
-// Method (as in /work/shared/research/napi-sync-join.md): per scenario, every
+// Method: per scenario, every
 // library gets one warm-up sample, then SAMPLES interleaved rounds of one
 // ~SAMPLE_MS sample each (the order rotates per round); a library's figure is
 // the median of its samples, and a ratio is the median of the per-round
@@ -868,11 +868,14 @@ async function main() {
     if (nest.status !== 0) process.exitCode = nest.status || 1
     const memory = require('node:child_process').spawnSync(
       process.execPath,
-      [path.join(__dirname, 'memory.js'), ...(QUICK ? ['--quick'] : []), `--out=${OUT}`],
+      // Relative, so the command line memory.js records names no path outside the repository.
+      [path.join(__dirname, 'memory.js'), ...(QUICK ? ['--quick'] : []), `--out=${path.relative(process.cwd(), OUT)}`],
       { stdio: 'inherit' },
     )
     if (memory.status !== 0) process.exitCode = memory.status || 1
   }
+  // Only a full run has every figure the README shows.
+  if (OUT === path.join(__dirname, 'RESULTS.md') && !ONLY && !SCENARIOS) require('./readme').updateReadmeAfterBench()
 }
 
 main().catch((err) => {

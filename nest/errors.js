@@ -11,4 +11,7 @@ function invalidOption(message) {
   return herdError(TypeError, 'ERR_HERDCACHE_INVALID_OPTION', message)
 }
 
-module.exports = { nestError, invalidOption }
+/** The code of the one process warning herdcache/nest emits: a signed-in request bypassed for want of a principal. */
+const NO_PRINCIPAL_WARNING = 'HERDCACHE_NEST_NO_PRINCIPAL'
+
+module.exports = { nestError, invalidOption, NO_PRINCIPAL_WARNING }

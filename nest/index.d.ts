@@ -1,7 +1,14 @@
 // Types of herdcache/nest (nest/index.js). NestJS 11 and 12.
+//
+// This file is CommonJS to TypeScript (the package has no "type"), and Nest
+// 12 is ESM-only: under `moduleResolution: node16` a CommonJS file may only
+// import its types with `resolution-mode: 'import'` (TypeScript 5.3 or newer;
+// nodenext and bundler accept it as well).
 
-import type { CallHandler, DynamicModule, ExecutionContext, NestInterceptor } from '@nestjs/common'
-import type { Observable } from 'rxjs'
+import type { CallHandler, DynamicModule, ExecutionContext, NestInterceptor } from '@nestjs/common' with {
+  'resolution-mode': 'import',
+}
+import type { Observable } from 'rxjs' with { 'resolution-mode': 'import' }
 import type { Cache, CacheOptions, Key } from '../index'
 
 export { Cache }
@@ -24,7 +31,7 @@ export interface SharedHttpOptions {
    * `'public'`: one entry for everybody.
    */
   scope?: CacheScope
-  /** Default: `req.user?.id ?? req.user?.sub`. */
+  /** Default: `req.user?.id ?? req.user?.sub ?? req.user?.userId`. */
   principal?: PrincipalResolver
   /** Request headers whose values are part of the key (e.g. `accept-language`). */
   vary?: string[]
@@ -45,6 +52,12 @@ export interface HerdcacheHttpOptions extends SharedHttpOptions {
    * `false` as it is, or your function.
    */
   serialize?: boolean | ((value: unknown, context: ExecutionContext) => unknown)
+  /**
+   * Key of an HMAC-SHA256 of the principal in cache keys (and Redis key
+   * names). Without it the hash is a plain SHA-256, which anyone can
+   * recompute for small ids (1, 2, 3, ...) and so tell whose entry a key is.
+   */
+  principalSecret?: string | Buffer
 }
 
 /** Options of one cache: the `Cache` options plus the interceptor defaults. */
@@ -64,6 +77,7 @@ export interface HerdcacheModuleAsyncOptions {
   imports?: any[]
   inject?: any[]
   useFactory: (...args: any[]) => HerdcacheOptions | Promise<HerdcacheOptions>
+  /** Providers the factory injects that no imported module exports; made in the cache's module. */
   extraProviders?: any[]
 }
 
@@ -86,9 +100,10 @@ export interface CachedOptions extends SharedHttpOptions {
   stale?: boolean
   /**
    * A string names the route in the key (params, query, vary and scope are
-   * still added); a function gives the whole route part of the key.
+   * still added); a function gives the whole route part of the key, or
+   * `undefined` to skip the cache for this request (BYPASS).
    */
-  key?: string | ((context: ExecutionContext) => string | Promise<string>)
+  key?: string | ((context: ExecutionContext) => string | undefined | Promise<string | undefined>)
   /** The name of the cache to use. */
   cache?: string
 }
@@ -99,9 +114,13 @@ export declare function Cached(options?: CachedOptions): MethodDecorator & Class
 export interface CachedMethodOptions<A extends any[] = any[]> {
   /** The key of a call; `this` is the instance. Default: class + method + the arguments as JSON. */
   key?: (this: any, ...args: A) => Key
+  /** Soft TTL of the results, ms (default: the cache's). */
   ttl?: number
+  /** Hard TTL of the results, ms. */
   hardTtl?: number
+  /** `false`: never return a stale result; the call waits for a fresh run. */
   stale?: boolean
+  /** The name of the cache to use. */
   cache?: string
 }
 
@@ -112,6 +131,7 @@ export declare function CachedMethod(options?: CachedMethodOptions): MethodDecor
 export declare function InjectCache(name?: string): PropertyDecorator & ParameterDecorator
 
 export declare function getCacheToken(name?: string): string
+/** Injection token of the options the cache `name` was made with (what forRoot got or useFactory returned). */
 export declare function getOptionsToken(name?: string): string
 
 /** The key `target[method](...args)` is cached under; `target` is an instance or its class. */

@@ -7,7 +7,7 @@
 const { Injectable, SetMetadata, UseInterceptors, applyDecorators, StreamableFile } = require('@nestjs/common')
 const { Reflector, ModuleRef, HttpAdapterHost } = require('@nestjs/core')
 const { of, lastValueFrom, isObservable } = require('rxjs')
-const { nestError } = require('./errors')
+const { nestError, NO_PRINCIPAL_WARNING } = require('./errors')
 const { routeKey, routeIdentity, escapeRoute } = require('./keys')
 const { CACHED_ROUTE, getCacheToken, getOptionsToken, checkOptions, ROUTE } = require('./options')
 const { DEFAULT_NAME } = require('./registry')
@@ -25,11 +25,13 @@ const DEFAULT_HTTP = {
   headers: 'x-cache',
   cacheControl: false,
   scope: 'auto',
-  principal: (request) => request.user?.id ?? request.user?.sub,
+  // `userId`: what Passport's JWT strategy of the Nest docs puts in req.user.
+  principal: (request) => request.user?.id ?? request.user?.sub ?? request.user?.userId,
   vary: undefined,
   query: undefined,
   head: false,
   serialize: true,
+  principalSecret: undefined,
 }
 const DEFAULT_TTL = 60_000
 
@@ -78,6 +80,26 @@ function storable(value) {
   )
 }
 
+let warnedNoPrincipal = false
+
+/**
+ * Signed-in requests that are never cached look like a working cache (200,
+ * and a BYPASS header nobody reads), so the first one is reported, once
+ * per process, naming the option that fixes it.
+ */
+function warnNoPrincipal(request) {
+  if (warnedNoPrincipal) return
+  warnedNoPrincipal = true
+  const fields = typeof request.user === 'object' ? Object.keys(request.user).join(', ') : typeof request.user
+  process.emitWarning(
+    `herdcache/nest: a request with req.user (${fields}) was not cached (X-Cache: BYPASS): no principal was found ` +
+      'in it. Set http.principal in HerdcacheModule.forRoot (or principal in @Cached), e.g. ' +
+      '`principal: (req) => req.user?.accountId`; the default reads req.user.id, .sub and .userId. ' +
+      'This warning is shown once.',
+    { type: 'Warning', code: NO_PRINCIPAL_WARNING },
+  )
+}
+
 /**
  * The principal a request's entry is keyed by: null for a shared (public)
  * entry, undefined when the request is private but nobody can be named
@@ -89,7 +111,10 @@ function principalOf(request, options) {
   const isPrivate = options.scope === 'user' || Boolean(headers.authorization || headers.cookie || request.user)
   if (!isPrivate) return null
   const id = options.principal(request)
-  if (id === undefined || id === null || id === '') return undefined
+  if (id === undefined || id === null || id === '') {
+    if (request.user) warnNoPrincipal(request)
+    return undefined
+  }
   if (typeof id !== 'string' && typeof id !== 'number') {
     throw nestError(
       'ERR_HERDCACHE_NEST_INVALID_PRINCIPAL',
@@ -98,6 +123,19 @@ function principalOf(request, options) {
     )
   }
   return id
+}
+
+/**
+ * The X-Cache value of an answered request. With Redis, a request whose
+ * instance waited for another instance's load is told `hit` by the cache
+ * (it got a value it did not load); a value loaded after the request
+ * arrived can only have come from a load that was in flight, so that is
+ * COALESCED. Across machines this compares their clocks: a few ms of skew
+ * can turn such a COALESCED into HIT, never a hit into a MISS.
+ */
+function xCache(outcome, envelope, startedAt) {
+  if (outcome === 'hit' && envelope.at > startedAt) return 'COALESCED'
+  return X_CACHE[outcome] ?? 'MISS'
 }
 
 class HerdcacheInterceptor {
@@ -162,7 +200,13 @@ class HerdcacheInterceptor {
       typeof options.key === 'function'
         ? await this.#customKey(context, request, options, principal)
         : this.#routeKey(context, request, options, principal)
+    if (key === undefined) {
+      // The route's key function skipped this request (trackBy's undefined).
+      this.#setHeaders(response, 'BYPASS', undefined, options, isPrivate)
+      return next.handle()
+    }
     const { status } = callOptions
+    const startedAt = Date.now()
     let envelope
     try {
       // The loader closes over this request's `next`: a background refresh
@@ -183,7 +227,7 @@ class HerdcacheInterceptor {
       }
       throw error
     }
-    this.#setHeaders(response, X_CACHE[status.outcome] ?? 'MISS', envelope, options, isPrivate)
+    this.#setHeaders(response, xCache(status.outcome, envelope, startedAt), envelope, options, isPrivate)
     return of(envelope.v)
   }
 
@@ -201,14 +245,20 @@ class HerdcacheInterceptor {
 
   async #customKey(context, request, options, principal) {
     const custom = await options.key(context)
+    if (custom === undefined) return undefined
     if (typeof custom !== 'string' || custom === '') {
-      throw nestError('ERR_HERDCACHE_NEST_INVALID_KEY', '@Cached({ key }) must return a non-empty string', TypeError)
+      throw nestError(
+        'ERR_HERDCACHE_NEST_INVALID_KEY',
+        '@Cached({ key }) must return a non-empty string (or undefined: this request is not cached)',
+        TypeError,
+      )
     }
     return routeKey({
       route: custom,
       headers: request.headers ?? {},
       vary: options.vary,
       principal: principal === null ? undefined : principal,
+      secret: options.principalSecret,
     })
   }
 
@@ -224,6 +274,7 @@ class HerdcacheInterceptor {
       headers: request.headers ?? {},
       vary: options.vary,
       principal: principal === null ? undefined : principal,
+      secret: options.principalSecret,
     })
   }
 

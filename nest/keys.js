@@ -9,10 +9,10 @@
 // <route> is `Controller.handler` and its path pattern (or the route's `key`), <params> the sorted
 // path parameters, <query> the sorted query (repeated names keep their
 // order), <vary> the listed request headers, <scope> 'public' or
-// 'u:<sha256 of the principal>'. Requests that differ only in the order of
+// 'u:<sha256, or HMAC with http.principalSecret, of the principal>'. Requests that differ only in the order of
 // their query parameters share an entry.
 
-const { createHash } = require('node:crypto')
+const { createHash, createHmac } = require('node:crypto')
 const { nestError } = require('./errors')
 
 /**
@@ -52,9 +52,15 @@ function sortDeep(value, parents) {
   return out
 }
 
-/** 32 hex digits of sha256: principals never appear in keys (or Redis) in clear. */
-function hashPrincipal(principal) {
-  return createHash('sha256').update(String(principal)).digest('hex').slice(0, 32)
+/**
+ * 32 hex digits of the principal's hash: principals never appear in keys (or
+ * Redis) in clear. A plain SHA-256 of a small numeric id can be reversed by
+ * hashing every id, so with `secret` (`http.principalSecret`) it is an
+ * HMAC-SHA256, which nobody without the secret can recompute.
+ */
+function hashPrincipal(principal, secret) {
+  const hash = secret === undefined ? createHash('sha256') : createHmac('sha256', secret)
+  return hash.update(String(principal)).digest('hex').slice(0, 32)
 }
 
 /**
@@ -101,14 +107,15 @@ function canonicalVary(headers, vary) {
 /**
  * The key of a route's entry.
  * @param {{ route: string, params?: object, url?: string, query?: readonly string[], headers?: object,
- *   vary?: readonly string[], principal?: string | number | null }} parts `principal` null/undefined: public
+ *   vary?: readonly string[], principal?: string | number | null, secret?: string | Buffer }} parts
+ *   `principal` null/undefined: public; `secret`: the HMAC key of the principal's hash
  */
-function routeKey({ route, params, url = '', query, headers = {}, vary, principal, routeEscaped = false }) {
+function routeKey({ route, params, url = '', query, headers = {}, vary, principal, secret, routeEscaped = false }) {
   // Encoded here as herdcache encodes an array key (each part's `\` and `:`
   // escaped, joined with `:`): the same key as the array, and a string key
   // is one read into the addon on every hit instead of one per part. The
   // params and the query are percent-encoded (no `:` or `\` left in them).
-  const scope = principal === undefined || principal === null ? 'public' : `u\\:${hashPrincipal(principal)}`
+  const scope = principal === undefined || principal === null ? 'public' : `u\\:${hashPrincipal(principal, secret)}`
   const varied = vary === undefined || vary.length === 0 ? '' : escapePart(canonicalVary(headers, vary))
   const head = routeEscaped ? route : escapePart(route)
   return `nest:http:${head}:${canonicalParams(params)}:${canonicalQuery(url, query)}:${varied}:${scope}`

@@ -129,6 +129,7 @@ async function evictRoute(controller, handlerName, request = {}) {
     headers: lowerHeaders,
     vary: route.vary ?? http.vary,
     principal,
+    secret: http.principalSecret,
   })
   return cache.delete(key)
 }

@@ -47,6 +47,8 @@ const MODULE_HTTP = {
   headers: (v) => HEADER_MODES.has(v) || "'x-cache', 'cache-status', 'both' or false",
   cacheControl: (v) => typeof v === 'boolean' || 'a boolean',
   serialize: (v) => typeof v === 'boolean' || typeof v === 'function' || 'a boolean or a function (value, context)',
+  principalSecret: (v) =>
+    (typeof v === 'string' && v !== '') || (Buffer.isBuffer(v) && v.length > 0) || 'a non-empty string or Buffer',
 }
 
 const ROUTE = {
@@ -54,7 +56,8 @@ const ROUTE = {
   ttl: (v) => isMs(v) || 'a number of ms > 0',
   hardTtl: (v) => isMs(v) || 'a number of ms > 0',
   stale: (v) => typeof v === 'boolean' || 'a boolean',
-  key: (v) => typeof v === 'string' || typeof v === 'function' || 'a string or a function (context) => string',
+  key: (v) =>
+    typeof v === 'string' || typeof v === 'function' || 'a string or a function (context) => string | undefined',
   cache: (v) => (typeof v === 'string' && v !== '') || 'a cache name (string)',
 }
 

@@ -50,9 +50,11 @@ if (!fs.existsSync(napi)) {
 }
 console.error(
   builtAt
-    ? 'herdcache: sources changed, rebuilding the native addon…'
-    : 'herdcache: building the native addon (first time: about a minute)…',
+    ? 'herdcache: sources changed, rebuilding the native addon (cargo shows its progress)…'
+    : 'herdcache: building the native addon. The first build compiles every dependency in release mode: several ' +
+        'minutes, with cargo showing its progress…',
 )
+const started = Date.now()
 const result = spawnSync(napi, ['build', '--platform', '--release', '--js', 'binding.js', '--dts', 'binding.d.ts'], {
   cwd: root,
   stdio: 'inherit',
@@ -61,3 +63,4 @@ if (result.status !== 0) {
   console.error('herdcache: the native build failed (is a Rust toolchain installed? https://rustup.rs)')
   process.exit(result.status ?? 1)
 }
+console.error(`herdcache: the native addon was built in ${Math.round((Date.now() - started) / 1000)} s`)

@@ -78,10 +78,47 @@ test('the package exports map and files list carry herdcache/nest', () => {
   }
 })
 
-const TSC_ARGS = [...tscStrict('nodenext'), '--experimentalDecorators', '--emitDecoratorMetadata']
+const DECORATORS = ['--experimentalDecorators', '--emitDecoratorMetadata', '--exactOptionalPropertyTypes']
+// With the .d.ts files checked too: an error in nest/index.d.ts must fail here, as in a user's build.
+const LIB_CHECK = ['--skipLibCheck', 'false']
+const TSC_ARGS = [...tscStrict('nodenext'), ...DECORATORS, ...LIB_CHECK]
+const BUNDLER = tscStrict('esnext')
+BUNDLER[BUNDLER.indexOf('--moduleResolution') + 1] = 'bundler'
 
-test('nest/index.d.ts: types.test-d.ts type-checks (with every @ts-expect-error)', { timeout: 60_000 }, async () => {
-  const r = await tsc([...TSC_ARGS, path.join(__dirname, 'types.test-d.ts')], 55_000)
+// Every `moduleResolution` the README promises, and in node16/nodenext both
+// an ES module consumer (.mts: Nest 12 is ESM-only, so a TypeScript app on
+// it is one) and a CommonJS one that imports herdcache/nest alone.
+const RESOLUTIONS = [
+  ['node16, an ES module', [...tscStrict('node16'), ...DECORATORS, ...LIB_CHECK], '.mts'],
+  ['nodenext, an ES module', [...tscStrict('nodenext'), ...DECORATORS, ...LIB_CHECK], '.mts'],
+  ['nodenext, CommonJS', TSC_ARGS, '.ts'],
+  ['bundler', [...BUNDLER, ...DECORATORS, ...LIB_CHECK], '.ts'],
+]
+
+for (const [name, args, extension] of RESOLUTIONS) {
+  test(`nest/index.d.ts under ${name}: types.test-d.ts type-checks (with every @ts-expect-error)`, {
+    timeout: 60_000,
+  }, async (t) => {
+    const file = path.join(__dirname, `.nest-types-${name.replace(/\W+/g, '-')}.tmp${extension}`)
+    t.after(() => fs.rmSync(file, { force: true }))
+    fs.writeFileSync(file, fs.readFileSync(path.join(__dirname, 'types.test-d.ts'), 'utf8'))
+    const r = await tsc([...args, file], 55_000)
+    assert.equal(r.code, 0, `tsc reported:\n${r.out}`)
+  })
+}
+
+test('nest/index.d.ts under node16 from a CommonJS file that imports herdcache/nest alone', {
+  timeout: 60_000,
+}, async (t) => {
+  const file = path.join(__dirname, '.nest-types-node16-cjs.tmp.ts')
+  t.after(() => fs.rmSync(file, { force: true }))
+  fs.writeFileSync(
+    file,
+    "import { Cached, HerdcacheModule } from 'herdcache/nest'\n" +
+      'Cached({ ttl: 1000, stale: false })\n' +
+      'HerdcacheModule.forRoot({ redis: process.env.REDIS_URL, http: { principalSecret: process.env.SECRET ?? "s" } })\n',
+  )
+  const r = await tsc([...tscStrict('node16'), ...DECORATORS, ...LIB_CHECK, file], 55_000)
   assert.equal(r.code, 0, `tsc reported:\n${r.out}`)
 })
 

@@ -147,3 +147,37 @@ test('bad options fail with ERR_HERDCACHE_INVALID_OPTION', async () => {
     await assert.rejects(NestFactory.create(Root, { logger: false, abortOnError: false }), invalid)
   }
 })
+
+test('forRootAsync extraProviders feed the factory; getOptionsToken injects the options the cache was made with', async (t) => {
+  const { getOptionsToken } = require('herdcache/nest')
+  // A settings class no imported module exports: only extraProviders makes it injectable into useFactory.
+  class CacheSettings {
+    ttl = 12_345
+  }
+  Injectable()(CacheSettings)
+  class ReadsOptions {
+    constructor(options, reportOptions) {
+      this.options = options
+      this.reportOptions = reportOptions
+    }
+  }
+  Injectable()(ReadsOptions)
+  Inject(getOptionsToken())(ReadsOptions, undefined, 0)
+  Inject(getOptionsToken('reports'))(ReadsOptions, undefined, 1)
+  const { app } = await startApp(t, {
+    imports: [
+      HerdcacheModule.forRootAsync({
+        isGlobal: true,
+        extraProviders: [CacheSettings],
+        inject: [CacheSettings],
+        useFactory: (settings) => ({ ttl: settings.ttl, http: { headers: 'both' } }),
+      }),
+      HerdcacheModule.forRoot({ name: 'reports', ttl: 1_000, isGlobal: true }),
+    ],
+    providers: [ReadsOptions],
+  })
+  const { options, reportOptions } = app.get(ReadsOptions)
+  assert.deepEqual(options, { ttl: 12_345, http: { headers: 'both' } }, 'what useFactory returned')
+  assert.deepEqual(reportOptions, { ttl: 1_000 }, 'what forRoot got, without name and isGlobal')
+  assert.equal(getOptionsToken('reports'), 'HERDCACHE_OPTIONS:reports')
+})

@@ -86,6 +86,8 @@ for (const platform of PLATFORMS) {
     assert.equal(runs[0].n + runs[1].n, 1, `handler runs per app: ${runs[0].n} + ${runs[1].n}`)
     const counts = tally(responses)
     assert.equal(counts.MISS, 1, JSON.stringify(counts))
+    // The other app's requests waited for this one's load: COALESCED, as in one process.
+    assert.equal(counts.COALESCED, responses.length - 1, JSON.stringify(counts))
 
     // "close": the app closes its cache and Redis connections, and the
     // process exits by itself (no open handle).

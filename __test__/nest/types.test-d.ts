@@ -46,6 +46,12 @@ class UsersController {
   me(): string {
     return 'me'
   }
+
+  @Get('maybe')
+  @Cached({ key: (ctx) => (ctx.switchToHttp().getRequest().query.fresh ? undefined : 'maybe'), stale: false })
+  maybe(): string {
+    return 'maybe'
+  }
 }
 
 // @ts-expect-error scope is 'auto' | 'user' | 'public'
@@ -55,7 +61,12 @@ Cached({ ttl: '1m' })
 
 @Module({
   imports: [
-    HerdcacheModule.forRoot({ ttl: 60_000, http: { headers: 'both', cacheControl: true }, isGlobal: true }),
+    HerdcacheModule.forRoot({
+      ttl: 60_000,
+      redis: process.env.REDIS_URL, // string | undefined: accepted under exactOptionalPropertyTypes
+      http: { headers: 'both', cacheControl: true, principalSecret: 'a secret' },
+      isGlobal: true,
+    }),
     HerdcacheModule.forRootAsync({
       name: 'reports',
       imports: [ConfigModule],

@@ -1,0 +1,296 @@
+'use strict'
+
+// Writes the benchmark figures of README.md from the committed results
+// files (bench/RESULTS.md, bench/FLEET.md, bench/NEST.md), between markers:
+//
+//   <!-- bench:<name>:start -->  ...generated...  <!-- bench:<name>:end -->
+//
+// The figures are never typed by hand: the bench scripts call updateReadme()
+// after they wrote their results, and __test__/readme-figures.test.js fails
+// when the README differs from what this renders from the files in the tree.
+//
+//   node bench/readme.js           rewrite README.md's bench sections
+//   node bench/readme.js --check   exit 1 (and say which section) when README.md is out of date
+
+const fs = require('node:fs')
+const path = require('node:path')
+
+const ROOT = path.join(__dirname, '..')
+const README = path.join(ROOT, 'README.md')
+const RESULT_FILES = { results: 'bench/RESULTS.md', fleet: 'bench/FLEET.md', nest: 'bench/NEST.md' }
+
+/** The results files' texts, read from `root`. */
+function readResults(root = ROOT) {
+  return Object.fromEntries(
+    Object.entries(RESULT_FILES).map(([name, file]) => [name, fs.readFileSync(path.join(root, file), 'utf8')]),
+  )
+}
+
+// ---------------------------------------------------------------- parsing
+
+/** The text of the section whose heading line starts with `heading`, up to the next heading of its level or higher. */
+function section(md, heading, file) {
+  const lines = md.split('\n')
+  const start = lines.findIndex((line) => line.startsWith(heading))
+  if (start === -1) throw new Error(`${file} has no section "${heading}"`)
+  const level = heading.indexOf(' ')
+  const end = lines.findIndex((line, i) => i > start && /^#+ /.test(line) && line.indexOf(' ') <= level)
+  return lines.slice(start, end === -1 ? undefined : end).join('\n')
+}
+
+/** The Markdown tables of `text`, each as rows of { column: cell }. */
+function tables(text) {
+  const found = []
+  let block = []
+  for (const line of [...text.split('\n'), '']) {
+    if (line.startsWith('|')) {
+      block.push(line)
+      continue
+    }
+    if (block.length > 2) {
+      const cells = (row) =>
+        row
+          .slice(1, -1)
+          .split(' | ')
+          .map((c) => c.trim())
+      const header = cells(block[0])
+      found.push(block.slice(2).map((row) => Object.fromEntries(cells(row).map((c, i) => [header[i], c]))))
+    }
+    block = []
+  }
+  return found
+}
+
+/** The first table of `text` that has every column of `columns`. */
+function tableWith(text, columns, what) {
+  const table = tables(text).find((rows) => columns.every((c) => c in rows[0]))
+  if (!table) throw new Error(`${what}: no table with the columns ${columns.join(', ')}`)
+  return table
+}
+
+function row(table, match, what) {
+  const found = table.find(match)
+  if (!found) throw new Error(`${what}: row not found`)
+  return found
+}
+
+function capture(text, pattern, what) {
+  const m = pattern.exec(text)
+  if (!m) throw new Error(`${what}: ${pattern} not found`)
+  return m
+}
+
+/** "1.19 M", "723.0 k", "84": a number, to sort by. */
+function ops(cell) {
+  const m = /^([\d.]+)\s*([kM]?)/.exec(cell)
+  return m ? Number(m[1]) * { '': 1, k: 1e3, M: 1e6 }[m[2]] : Number.NaN
+}
+
+/** A ratio as the README writes it: two significant digits are what the noise allows. */
+function times(x) {
+  return `${x >= 10 ? x.toFixed(0) : x.toFixed(2)}×`
+}
+
+// ---------------------------------------------------------------- sections
+
+const SPEED_LIBS = ['herdcache', 'lru-cache', 'bentocache', 'cache-manager']
+const SPEED_SCENARIOS = [
+  ['1.', 'hit, 1 in flight'],
+  ['2.', 'hit, 64 in flight'],
+  ['3.', 'hit, 10 000 keys, 1 in flight'],
+  ['4.', '1 000 callers on one cold key (per caller)'],
+  ['5.', 'a new cold key per call (1 KB value)'],
+]
+
+function speed({ results }) {
+  const table = tableWith(results, ['scenario', 'library', 'µs/op'], 'bench/RESULTS.md')
+  const date = capture(results, /^- date: (\S+)/m, 'bench/RESULTS.md date')[1]
+  const lines = [
+    `From the last run (${date}; µs per call, lower is better):`,
+    '',
+    `| scenario | ${SPEED_LIBS.join(' | ')} |`,
+    `|---|${SPEED_LIBS.map(() => '---:').join('|')}|`,
+  ]
+  for (const [number, label] of SPEED_SCENARIOS) {
+    const cells = SPEED_LIBS.map(
+      (lib) =>
+        row(table, (r) => r.scenario.startsWith(`${number} `) && r.library === lib, `RESULTS.md ${number} ${lib}`)[
+          'µs/op'
+        ],
+    )
+    lines.push(`| ${label} | ${cells.join(' | ')} |`)
+  }
+  return lines.join('\n')
+}
+
+function memory({ results }) {
+  const memorySection = section(results, '## Memory per cached entry', 'bench/RESULTS.md')
+  const table = tableWith(memorySection, ['library', 'RSS per entry (bytes)', '÷ js-map'], 'RESULTS.md memory')
+  const entries = capture(memorySection, /^- what: ([\d,]+) distinct keys/m, 'RESULTS.md memory entries')[1]
+  const rss = (lib) => row(table, (r) => r.library === lib, `RESULTS.md memory ${lib}`)['RSS per entry (bytes)']
+  const median = (cell) => cell.replace(/\s*\(.*\)$/, '')
+  const ratio = (lib) => row(table, (r) => r.library === lib, `RESULTS.md memory ${lib}`)['÷ js-map']
+  return (
+    `With ${entries} entries of ~1 KB, an entry costs ${median(rss('herdcache'))} bytes of RSS in herdcache ` +
+    `(${ratio('herdcache')} a \`Map\` holding the same JSON copies, ${median(rss('js-map'))} bytes), ` +
+    `${median(rss('lru-cache'))} in lru-cache (${ratio('lru-cache')}).`
+  )
+}
+
+function fleet({ fleet: md }) {
+  const stampede = section(md, '## 1. Hot-key expiry stampede', 'bench/FLEET.md')
+  const table = tableWith(
+    stampede,
+    ['library', 'per TTL period', 'per expiry (mean / max)', 'served / s', 'p99'],
+    'FLEET.md',
+  )
+  const setup = capture(
+    stampede,
+    /^(\d+) processes × (\d+) callers.*?ttl (\d+ m?s), a loader that takes (\d+ ms).*?then (\d+ s) measured\. (\d+) rounds/ms,
+    'FLEET.md setup',
+  )
+  const [, procs, callers, ttl, loadMs, seconds, rounds] = setup
+  const herd = row(table, (r) => r.library === 'herdcache', 'FLEET.md herdcache')
+  // "herdcache (beta: 0)" is a diagnostic row of the bench, not a library.
+  const peers = table
+    .filter((r) => !r.library.startsWith('herdcache'))
+    .sort((a, b) => ops(b['served / s']) - ops(a['served / s']))
+  const cells = (r) => {
+    const max = r['per expiry (mean / max)'].split('/')[1].trim()
+    return `| ${r.library} | ${r['per TTL period']} | ${max} | ${r['served / s']} | ${r.p99} |`
+  }
+  const big = tableWith(stampede, ['library', 'processes', 'per TTL period', 'served / s'], 'FLEET.md 30 processes')
+  const widest = big.reduce((a, b) => (Number(b.processes) > Number(a.processes) ? b : a))
+  const bigCallers = capture(
+    stampede,
+    new RegExp(`\\*\\*${widest.processes} processes × (\\d+) callers`),
+    'FLEET.md',
+  )[1]
+  const hits = tableWith(
+    section(md, '## 2. Hit throughput', 'bench/FLEET.md'),
+    ['scenario', 'library', 'ops/s'],
+    'FLEET.md hits',
+  )
+  const hit = (scenario) =>
+    row(hits, (r) => r.scenario === scenario && r.library === 'herdcache', `FLEET.md ${scenario}`)
+  const ratio = (scenario, library) =>
+    row(hits, (r) => r.scenario === scenario && r.library === library, `FLEET.md ${scenario} ${library}`)[
+      'herdcache ÷ peer'
+    ]
+  const at64 = hits.filter((r) => r.scenario === 'hit, 64 in flight' && !r.library.startsWith('herdcache'))
+  const best64 = at64.reduce((a, b) => (ops(b['ops/s']) > ops(a['ops/s']) ? b : a))
+  return [
+    `\`npm run bench:fleet\` runs a hot key expiring under ${procs} processes × ${callers} callers (ttl ${ttl}, a ` +
+      `${loadMs} loader) against one Redis, for herdcache and the Redis setups of the same peers, and writes ` +
+      '[bench/FLEET.md](bench/FLEET.md) with a plot ([bench/fleet.svg](bench/fleet.svg)). From the last run ' +
+      `(${seconds} measured, medians of ${rounds} rounds):`,
+    '',
+    '| library | loader runs per TTL period (whole fleet) | at once, max | served / s | p99 |',
+    '|---|---:|---:|---:|---:|',
+    cells(herd),
+    ...peers.map(cells),
+    '',
+    `At ${widest.processes} processes × ${bigCallers} callers: herdcache's loader runs per TTL period ` +
+      `${widest['per TTL period']}, ${widest['served / s']} served / s. A warm-key hit with Redis configured is an L1 hit: ` +
+      `${hit('hit, 1 in flight')['ops/s']} ops/s at 1 in flight (${ratio('hit, 1 in flight', 'ioredis GET + JSON.parse')} ` +
+      `a raw ioredis \`GET\` + \`JSON.parse\`), ${hit('hit, 64 in flight')['ops/s']} at 64 ` +
+      `(${best64['herdcache ÷ peer']} the best peer, ${best64.library}).`,
+  ].join('\n')
+}
+
+const NEST_VARIANTS = [
+  'herdcache/nest (memory)',
+  'CacheInterceptor (memory)',
+  'herdcache/nest (Redis, 2 apps)',
+  'CacheInterceptor (@keyv/redis, 2 apps)',
+]
+
+function nest({ nest: md }) {
+  const hotSection = section(md, '## 1. Hot key', 'bench/NEST.md')
+  const expirySection = section(md, '## 2. Expiry under load', 'bench/NEST.md')
+  const hot = tableWith(hotSection, ['variant', 'req/s', 'p99'], 'NEST.md hot key')
+  const expiry = tableWith(expirySection, ['variant', 'per expiry (whole fleet)'], 'NEST.md expiry')
+  const waitedColumn = Object.keys(expiry[0]).find((c) => c.startsWith('requests that waited'))
+  if (!waitedColumn) throw new Error('NEST.md expiry: no "requests that waited" column')
+  const queryMs = capture(md, /after a simulated (\d+ ms) query/, 'NEST.md query')[1]
+  const connections = capture(md, /(\d+) closed loops of keep-alive/, 'NEST.md connections')[1]
+  const [, ttl, load] = capture(
+    expirySection,
+    /^## 2\. Expiry under load \(ttl ([^,]+), ([^)]+) of load\)/,
+    'NEST.md ttl',
+  )
+  const rounds = capture(hotSection, /^(\d+) round\(s\)/m, 'NEST.md rounds')[1]
+  const get = (table, variant) => row(table, (r) => r.variant === variant, `NEST.md ${variant}`)
+  const reqs = (variant) => ops(get(hot, variant)['req/s'])
+  const lines = [
+    '`npm run bench` ends with `bench/nest.js`, which writes [bench/NEST.md](bench/NEST.md): the same route ' +
+      `(a ${queryMs} query, Express) under ${connections} keep-alive connections from 127.0.0.1, for herdcache/nest ` +
+      'and `CacheInterceptor`, in memory and with Redis (two apps on one redis-server). From the last run ' +
+      `(medians of ${rounds} rounds; 2 cores shared by client, apps and Redis, so req/s is bounded by the machine):`,
+    '',
+    `| variant | hot key: req/s | p99 | expiry under load (ttl ${ttl}, ${load}): handler runs per expiry, whole fleet | requests that waited ≥ the ${queryMs} query |`,
+    '|---|---:|---:|---:|---:|',
+  ]
+  for (const variant of NEST_VARIANTS) {
+    const h = get(hot, variant)
+    const e = get(expiry, variant)
+    lines.push(`| ${variant} | ${h['req/s']} | ${h.p99} | ${e['per expiry (whole fleet)']} | ${e[waitedColumn]} |`)
+  }
+  lines.push(
+    '',
+    `On a hot key herdcache/nest served ${times(reqs(NEST_VARIANTS[0]) / reqs(NEST_VARIANTS[1]))} the requests of ` +
+      `\`CacheInterceptor\` in memory and ${times(reqs(NEST_VARIANTS[2]) / reqs(NEST_VARIANTS[3]))} with Redis ` +
+      '(the HTTP request around a hit costs far more than either cache, so these ratios move from run to run); ' +
+      'at each expiry it runs the handler once for the fleet, where `CacheInterceptor` runs it for every request in flight.',
+  )
+  return lines.join('\n')
+}
+
+const SECTIONS = { speed, memory, fleet, nest }
+
+/** README text with every bench section rendered from `results` (the results files' texts). */
+function render(readme, results) {
+  let out = readme
+  for (const [name, make] of Object.entries(SECTIONS)) {
+    const start = `<!-- bench:${name}:start -->`
+    const end = `<!-- bench:${name}:end -->`
+    const from = out.indexOf(start)
+    const to = out.indexOf(end)
+    if (from === -1 || to < from) throw new Error(`README.md has no ${start} … ${end} section`)
+    out = `${out.slice(0, from + start.length)}\n${make(results)}\n${out.slice(to)}`
+  }
+  return out
+}
+
+/** Rewrites README.md's bench sections from the results files; returns true when it changed. */
+function updateReadme(root = ROOT) {
+  const file = path.join(root, 'README.md')
+  const before = fs.readFileSync(file, 'utf8')
+  const after = render(before, readResults(root))
+  if (after !== before) fs.writeFileSync(file, after)
+  return after !== before
+}
+
+/** For the bench scripts: update the README, and say so; a failure is reported, the results stay written. */
+function updateReadmeAfterBench() {
+  try {
+    console.log(updateReadme() ? 'README.md: bench figures updated' : 'README.md: bench figures unchanged')
+  } catch (error) {
+    console.error(`README.md: could not update the bench figures: ${error.message}`)
+    process.exitCode = 1
+  }
+}
+
+module.exports = { render, readResults, updateReadme, updateReadmeAfterBench, SECTIONS, RESULT_FILES, README }
+
+if (require.main === module) {
+  if (process.argv.includes('--check')) {
+    const readme = fs.readFileSync(README, 'utf8')
+    if (render(readme, readResults()) !== readme) {
+      console.error('README.md: the bench figures differ from the results files; run `node bench/readme.js`')
+      process.exit(1)
+    }
+  } else {
+    console.log(updateReadme() ? 'README.md updated' : 'README.md already up to date')
+  }
+}
