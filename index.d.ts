@@ -139,6 +139,12 @@ export interface CacheStats {
   recoveryDropped: number
   /** With Redis: such calls waiting now to be delivered. */
   recoveryPending: number
+  /** With Redis: 1 while the last Redis command got an answer (the command connection is up). */
+  redisConnected: number
+  /** With Redis: 1 while the events subscription is live. */
+  redisSubscribed: number
+  /** With Redis: the code of the last Redis failure's cause (`ERR_HERDCACHE_REDIS_*`), kept once Redis answers again; else null. */
+  lastRedisError: string | null
 }
 
 /** An error herdcache made; `code` is stable. */
@@ -153,7 +159,13 @@ export interface HerdcacheError extends Error {
     | 'ERR_HERDCACHE_TIMEOUT'
     | 'ERR_HERDCACHE_CLOSED'
     | 'ERR_HERDCACHE_UNDELIVERED'
+    | 'ERR_HERDCACHE_REDIS_AUTH'
     | 'ERR_HERDCACHE_REDIS_NOPERM'
+    | 'ERR_HERDCACHE_REDIS_DB'
+    | 'ERR_HERDCACHE_REDIS_UNREACHABLE'
+    | 'ERR_HERDCACHE_REDIS_TLS'
+    | 'ERR_HERDCACHE_REDIS_TIMEOUT'
+    | 'ERR_HERDCACHE_REDIS_FAILED'
     | 'ERR_HERDCACHE_INTERNAL'
     | 'ERR_HERDCACHE_NO_BINARY'
 }
@@ -196,6 +208,13 @@ export declare class Cache {
 
   /** Counters and gauges. */
   stats(): CacheStats
+
+  /**
+   * Resolves once Redis answered as the fleet needs it (connected, authenticated, db selected, scripts loaded,
+   * events subscription live), at once without Redis; rejects with the cause's coded error
+   * (`ERR_HERDCACHE_REDIS_*`) within twice `redisTimeout`. Calls made meanwhile fail open as ever.
+   */
+  ready(): Promise<void>
 
   /** The counters in the Prometheus text format (`herdcache_…`). */
   metrics(): string

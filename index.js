@@ -93,24 +93,35 @@ function settle(run) {
   }
 }
 
+/** "1 set() call", "3 delete() calls": how many calls of one kind. */
+function calls(n, op) {
+  return `${n} ${op}() call${n === 1 ? '' : 's'}`
+}
+
 /**
  * Reports the writes and invalidations close() gave up on: to `onError` (an
- * error with code `ERR_HERDCACHE_UNDELIVERED`, its `operations` and `keys`),
- * or, without one, as a process warning, so they are never dropped silently.
+ * error with code `ERR_HERDCACHE_UNDELIVERED`, its `operations`, `keys` and
+ * the last Redis error as `cause`), or, without one, as a process warning, so
+ * they are never dropped silently.
  *
  * @param {import('./lib/native-contract').Context} ctx
  * @param {Array<{ op: 'set' | 'delete' | 'clear', key?: string }>} undelivered
+ * @param {{ code: string, message: string } | null} last the last Redis failure's cause
  */
-function reportUndelivered(ctx, undelivered) {
+function reportUndelivered(ctx, undelivered, last) {
   if (undelivered.length === 0) return
   const keys = undelivered.filter((o) => o.key !== undefined).map((o) => o.key)
-  const cleared = undelivered.some((o) => o.op === 'clear')
-  const what = [keys.length > 0 ? `${keys.length} set/delete call(s)` : '', cleared ? 'a clear()' : '']
+  const counts = new Map()
+  for (const { op } of undelivered) counts.set(op, (counts.get(op) || 0) + 1)
+  const what = [...counts].map(([op, n]) => calls(n, op)).join(' and ')
+  const why = last === null ? 'Redis could not be reached' : `the last Redis error: ${last.code}: ${last.message}`
+  const shown = keys.length > 10 ? `${keys.slice(0, 10).join(', ')}, …` : keys.join(', ')
   const error = herdError(
     Error,
     codes.UNDELIVERED,
-    `close(): ${what.filter(Boolean).join(' and ')} could not reach Redis and were given up ` +
-      `(Redis still down); other instances may serve the old values until they expire. Keys: ${keys.slice(0, 10).join(', ')}${keys.length > 10 ? ', …' : ''}`,
+    `close(): ${what} could not reach Redis and ${undelivered.length === 1 ? 'was' : 'were'} given up (${why}); ` +
+      `other instances may serve the old values until they expire.${keys.length > 0 ? ` Keys: ${shown}` : ''}`,
+    last === null ? undefined : herdError(Error, last.code, last.message),
   )
   error.operations = undelivered
   error.keys = keys
@@ -145,6 +156,7 @@ class Cache {
       waiting: new Map(),
       writes: new Set(),
       warned: new Set(),
+      failing: new Set(),
       timer: undefined,
       idle: false,
       self: undefined,
@@ -243,6 +255,12 @@ class Cache {
     return this.#fns.stats()
   }
 
+  ready() {
+    return this.#native.ready().then((problem) => {
+      if (problem !== null) throw herdError(Error, problem.code, `herdcache: ${problem.message}`)
+    })
+  }
+
   metrics() {
     return this.#fns.metrics()
   }
@@ -263,7 +281,7 @@ class Cache {
       const ctx = this.#ctx
       this.#closing = Promise.all(pending)
         .then(() => this.#native.flushRecovery())
-        .then((undelivered) => reportUndelivered(ctx, undelivered))
+        .then((undelivered) => reportUndelivered(ctx, undelivered, this.#native.lastRedisError()))
         .catch(noop)
         .then(() => {
           stop(ctx)

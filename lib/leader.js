@@ -16,6 +16,9 @@ const { enter, leave } = require('./deadlines')
 const { herdError, describeKey, unserializable, sizeProblem } = require('./errors')
 const { codes } = require('./names')
 
+/** The code of the process warning for a failed background refresh when there is no `onError`. */
+const REFRESH_FAILED_WARNING = 'HERDCACHE_REFRESH_FAILED'
+
 const { parse, stringify } = JSON
 const noop = () => {}
 
@@ -204,6 +207,8 @@ class Flight {
 
   /** Reports the value; the addon answers the callers (with Redis, once it is written there). */
   fill(result, negative, computeMs, json) {
+    // A key whose refreshes failed loads again: a later failure warns anew.
+    if (this.ctx.failing.size > 0) this.ctx.failing.delete(describeKey(this.userKey))
     // Reported first: a fill that throws (TTLs the addon refuses) leaves
     // the flight unsettled, for `failWith`.
     const write = this.ctx.fill(this.id, result, negative, computeMs, json, this.ttl, this.hardTtl, this.noStore)
@@ -307,6 +312,20 @@ function track(ctx, write) {
   write.then(done, done)
 }
 
+/** The no-`onError` warning of `report`: once per key until it loads again. */
+function warnRefreshFailed(ctx, error, key) {
+  const name = describeKey(key)
+  if (ctx.failing.has(name)) return
+  if (ctx.failing.size >= MAX_FAILING_KEYS) ctx.failing.clear()
+  ctx.failing.add(name)
+  const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+  process.emitWarning(
+    `herdcache: the background refresh of key ${name} failed (${reason}); its stale value is served until a ` +
+      'refresh succeeds (this warning is shown once per key until then; pass onError to see every failure)',
+    { type: 'Warning', code: REFRESH_FAILED_WARNING },
+  )
+}
+
 /**
  * What the addon found about Redis that no retry fixes (an ACL refusing the
  * events channel, …): an error with its stable code, to `onError`, or
@@ -325,9 +344,20 @@ function reportProblem(ctx, code, message) {
   process.emitWarning(error)
 }
 
-/** Background failures go to `onError`; nobody awaits them. */
+/** Past this many keys whose refreshes fail, the warned-of list starts afresh (a warning may repeat). */
+const MAX_FAILING_KEYS = 10_000
+
+/**
+ * Background failures go to `onError`; nobody awaits them. Without it, a
+ * failed refresh is one process warning per key per failure streak (until a
+ * load of the key succeeds), so a backend down for an hour behind stale
+ * values is not silent.
+ */
 function report(ctx, error, key) {
-  if (typeof ctx.onError !== 'function') return
+  if (typeof ctx.onError !== 'function') {
+    if (key !== undefined) warnRefreshFailed(ctx, error, key)
+    return
+  }
   try {
     ctx.onError(error, { key, background: true })
   } catch {

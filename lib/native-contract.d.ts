@@ -122,6 +122,8 @@ export interface Context {
   writes: Set<Promise<unknown>>
   /** The codes `reportProblem` warned of (no `onError`): each once. */
   warned: Set<string>
+  /** Keys (as `describeKey` names them) whose failed refresh was warned of (no `onError`), until they load again. */
+  failing: Set<string>
   /** The one timer that expires `active` flights, or undefined. */
   timer: ReturnType<typeof setTimeout> | undefined
   /** The timer is unref'd: no load is in flight. */
@@ -184,6 +186,10 @@ export interface NativeCache {
   ): EntryPoints
   /** Stops new calls; what is in flight goes on. */
   close(): void
+  /** Fulfils with null once Redis answers as the fleet needs (at once without Redis), else with the cause. */
+  ready(): Promise<{ code: string; message: string } | null>
+  /** The last Redis failure's cause, or null. */
+  lastRedisError(): { code: string; message: string } | null
   /**
    * With Redis, at close (once loads and writes settled): one more attempt to deliver what could not
    * reach Redis; fulfils with what is still undelivered (given up), never rejects.

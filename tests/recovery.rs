@@ -299,6 +299,12 @@ impl SharedStore for FlakyDeletes {
   fn problems(&self) -> &std::sync::Arc<herdcache::engine::shared::Problems> {
     self.inner.problems()
   }
+  fn describe(&self, error: &RedisError) -> herdcache::engine::shared::Problem {
+    self.inner.describe(error)
+  }
+  async fn ready(&self) -> RedisResult<()> {
+    self.inner.ready().await
+  }
   async fn read(&self, keys: &Self::Keys) -> RedisResult<Read> {
     self.inner.read(keys).await
   }

@@ -314,6 +314,47 @@ impl NativeCache {
     }
   }
 
+  /// `ready()`: fulfils with null once Redis answers as the fleet needs it
+  /// (or at once without Redis), else with the cause `{ code, message }`
+  /// (which the JS wrapper rejects with); never rejects itself.
+  #[napi(ts_return_type = "Promise<{ code: string; message: string } | null>")]
+  pub fn ready<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
+    let env = env.raw();
+    let ready = self.inner.cache.borrow().ready();
+    // SAFETY: `env` is the env napi-rs passed to this method, running now
+    // on its JS thread; the promise's value is made with the env it is
+    // resolved with (`futures::promise`).
+    unsafe {
+      let promise = match ready {
+        None => raw::resolved(env, raw::null(env)),
+        Some(ready) => {
+          futures::promise_on_cache(env, self.inner.id, ready, |env, answer| match answer {
+            Ok(()) => raw::null(env),
+            Err(problem) => problem_to_js(env, &problem),
+          })
+          .map_err(|f| to_napi_error(env, f))?
+        }
+      };
+      Unknown::from_napi_value(env, promise)
+    }
+  }
+
+  /// The last Redis failure's cause, `{ code, message }`, or null.
+  #[napi(ts_return_type = "{ code: string; message: string } | null")]
+  pub fn last_redis_error<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
+    let env = env.raw();
+    let last = self.inner.cache.borrow().last_problem();
+    // SAFETY: `env` is the env napi-rs passed to this method, on its JS
+    // thread; the value is made in its scope.
+    unsafe {
+      let value = match last {
+        Some(problem) => problem_to_js(env, &problem),
+        None => raw::null(env),
+      };
+      Unknown::from_napi_value(env, value)
+    }
+  }
+
   /// Drops every entry and flight (after close, once flights settled).
   #[napi]
   pub fn release(&self) {
@@ -368,6 +409,20 @@ impl NativeCache {
       .local_mut()
       .set_random(clamp(jitter), clamp(xfetch));
   }
+}
+
+/// `{ code, message }`.
+unsafe fn problem_to_js(env: raw::Env, problem: &crate::engine::shared::Problem) -> raw::Value {
+  let mut object = std::ptr::null_mut();
+  napi::sys::napi_create_object(env, &mut object);
+  let _ = raw::set_property(
+    env,
+    object,
+    c"code",
+    raw::string(env, problem.code.as_str()),
+  );
+  let _ = raw::set_property(env, object, c"message", raw::string(env, &problem.message));
+  object
 }
 
 /// `[{ op, key }]` (no `key` for a clear).

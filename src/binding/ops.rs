@@ -132,7 +132,9 @@ pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value
   let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
   // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
   // this statement, while its function is alive (as in `entry::get_or_load`).
-  let (metrics, gauges) = (&*inner).cache.borrow().snapshot();
+  let cache = (&*inner).cache.borrow();
+  let ((metrics, gauges), last) = (cache.snapshot(), cache.last_problem());
+  drop(cache);
   let build = || {
     let mut object = std::ptr::null_mut();
     napi_try!(env, sys::napi_create_object(env, &mut object));
@@ -140,6 +142,11 @@ pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value
       let name = std::ffi::CString::new(name).unwrap_or_default();
       raw::set_property(env, object, &name, raw::number(env, value as f64))?;
     }
+    let last = match last {
+      Some(problem) => raw::string(env, problem.code.as_str()),
+      None => raw::null(env),
+    };
+    raw::set_property(env, object, c"lastRedisError", last)?;
     Ok(object)
   };
   match build() {
@@ -153,7 +160,10 @@ pub unsafe extern "C" fn metrics(env: Env, info: sys::napi_callback_info) -> Val
   let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
   // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
   // this statement, while its function is alive (as in `entry::get_or_load`).
-  let (metrics, gauges) = (&*inner).cache.borrow().snapshot();
-  let text = crate::engine::metrics::prometheus(&metrics, &gauges);
+  let cache = (&*inner).cache.borrow();
+  let ((metrics, gauges), last) = (cache.snapshot(), cache.last_problem());
+  drop(cache);
+  let last = last.map(|problem| problem.code.as_str());
+  let text = crate::engine::metrics::prometheus(&metrics, &gauges, last);
   raw::string(env, &text)
 }

@@ -42,9 +42,23 @@ codes! {
   /// At `close()`: writes or invalidations that could not reach Redis and
   /// were given up (reported to `onError`, with their `operations`).
   Undelivered => "ERR_HERDCACHE_UNDELIVERED",
-  /// Redis refused a command for this ACL user (NOPERM): e.g. PUBLISH or
-  /// SUBSCRIBE on the events channel. Reported once, to `onError`.
+  /// Redis refused the credentials: a wrong password or user (WRONGPASS),
+  /// or none given to a server that wants one (NOAUTH).
+  RedisAuth => "ERR_HERDCACHE_REDIS_AUTH",
+  /// Redis refused a command for this ACL user (NOPERM): scripts, or
+  /// PUBLISH/SUBSCRIBE on the events channel.
   RedisNoPerm => "ERR_HERDCACHE_REDIS_NOPERM",
+  /// The URL's db does not exist on the server ("DB index is out of range").
+  RedisDb => "ERR_HERDCACHE_REDIS_DB",
+  /// Nothing answers at the URL's host and port (refused, no route, no such host).
+  RedisUnreachable => "ERR_HERDCACHE_REDIS_UNREACHABLE",
+  /// The TLS handshake failed (`rediss://` to a plain port, a certificate
+  /// the system's roots do not trust).
+  RedisTls => "ERR_HERDCACHE_REDIS_TLS",
+  /// Redis did not answer within `redisTimeout`.
+  RedisTimeout => "ERR_HERDCACHE_REDIS_TIMEOUT",
+  /// Any other Redis failure, with the server's text.
+  RedisFailed => "ERR_HERDCACHE_REDIS_FAILED",
   /// A Node-API or runtime call failed: a bug to report, not a usage error.
   Internal => "ERR_HERDCACHE_INTERNAL",
 }

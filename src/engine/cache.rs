@@ -84,6 +84,8 @@ pub struct Cache<V, F> {
   /// The counters as they were when `release` stopped the fleet: `stats()`
   /// after `close()` still has the fleet's.
   released: Option<Metrics>,
+  /// The fleet's last failure's cause, as it was when it stopped.
+  last_problem: Option<Problem>,
 }
 
 impl<V, F> Cache<V, F> {
@@ -94,6 +96,7 @@ impl<V, F> Cache<V, F> {
       invalidations: fleet.as_ref().map(|f| f.invalidations()),
       fleet,
       released: None,
+      last_problem: None,
     }
   }
 
@@ -474,6 +477,9 @@ impl<V, F> Cache<V, F> {
       metrics.recovery_dropped = read(&c.recovery_dropped);
       gauges.circuit_open = u64::from(fleet.circuit_open());
       gauges.recovery_pending = fleet.recovery_pending() as u64;
+      let (connected, subscribed) = fleet.connected();
+      gauges.redis_connected = u64::from(connected);
+      gauges.redis_subscribed = u64::from(subscribed);
     }
     (metrics, gauges)
   }
@@ -490,8 +496,9 @@ impl<V, F> Cache<V, F> {
   /// the JS environment that owns the cache, or the cache itself).
   pub fn stop_fleet(&mut self) {
     self.local.close();
-    if self.fleet.is_some() {
+    if let Some(fleet) = &self.fleet {
       self.released = Some(self.snapshot().0);
+      self.last_problem = fleet.last_problem();
     }
     if let Some(fleet) = self.fleet.take() {
       fleet.stop();
@@ -506,6 +513,22 @@ impl<V, F> Cache<V, F> {
     self.local.skew_clock(ms);
     let fleet = self.fleet.clone()?;
     Some(async move { fleet.sync_clock_now().await })
+  }
+
+  /// The last shared-store failure's cause, if any (kept once the store
+  /// answers again, and after release).
+  pub fn last_problem(&self) -> Option<Problem> {
+    match &self.fleet {
+      Some(fleet) => fleet.last_problem(),
+      None => self.last_problem.clone(),
+    }
+  }
+
+  /// `ready()`: with a fleet, resolves once the shared store answers as it
+  /// needs (see [`Fleet::ready`]); `None` without one.
+  pub fn ready(&self) -> Option<impl Future<Output = Result<(), Problem>> + Send + 'static> {
+    let fleet = self.fleet.clone()?;
+    Some(async move { fleet.ready().await })
   }
 
   /// What the shared store found that the application must be told.

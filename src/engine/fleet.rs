@@ -106,6 +106,9 @@ pub struct Fleet<S: SharedStore = RedisStore> {
   steps: Mutex<HashMap<u64, Steps<S::Keys>>>,
   /// Set by [`Fleet::stop`]: no step starts any more.
   stopped: AtomicBool,
+  /// The last command reached the store; the subscription is live.
+  connected: AtomicBool,
+  subscription: Arc<Live>,
   /// The runtime the fleet's tasks run on (the JS thread that stops a
   /// fleet is not inside it).
   runtime: Handle,
@@ -184,6 +187,34 @@ impl GiveUp {
   }
 }
 
+/// Whether the events subscription is live, and a wait for it to be.
+#[derive(Default)]
+struct Live {
+  live: AtomicBool,
+  notify: Notify,
+}
+
+impl Live {
+  fn set(&self, live: bool) {
+    self.live.store(live, Ordering::SeqCst);
+    if live {
+      self.notify.notify_waiters();
+    }
+  }
+
+  async fn wait(&self) {
+    loop {
+      let notified = self.notify.notified();
+      tokio::pin!(notified);
+      notified.as_mut().enable();
+      if self.live.load(Ordering::SeqCst) {
+        return;
+      }
+      notified.await;
+    }
+  }
+}
+
 /// The replay task's pause between attempts when the breaker's cool-down
 /// is 0 (it probes at the cool-down otherwise): no busy loop.
 const MIN_REPLAY_PAUSE: Duration = Duration::from_millis(100);
@@ -237,6 +268,7 @@ impl<S: SharedStore> Fleet<S> {
   /// Must run inside the tokio runtime (the subscriber is spawned).
   pub fn start(store: S, config: FleetConfig) -> Arc<Fleet<S>> {
     let invalidations = Arc::new(Invalidations::default());
+    let subscription = Arc::new(Live::default());
     let origin = store.origin().to_string();
     let events = {
       let invalidations = Arc::clone(&invalidations);
@@ -263,6 +295,8 @@ impl<S: SharedStore> Fleet<S> {
       counters: FleetCounters::default(),
       steps: Mutex::new(HashMap::new()),
       stopped: AtomicBool::new(false),
+      connected: AtomicBool::new(false),
+      subscription: Arc::clone(&subscription),
       runtime: Handle::current(),
       invalidations: Arc::clone(&invalidations),
       subscriber: Mutex::new(None),
@@ -275,6 +309,7 @@ impl<S: SharedStore> Fleet<S> {
     // (re)connection clears the L1, so nothing missed is served from it.
     let ever_connected = AtomicBool::new(false);
     let handle = fleet.store.subscribe(&fleet.events, move |connected| {
+      subscription.set(connected);
       if connected && ever_connected.swap(true, Ordering::Relaxed) {
         invalidations.push(Invalidation::Resubscribed);
       }
@@ -357,18 +392,79 @@ impl<S: SharedStore> Fleet<S> {
   }
 
   /// Feeds the breaker and the error counter.
+  /// A failure that opens the breaker is reported with its cause (once
+  /// while the store keeps failing for it: `Problems::failed`).
   fn track<T>(&self, result: Result<T, S::Error>) -> Option<T> {
     let mut breaker = self.breaker.lock().unwrap_or_else(|p| p.into_inner());
     match result {
       Ok(value) => {
         breaker.success();
+        drop(breaker);
+        if !self.connected.swap(true, Ordering::Relaxed) {
+          self.store.problems().answered();
+        }
         Some(value)
       }
-      Err(_) => {
+      Err(error) => {
         bump(&self.counters.redis_errors);
-        breaker.failure(self.clock.now());
+        let opened = breaker.failure(self.clock.now());
+        drop(breaker);
+        self.connected.store(false, Ordering::Relaxed);
+        if opened {
+          self.store.problems().failed(self.store.describe(&error));
+        }
         None
       }
+    }
+  }
+
+  /// Whether the last command reached the store (the command connection
+  /// is up), and whether the events subscription is live.
+  pub fn connected(&self) -> (bool, bool) {
+    (
+      self.connected.load(Ordering::Relaxed),
+      self.subscription.live.load(Ordering::SeqCst),
+    )
+  }
+
+  /// The last failure's cause (kept once the store answers again).
+  pub fn last_problem(&self) -> Option<super::shared::Problem> {
+    self.store.problems().last()
+  }
+
+  /// `cache.ready()`: resolves once the store answers as the fleet needs
+  /// (connected, authenticated, db selected, scripts loaded) and the
+  /// events subscription is live; else the cause, within twice the
+  /// store's command timeout (a connection attempt, then the probe that
+  /// explains its failure). Calls made meanwhile fail open as ever.
+  pub async fn ready(&self) -> Result<(), super::shared::Problem> {
+    let bound = self.store.command_timeout() * 2;
+    let check = async {
+      let answered = self.store.ready().await;
+      if let Err(error) = answered {
+        let problem = self.store.describe(&error);
+        self.track(Err::<(), _>(error));
+        return Err(problem);
+      }
+      self.track(Ok::<(), S::Error>(()));
+      self.subscription.wait().await;
+      Ok(())
+    };
+    match tokio::time::timeout(bound, check).await {
+      Ok(answer) => answer,
+      Err(_) => Err(
+        self
+          .store
+          .problems()
+          .subscription_problem()
+          .unwrap_or_else(|| super::shared::Problem {
+            code: crate::core::error::Code::RedisTimeout,
+            message: format!(
+              "Redis did not answer (or the events subscription did not go live) within twice redisTimeout ({} ms)",
+              bound.as_millis()
+            ),
+          }),
+      ),
     }
   }
 

@@ -50,10 +50,12 @@ pub struct Gauges {
   pub in_flight: u64,
   pub circuit_open: u64,
   pub recovery_pending: u64,
+  pub redis_connected: u64,
+  pub redis_subscribed: u64,
 }
 
 impl Gauges {
-  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 4] {
+  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 6] {
     [
       ("size", "herdcache_entries", "Entries held now.", self.size),
       (
@@ -74,12 +76,25 @@ impl Gauges {
         "Writes and invalidations waiting for Redis to be delivered.",
         self.recovery_pending,
       ),
+      (
+        "redisConnected",
+        "herdcache_redis_connected",
+        "1 while the last Redis command got an answer (the command connection is up).",
+        self.redis_connected,
+      ),
+      (
+        "redisSubscribed",
+        "herdcache_redis_subscribed",
+        "1 while the events subscription is live (fill notices and invalidations arrive).",
+        self.redis_subscribed,
+      ),
     ]
   }
 }
 
-/// The Prometheus text exposition format (version 0.0.4).
-pub fn prometheus(metrics: &Metrics, gauges: &Gauges) -> String {
+/// The Prometheus text exposition format (version 0.0.4); `last_error`:
+/// the code of the last Redis failure, as a labelled gauge.
+pub fn prometheus(metrics: &Metrics, gauges: &Gauges, last_error: Option<&str>) -> String {
   let mut out = String::with_capacity(2048);
   for (_, name, help, value) in metrics.counters() {
     out.push_str(&format!(
@@ -91,8 +106,16 @@ pub fn prometheus(metrics: &Metrics, gauges: &Gauges) -> String {
       "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
     ));
   }
+  if let Some(code) = last_error {
+    out.push_str(&format!(
+      "# HELP {LAST_ERROR} The code of the last Redis failure (stats().lastRedisError).\n# TYPE {LAST_ERROR} gauge\n{LAST_ERROR}{{code=\"{code}\"}} 1\n"
+    ));
+  }
   out
 }
+
+/// The `metrics()` name of `stats().lastRedisError`.
+pub const LAST_ERROR: &str = "herdcache_redis_last_error";
 
 #[cfg(test)]
 mod tests {
@@ -110,8 +133,9 @@ mod tests {
       in_flight: 1,
       circuit_open: 0,
       recovery_pending: 2,
+      ..Default::default()
     };
-    let text = prometheus(&m, &g);
+    let text = prometheus(&m, &g, None);
     assert!(text.contains("# TYPE herdcache_hits_total counter\nherdcache_hits_total 3\n"));
     assert!(text.contains("herdcache_stale_served_total 2\n"));
     assert!(text.contains("# TYPE herdcache_entries gauge\nherdcache_entries 7\n"));
@@ -120,5 +144,7 @@ mod tests {
       text.matches("# TYPE").count(),
       m.counters().len() + g.gauges().len()
     );
+    let text = prometheus(&m, &g, Some("ERR_HERDCACHE_REDIS_AUTH"));
+    assert!(text.contains("herdcache_redis_last_error{code=\"ERR_HERDCACHE_REDIS_AUTH\"} 1\n"));
   }
 }

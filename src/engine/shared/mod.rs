@@ -60,6 +60,12 @@ pub struct Problems {
   queue: Mutex<Vec<Problem>>,
   /// What was reported already, by what was refused (`publish`, …).
   seen: Mutex<HashSet<&'static str>>,
+  /// The cause last reported (an outage's until the store answers again);
+  /// the last failure's cause, kept after it answered again.
+  failing: Mutex<Option<Code>>,
+  last: Mutex<Option<Problem>>,
+  /// Why the events subscription is not live, when it is not.
+  subscription: Mutex<Option<Problem>>,
 }
 
 impl Problems {
@@ -73,12 +79,61 @@ impl Problems {
     {
       return;
     }
+    self.queue(problem);
+  }
+
+  fn queue(&self, problem: Problem) {
     self
       .queue
       .lock()
       .unwrap_or_else(|p| p.into_inner())
       .push(problem);
     self.pending.store(true, Ordering::Release);
+  }
+
+  /// A failure that opened the circuit breaker: queued unless its cause
+  /// was already reported since the store last answered (a store that
+  /// stays misconfigured is reported once, not at every probe).
+  pub fn failed(&self, problem: Problem) {
+    let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+    *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(problem.clone());
+    if *failing == Some(problem.code) {
+      return;
+    }
+    *failing = Some(problem.code);
+    drop(failing);
+    self.queue(problem);
+  }
+
+  /// The store answered: the next outage is reported again. A refusal
+  /// (credentials, ACL, db, TLS) is not: a user whose ACL forbids scripts
+  /// still has its reads answered, and is told once.
+  pub fn answered(&self) {
+    let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+    if matches!(
+      *failing,
+      Some(Code::RedisTimeout | Code::RedisUnreachable | Code::RedisFailed)
+    ) {
+      *failing = None;
+    }
+  }
+
+  /// The last failure's cause, if any failed (kept once the store answers again).
+  pub fn last(&self) -> Option<Problem> {
+    self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+  }
+
+  /// The subscription went down for `problem` (`None`: it is live).
+  pub fn subscription(&self, problem: Option<Problem>) {
+    *self.subscription.lock().unwrap_or_else(|p| p.into_inner()) = problem;
+  }
+
+  pub fn subscription_problem(&self) -> Option<Problem> {
+    self
+      .subscription
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .clone()
   }
 
   pub fn take(&self) -> Vec<Problem> {
@@ -258,6 +313,15 @@ pub trait SharedStore: Send + Sync + 'static {
 
   /// What this store found that the application must be told.
   fn problems(&self) -> &Arc<Problems>;
+
+  /// What a failure means for the application: its cause, coded, with the
+  /// server's own text and what to check.
+  fn describe(&self, error: &Self::Error) -> Problem;
+
+  /// Resolves once the store answers as the fleet needs it to: connected,
+  /// authenticated, its db selected, its scripts loaded (`cache.ready()`;
+  /// the subscription is the fleet's to wait for).
+  fn ready(&self) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
   /// True if this caller now holds the lock.
   fn try_lock(

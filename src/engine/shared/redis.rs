@@ -46,6 +46,9 @@ pub struct RedisStore {
   connecting: tokio::sync::Mutex<()>,
   closed: AtomicBool,
   problems: Arc<Problems>,
+  /// Where it connects, for messages: `host:port` (never the credentials),
+  /// and whether over TLS.
+  target: Target,
   prefix: String,
   channel: String,
   /// Names this store on the events channel, so it can skip its own notices.
@@ -71,8 +74,15 @@ impl RedisStore {
       // another cache, or by the host application) is refused, harmlessly.
       let _ = rustls::crypto::ring::default_provider().install_default();
     }
+    let client = Client::open(url)?;
+    let target = Target {
+      addr: client.get_connection_info().addr().to_string(),
+      tls: url.starts_with("rediss://"),
+      timeout_ms: timeouts.command.as_millis() as u64,
+    };
     Ok(RedisStore {
-      client: Client::open(url)?,
+      client,
+      target,
       timeouts,
       manager: Mutex::new(None),
       connecting: tokio::sync::Mutex::new(()),
@@ -118,16 +128,25 @@ impl RedisStore {
       .set_number_of_retries(self.timeouts.retries)
       .set_connection_timeout(Some(self.timeouts.connect))
       .set_response_timeout(Some(self.timeouts.command));
-    let manager = self
-      .client
-      .get_connection_manager_with_config(config)
-      .await?;
+    let manager = match self.client.get_connection_manager_with_config(config).await {
+      Ok(manager) => manager,
+      Err(e) => return Err(self.diagnose(e).await),
+    };
     let mut slot = self.manager.lock().unwrap_or_else(|p| p.into_inner());
     if self.closed.load(Ordering::SeqCst) {
       return Err(closed_error());
     }
     *slot = Some(manager.clone());
     Ok(manager)
+  }
+
+  /// A connection that could not be made, explained ([`explain`]).
+  async fn diagnose(&self, e: RedisError) -> RedisError {
+    let probe = explain(&self.client, &self.target, &e);
+    match tokio::time::timeout(self.timeouts.connect, probe).await {
+      Ok(Some(explained)) => explained,
+      _ => e,
+    }
   }
 
   fn live_manager(&self) -> RedisResult<Option<ConnectionManager>> {
@@ -202,20 +221,39 @@ impl RedisStore {
     let client = self.client.clone();
     let channel = self.channel.clone();
     let problems = Arc::clone(&self.problems);
+    let target = self.target.clone();
     tokio::spawn(async move {
       let mut backoff = Duration::from_millis(50);
       loop {
-        if let Ok(Ok(pubsub)) = tokio::time::timeout(timeout, client.get_async_pubsub()).await {
+        let connected = tokio::time::timeout(timeout, client.get_async_pubsub()).await;
+        let failed = match &connected {
+          Ok(Err(e)) => Some(match explain(&client, &target, e).await {
+            Some(explained) => target.describe(&explained),
+            None => target.describe(e),
+          }),
+          Err(_) if target.tls && plain_redis(&target.addr).await => {
+            Some(target.describe(&plain_port_error()))
+          }
+          Err(_) => Some(target.timed_out()),
+          Ok(Ok(_)) => None,
+        };
+        if failed.is_some() {
+          problems.subscription(failed);
+        }
+        if let Ok(Ok(pubsub)) = connected {
           let (mut sink, mut messages) = pubsub.split();
           let subscribed = tokio::time::timeout(timeout, sink.subscribe(&channel)).await;
           if let Ok(Err(e)) = &subscribed {
+            let refused = subscribe_refused(&channel, e);
+            problems.subscription(Some(refused.clone()));
             if e.code() == Some("NOPERM") {
-              problems.raise("subscribe", subscribe_refused(&channel, e));
+              problems.raise("subscribe", refused);
               // An ACL changes rarely: asked again now and then, not spun on.
               backoff = REFUSED_RETRY;
             }
           }
           if let Ok(Ok(())) = subscribed {
+            problems.subscription(None);
             on_connected(true);
             backoff = Duration::from_millis(50);
             let mut probe = tokio::time::interval(LIVENESS_PROBE);
@@ -604,6 +642,169 @@ impl SharedStore for RedisStore {
 
   fn problems(&self) -> &Arc<Problems> {
     &self.problems
+  }
+
+  fn describe(&self, error: &RedisError) -> Problem {
+    self.target.describe(error)
+  }
+
+  /// A connection (authenticated, its db selected), then every script
+  /// loaded, as EVALSHA will need them.
+  async fn ready(&self) -> RedisResult<()> {
+    let mut c = self.connection().await?;
+    for script in [
+      &self.lock,
+      &self.refresh_lock,
+      &self.fail_refresh,
+      &self.release,
+      &self.extend,
+      &self.write,
+      &self.delete,
+      &self.delete_not_newer,
+      &self.clear_not_newer,
+    ] {
+      script.prepare_invoke().load_async(&mut c).await?;
+    }
+    Ok(())
+  }
+}
+
+/// Where a store connects, for what its failures say.
+#[derive(Debug, Clone)]
+struct Target {
+  addr: String,
+  tls: bool,
+  timeout_ms: u64,
+}
+
+impl Target {
+  /// A failure's cause (`core::error::Code`'s Redis codes), with the
+  /// server's text and what to check.
+  fn describe(&self, e: &RedisError) -> Problem {
+    let text = e.to_string();
+    let at = &self.addr;
+    let (code, hint) = if matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+      || e.kind() == ErrorKind::AuthenticationFailed
+    {
+      (
+        Code::RedisAuth,
+        "check the user and password of the `redis` URL (redis://user:password@host:port)",
+      )
+    } else if e.code() == Some("NOPERM") {
+      (
+        Code::RedisNoPerm,
+        "the ACL user lacks a command or key herdcache needs (README, \"Production's everyday events\")",
+      )
+    } else if text.contains("DB index is out of range") {
+      (
+        Code::RedisDb,
+        "the db of the URL (redis://host:port/N) must be below the server's `databases`",
+      )
+    } else if self.tls && text.contains(PLAIN_PORT) {
+      (
+        Code::RedisTls,
+        "this port is not TLS: use redis:// for it, or the server's TLS port with rediss://",
+      )
+    } else if e.is_timeout() {
+      return self.timed_out();
+    } else if e.is_connection_refusal() {
+      (
+        Code::RedisUnreachable,
+        "is Redis running there, and is the URL's host and port right?",
+      )
+    } else if self.tls && e.is_io_error() {
+      (
+        Code::RedisTls,
+        "rediss:// needs the server's TLS port and a certificate the system trusts; a plain port wants redis://",
+      )
+    } else if e.is_io_error() {
+      (
+        Code::RedisUnreachable,
+        "is Redis running there, and is the URL's host and port right?",
+      )
+    } else {
+      (
+        Code::RedisFailed,
+        "herdcache serves without Redis meanwhile",
+      )
+    };
+    Problem {
+      code,
+      message: format!("Redis at {at} failed: {text}; {hint}"),
+    }
+  }
+
+  fn timed_out(&self) -> Problem {
+    Problem {
+      code: Code::RedisTimeout,
+      message: format!(
+        "Redis at {} did not answer within redisTimeout ({} ms); herdcache serves without it meanwhile",
+        self.addr, self.timeout_ms
+      ),
+    }
+  }
+}
+
+/// Explains a connection that could not be made where redis-rs's error
+/// hides the cause: a refused password is asked again by hand for the
+/// server's own words (WRONGPASS …), and a TLS handshake that got no answer
+/// (`e` None: it timed out) is checked for a plain-text Redis on that port.
+async fn explain(client: &Client, target: &Target, e: &RedisError) -> Option<RedisError> {
+  if e.kind() == ErrorKind::AuthenticationFailed {
+    return auth_reply(client).await;
+  }
+  if target.tls && (e.is_timeout() || e.is_io_error()) && plain_redis(&target.addr).await {
+    return Some(plain_port_error());
+  }
+  None
+}
+
+fn plain_port_error() -> RedisError {
+  RedisError::from((
+    ErrorKind::Client,
+    "TLS handshake failed",
+    PLAIN_PORT.to_string(),
+  ))
+}
+
+/// The server's answer to the client's credentials, on a connection made
+/// without them.
+async fn auth_reply(client: &Client) -> Option<RedisError> {
+  let info = client.get_connection_info();
+  let settings = info.redis_settings();
+  let password = settings.password()?;
+  let bare = info
+    .clone()
+    .set_redis_settings(redis::RedisConnectionInfo::default());
+  let mut c = Client::open(bare)
+    .ok()?
+    .get_multiplexed_async_connection()
+    .await
+    .ok()?;
+  let mut auth = redis::cmd("AUTH");
+  if let Some(user) = settings.username() {
+    auth.arg(user);
+  }
+  auth.arg(password).query_async::<()>(&mut c).await.err()
+}
+
+/// What a TLS store's failure says when its port speaks plain Redis.
+const PLAIN_PORT: &str = "the server at this address answers plain-text Redis, not TLS";
+
+/// Whether `addr` answers a plain-text PING as Redis does (`+PONG`, or an
+/// error such as `-NOAUTH`).
+async fn plain_redis(addr: &str) -> bool {
+  use tokio::io::{AsyncReadExt, AsyncWriteExt};
+  let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
+    return false;
+  };
+  if stream.write_all(b"PING\r\n").await.is_err() {
+    return false;
+  }
+  let mut reply = [0u8; 16];
+  match stream.read(&mut reply).await {
+    Ok(n) if n > 0 => matches!(reply[0], b'+' | b'-'),
+    _ => false,
   }
 }
 
