@@ -814,9 +814,10 @@ fn closed_error() -> RedisError {
 }
 
 /// Whether `e` says the connection was closed under the command (reset,
-/// broken pipe, end of stream), not that Redis refused to connect.
+/// broken pipe, end of stream), not that Redis refused to connect or did
+/// not answer in time (a retry would only double the wait).
 fn dropped(e: &RedisError) -> bool {
-  e.is_connection_dropped() && !e.is_connection_refusal()
+  e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout()
 }
 
 /// The subscription's answer when the ACL forbids the channel.
