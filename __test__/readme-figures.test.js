@@ -1,7 +1,8 @@
 'use strict'
-// Every benchmark figure in README.md is the one in the committed results
-// files: the README's bench sections are rendered from bench/RESULTS.md,
-// bench/FLEET.md and bench/NEST.md by bench/readme.js, and must match.
+// Every benchmark and demo figure in README.md is the one in the committed
+// results files: the README's bench sections are rendered from bench/RESULTS.md,
+// bench/FLEET.md, bench/NEST.md, demo/OUTPUT.md and demo/NEST-OUTPUT.md by
+// bench/readme.js, and must match.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -40,6 +41,11 @@ test('the check is not vacuous: a figure changed in a results file changes the R
     ['fleet', /(\| herdcache \| \d+ \| )([\d.]+)( \|)/, '7.5'],
     ['nest', /(\| herdcache\/nest \(memory\) \| )([\d.]+ k)/, '1.2 k'],
     ['results', /(\| herdcache \| )(2 429)/, '9 999'],
+    ['demo', /(^expiry under load +)(300)( +\d)/m, '287'],
+    ['demo', /(^traffic +3 phases × )(300)( requests)/m, '250'],
+    ['demo', /(^expiry under load .*│ )(300)( stale)/m, '299'],
+    ['demo-nest', /(^steady hits +\d+ +)([\d.]+)( )/m, '4321'],
+    ['demo-nest', /(, )(200)( concurrent requests per phase)/, '150'],
   ]
   for (const [file, pattern, figure] of changes) {
     assert.match(results[file], pattern, `the ${file} file has the figure this test changes`)
@@ -60,14 +66,16 @@ test('every local link of the README points at a file of the repository', T, () 
   }
 })
 
-test('the bench scripts and results name no path outside the repository', T, () => {
-  const dir = path.join(ROOT, 'bench')
-  for (const file of fs.readdirSync(dir).filter((f) => /\.(js|md)$/.test(f))) {
-    const text = fs.readFileSync(path.join(dir, file), 'utf8')
-    assert.doesNotMatch(
-      text,
-      /\/work\/|\/home\/|\/tmp\/|[A-Z]:\\\\/,
-      `bench/${file} names a path outside the repository`,
-    )
+test('the bench and demo scripts and results name no path outside the repository', T, () => {
+  for (const name of ['bench', 'demo']) {
+    const dir = path.join(ROOT, name)
+    for (const file of fs.readdirSync(dir).filter((f) => /\.(js|md)$/.test(f))) {
+      const text = fs.readFileSync(path.join(dir, file), 'utf8')
+      assert.doesNotMatch(
+        text,
+        /\/work\/|\/home\/|\/tmp\/|[A-Z]:\\\\/,
+        `${name}/${file} names a path outside the repository`,
+      )
+    }
   }
 })

@@ -1,12 +1,13 @@
 'use strict'
 
-// Writes the benchmark figures of README.md from the committed results
-// files (bench/RESULTS.md, bench/FLEET.md, bench/NEST.md), between markers:
+// Writes the benchmark and demo figures of README.md from the committed
+// results files (bench/RESULTS.md, bench/FLEET.md, bench/NEST.md, and what the
+// demos printed: demo/OUTPUT.md, demo/NEST-OUTPUT.md), between markers:
 //
 //   <!-- bench:<name>:start -->  ...generated...  <!-- bench:<name>:end -->
 //
-// The figures are never typed by hand: the bench scripts call updateReadme()
-// after they wrote their results, and __test__/readme-figures.test.js fails
+// The figures are never typed by hand: the bench scripts and the demos call
+// updateReadme() after they wrote their results, and __test__/readme-figures.test.js fails
 // when the README differs from what this renders from the files in the tree.
 //
 //   node bench/readme.js           rewrite README.md's bench sections
@@ -17,7 +18,13 @@ const path = require('node:path')
 
 const ROOT = path.join(__dirname, '..')
 const README = path.join(ROOT, 'README.md')
-const RESULT_FILES = { results: 'bench/RESULTS.md', fleet: 'bench/FLEET.md', nest: 'bench/NEST.md' }
+const RESULT_FILES = {
+  results: 'bench/RESULTS.md',
+  fleet: 'bench/FLEET.md',
+  nest: 'bench/NEST.md',
+  demo: 'demo/OUTPUT.md',
+  'demo-nest': 'demo/NEST-OUTPUT.md',
+}
 
 /** The results files' texts, read from `root`. */
 function readResults(root = ROOT) {
@@ -246,7 +253,90 @@ function nest({ nest: md }) {
   return lines.join('\n')
 }
 
-const SECTIONS = { speed, memory, fleet, nest }
+/** The date, machine and printed lines of a demo results file (demo/output.js writes them). */
+function demoOutput(md, file) {
+  return {
+    date: capture(md, /^- date: (\S+)/m, `${file} date`)[1],
+    machine: capture(md, /^- machine: (.+)$/m, `${file} machine`)[1],
+    lines: capture(md, /^```\n([\s\S]*?)\n```$/m, `${file} output`)[1].split('\n'),
+  }
+}
+
+/** The lines from the first that matches `first` to the first after it that matches `last`. */
+function lineRange(lines, first, last, what) {
+  const from = lines.findIndex((line) => first.test(line))
+  const to = lines.findIndex((line, i) => from !== -1 && i > from && last.test(line))
+  if (to === -1) throw new Error(`${what}: ${first} … ${last} not found`)
+  return lines.slice(from, to + 1)
+}
+
+const howOften = (n) => (n === 1 ? 'once' : `${n} times`)
+
+function demo({ demo: md }) {
+  const file = 'demo/OUTPUT.md'
+  const { date, machine, lines } = demoOutput(md, file)
+  const text = lines.join('\n')
+  const queryMs = capture(text, /^database +(\d+ ms) per query/m, `${file} database`)[1]
+  const [, phases, requests, within] = capture(
+    text,
+    /^traffic +(\d+) phases × (\d+) requests arriving within (\d+ ms)/m,
+    `${file} traffic`,
+  )
+  const table = lineRange(lines, /naive cache-aside.*│.*herdcache/, /^ *latencies in ms/, `${file} table`)
+  capture(text, /^phase +DB qry +p50 +p95 +p99 +max +│ +DB qry +p50 +p95 +p99 +max$/m, `${file} columns`)
+  // The naive cache's figures │ herdcache's, of the table's row `label`.
+  const figures = (label) =>
+    row(table, (line) => line.startsWith(`${label} `), `${file} ${label}`)
+      .slice(label.length)
+      .split('│')
+      .map((side) => {
+        const [queries, , , p99] = side.trim().split(/ +/)
+        return { queries: Number(queries), p99 }
+      })
+  const [naive, herd] = figures('expiry under load')
+  const answered = lineRange(lines, /^how each request was answered/, /^expiry under load /, `${file} outcomes`)
+  const herdAnswered = answered[answered.length - 1].split('│')[1]
+  const stale = Number((/(\d+) stale/.exec(herdAnswered) || [0, 0])[1])
+  const refreshes = Number((/(\d+) background refresh/.exec(herdAnswered) || [0, 0])[1])
+  const served = stale === Number(requests) ? `all ${requests} requests` : `${stale} of the ${requests} requests`
+  return [
+    `\`npm run demo\` sends the same traffic — ${phases} phases × ${requests} requests within ${within} on one hot ` +
+      'key — to a naive cache-aside (a `Map` with a TTL) and to herdcache, against a simulated database whose ' +
+      `${queryMs} query slows down with every concurrent query. From the last run ([demo/OUTPUT.md](demo/OUTPUT.md), ` +
+      `${date}; ${machine}):`,
+    '',
+    '```',
+    ...table,
+    '```',
+    '',
+    `When the key expires under load, the naive cache runs the query ${howOften(naive.queries)} (p99 ${naive.p99} ms); ` +
+      `herdcache serves ${served} the stale value (p99 ${herd.p99} ms) and runs the query ${howOften(herd.queries)} ` +
+      `(${refreshes} background refresh${refreshes === 1 ? '' : 'es'}).`,
+  ].join('\n')
+}
+
+function demoNest({ 'demo-nest': md }) {
+  const file = 'demo/NEST-OUTPUT.md'
+  const { date, machine, lines } = demoOutput(md, file)
+  const [, requests, queryMs] = capture(
+    lines.join('\n'),
+    /^GET \/feed\/\S+, (\d+) concurrent requests per phase, (\d+ ms) query/m,
+    `${file} setup`,
+  )
+  const table = lineRange(lines, /^ +herdcache\/nest +│/, /^expiry under load /, `${file} table`)
+  return [
+    `\`npm run demo:nest\` sends bursts of ${requests} concurrent requests to a Nest route with a ${queryMs} handler, ` +
+      "cached by `herdcache/nest` and by `@nestjs/cache-manager`'s `CacheInterceptor`, one after the other (add " +
+      '`REDIS_URL` for Redis). From the last run ([demo/NEST-OUTPUT.md](demo/NEST-OUTPUT.md), ' +
+      `${date}; ${machine}; handler runs and latency in ms):`,
+    '',
+    '```',
+    ...table,
+    '```',
+  ].join('\n')
+}
+
+const SECTIONS = { speed, memory, fleet, nest, demo, 'demo-nest': demoNest }
 
 /** README text with every bench section rendered from `results` (the results files' texts). */
 function render(readme, results) {

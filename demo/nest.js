@@ -11,7 +11,9 @@
 //   3. expiry under load  the TTL has just passed
 // Handler runs are counted by the handler; latencies are measured around
 // each request with performance.now(). With REDIS_URL both use Redis
-// (herdcache's own store; cache-manager through @keyv/redis).
+// (herdcache's own store; cache-manager through @keyv/redis). A complete run
+// without REDIS_URL writes what it printed to demo/NEST-OUTPUT.md, which
+// README.md's figures come from.
 
 const http = require('node:http')
 const { performance } = require('node:perf_hooks')
@@ -78,11 +80,17 @@ async function main() {
   }
   agent.destroy()
 
+  // What is printed, for demo/NEST-OUTPUT.md.
+  let transcript = ''
+  const print = (text) => {
+    transcript += `${text}\n`
+    console.log(text)
+  }
   const fmt = (x) => (x < 10 ? x.toFixed(2) : x.toFixed(0)).padStart(6)
-  console.log(
+  print(
     `\nGET /feed/spring-sale, ${REQUESTS} concurrent requests per phase, ${QUERY_MS} ms query, ttl ${TTL} ms, store: ${redisUrl ? 'Redis' : 'in-memory'}\n`,
   )
-  const line = (text) => console.log(text.trimEnd())
+  const line = (text) => print(text.trimEnd())
   line(`${''.padEnd(18)}  ${LIBRARIES.map((l) => l.padEnd(31)).join('│ ')}`)
   line(`${'phase'.padEnd(18)}  ${LIBRARIES.map(() => 'runs    p50    p99    max (ms) ').join('│ ')}`)
   PHASES.forEach((phase, i) => {
@@ -92,10 +100,20 @@ async function main() {
     })
     line(`${phase.padEnd(18)}  ${cells.join('│ ')}`)
   })
-  console.log(
+  print(
     '\nruns = handler runs in the phase. herdcache/nest runs the handler once for the burst (the others join it),' +
       '\nand at expiry serves the stale entry at once while one refresh runs; CacheInterceptor runs it per request in flight.',
   )
+
+  // A complete run of the default traffic (in-memory) is the README's: it records it.
+  if (!redisUrl) {
+    console.log()
+    require('./output').writeOutput('NEST-OUTPUT.md', {
+      title: 'npm run demo:nest: the last complete run',
+      command: 'npm run demo:nest',
+      output: transcript,
+    })
+  }
 }
 
 main().catch((error) => {

@@ -18,7 +18,8 @@
 //
 // Every number printed comes from this run: database queries are counted by
 // the simulated database, latencies are measured around each request with
-// performance.now(). Nothing is hard-coded.
+// performance.now(). Nothing is hard-coded. A complete run without REDIS_URL
+// writes what it printed to demo/OUTPUT.md, which README.md's figures come from.
 
 const { performance } = require('node:perf_hooks')
 const { setTimeout: sleep } = require('node:timers/promises')
@@ -59,7 +60,13 @@ const red = paint('31')
 const green = paint('32')
 const cyan = paint('36')
 
-const out = (line = '') => process.stdout.write(line + '\n')
+// What was printed, for demo/OUTPUT.md.
+let transcript = ''
+const write = (text) => {
+  transcript += text
+  process.stdout.write(text)
+}
+const out = (line = '') => write(line + '\n')
 
 // --------------------------------------------------------------- helpers ----
 
@@ -423,7 +430,7 @@ async function main() {
   )
   out()
 
-  process.stdout.write(`running the naive cache-aside ... `)
+  write(`running the naive cache-aside ... `)
   const naiveDb = new Database(prng(CONFIG.seed + 1))
   const naive = await runScenario(naiveCache(naiveDb), naiveDb, schedules)
   out(`${(naive.ms / 1000).toFixed(1)} s`)
@@ -434,7 +441,7 @@ async function main() {
     out(dim('build it first: npm run build (npm run demo does it for you)'))
     process.exitCode = 1
   } else {
-    process.stdout.write(`running herdcache ............... `)
+    write(`running herdcache ............... `)
     const herdDb = new Database(prng(CONFIG.seed + 1))
     const herdcache = herdCache(herdDb, Cache)
     try {
@@ -460,6 +467,16 @@ async function main() {
       out(red(`${name}: first error: ${errs[0] && (errs[0].code || '')} ${errs[0] && errs[0].message}`))
       process.exitCode = 1
     }
+  }
+
+  // A complete run of the default traffic is the README's: it records it.
+  if (herd && !process.exitCode && !REDIS.redis) {
+    out()
+    require('./output').writeOutput('OUTPUT.md', {
+      title: 'npm run demo: the last complete run',
+      command: 'npm run demo',
+      output: transcript,
+    })
   }
 }
 
