@@ -10,11 +10,14 @@
 //   redis.pause(); redis.resume()           // SIGSTOP / SIGCONT: a Redis that accepts but never answers
 //
 // The server is stopped when the test ends (t.after) and, failing that, when
-// this process exits.
+// this process exits. HERDCACHE_TEST_SERVER names the server binary
+// (default redis-server; `valkey-server` for the Valkey pass of npm test).
 
 const { spawn, spawnSync } = require('node:child_process')
 const net = require('node:net')
 
+/** The server binary the tests start: redis-server, or (the Valkey pass) valkey-server. */
+const SERVER = process.env.HERDCACHE_TEST_SERVER || 'redis-server'
 const START_TIMEOUT = 5000
 const STOP_TIMEOUT = 3000
 const COMMAND_TIMEOUT = 3000
@@ -144,7 +147,7 @@ process.on('exit', () => {
 let installed
 function redisInstalled() {
   if (installed === undefined) {
-    const r = spawnSync('redis-server', ['--version'], { stdio: 'ignore' })
+    const r = spawnSync(SERVER, ['--version'], { stdio: 'ignore' })
     installed = !r.error && r.status === 0
   }
   return installed
@@ -180,7 +183,7 @@ async function answers(port, pid) {
 
 function spawnServer(port, args = []) {
   const child = spawn(
-    'redis-server',
+    SERVER,
     ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   )
@@ -247,7 +250,7 @@ async function kill(child) {
  */
 async function startRedis(t, { args = [] } = {}) {
   if (!redisInstalled()) {
-    const msg = 'redis-server is not installed (apt-get install redis-server): the Redis tests need it'
+    const msg = `${SERVER} is not installed (apt-get install redis-server): the Redis tests need it`
     if (process.env.CI) throw new Error(`${msg}; in CI it must be present`)
     if (t) t.skip(msg)
     return null
@@ -317,4 +320,4 @@ async function startRedis(t, { args = [] } = {}) {
   return server
 }
 
-module.exports = { startRedis, connect, freePort, redisInstalled, RedisReplyError }
+module.exports = { startRedis, connect, freePort, redisInstalled, RedisReplyError, SERVER }

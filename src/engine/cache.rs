@@ -512,7 +512,7 @@ impl<V, F> Cache<V, F> {
   pub fn skew_clock(&mut self, ms: i64) -> Option<impl Future<Output = bool> + Send + 'static> {
     self.local.skew_clock(ms);
     let fleet = self.fleet.clone()?;
-    Some(async move { fleet.sync_clock_now().await })
+    Some(async move { fleet.resync_clock().await })
   }
 
   /// The last shared-store failure's cause, if any (kept once the store

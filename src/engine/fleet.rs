@@ -118,6 +118,8 @@ pub struct Fleet<S: SharedStore = RedisStore> {
   /// and the shortest round trip an offset was measured in (ms).
   clock_sync: Mutex<Option<JoinHandle<()>>>,
   clock_rtt: AtomicU64,
+  clock_passed_over: AtomicU64,
+  clock_syncing: tokio::sync::Mutex<()>,
   /// Keys whose stored value had a valid header over a value that is not
   /// UTF-8 JSON, with its stamp: the next write of the key replaces it even
   /// if that stamp is newer (the write script cannot judge JSON).
@@ -302,6 +304,8 @@ impl<S: SharedStore> Fleet<S> {
       subscriber: Mutex::new(None),
       clock_sync: Mutex::new(None),
       clock_rtt: AtomicU64::new(u64::MAX / 4),
+      clock_passed_over: AtomicU64::new(0),
+      clock_syncing: tokio::sync::Mutex::new(()),
       corrupt_stamps: Mutex::new(HashMap::new()),
       store,
     });
@@ -325,9 +329,21 @@ impl<S: SharedStore> Fleet<S> {
     self.store.problems().take()
   }
 
+  /// Measures the offset to the store's clock now, whatever the last
+  /// measurement's round trip (the host's clock was just changed: the test
+  /// hook `skewClock`).
+  pub async fn resync_clock(&self) -> bool {
+    self
+      .clock_passed_over
+      .store(CLOCK_MAX_PASSED_OVER, Ordering::Relaxed);
+    self.sync_clock_now().await
+  }
+
   /// Measures the offset to the store's clock now (the periodic task does
   /// it every [`CLOCK_SYNC_EVERY`]). True if the store answered.
   pub async fn sync_clock_now(&self) -> bool {
+    // One measurement at a time: the last one applied is the last taken.
+    let _one = self.clock_syncing.lock().await;
     let mut best: Option<(i64, u64)> = None;
     for _ in 0..CLOCK_SAMPLES {
       match self.clock_sample().await {
@@ -341,15 +357,23 @@ impl<S: SharedStore> Fleet<S> {
     };
     // A slow round trip (a reconnect, a paused server) bounds the error
     // loosely: it replaces the offset only if it is not much slower than
-    // the best seen, or nothing better was ever measured.
-    let best_rtt = self.clock_rtt.load(Ordering::Relaxed);
+    // the last one taken, or after a few were passed over (the network
+    // itself got slower).
+    let last_rtt = self.clock_rtt.load(Ordering::Relaxed);
+    let passed_over = self.clock_passed_over.load(Ordering::Relaxed);
     if rtt
-      <= best_rtt
+      <= last_rtt
         .saturating_mul(2)
         .saturating_add(CLOCK_RTT_SLACK_MS)
+      || passed_over >= CLOCK_MAX_PASSED_OVER
     {
       self.clock.set_server_offset(offset);
-      self.clock_rtt.store(best_rtt.min(rtt), Ordering::Relaxed);
+      self.clock_rtt.store(rtt, Ordering::Relaxed);
+      self.clock_passed_over.store(0, Ordering::Relaxed);
+    } else {
+      self
+        .clock_passed_over
+        .store(passed_over + 1, Ordering::Relaxed);
     }
     true
   }
@@ -1208,6 +1232,8 @@ const CLOCK_SAMPLES: usize = 3;
 /// A sample's round trip may exceed twice the best by this much (ms) and
 /// still replace the offset (the coarse clock's resolution, jitter).
 const CLOCK_RTT_SLACK_MS: u64 = 10;
+/// After this many slow measurements in a row, the next is taken anyway.
+const CLOCK_MAX_PASSED_OVER: u64 = 3;
 /// Until a first measurement succeeds, it is tried this often.
 const CLOCK_RETRY: Duration = Duration::from_secs(1);
 

@@ -40,6 +40,12 @@ fn tail(path: &Path, n: usize) -> String {
   lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// The server binary the tests start: `HERDCACHE_TEST_SERVER` (the Valkey
+/// pass of `npm test` sets `valkey-server`), else redis-server.
+pub fn server_binary() -> String {
+  std::env::var("HERDCACHE_TEST_SERVER").unwrap_or_else(|_| "redis-server".to_string())
+}
+
 impl RedisServer {
   /// `None` when `redis-server` is not installed, outside CI (in CI a
   /// missing server fails the test: the Redis tests must run there).
@@ -111,7 +117,7 @@ impl RedisServer {
   fn spawn(port: u16, args: &[&str]) -> Option<RedisServer> {
     let dir = server_dir().expect("a directory for the redis-server log");
     let stderr = File::create(dir.join("stderr.log")).expect("the redis-server stderr file");
-    let child = match Command::new("redis-server")
+    let child = match Command::new(server_binary())
       .args(args)
       .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
       .arg("--logfile")
@@ -124,9 +130,9 @@ impl RedisServer {
       Err(e) => {
         let _ = fs::remove_dir_all(&dir);
         if std::env::var_os("CI").is_some() {
-          panic!("redis-server is needed in CI: {e}");
+          panic!("{} is needed in CI: {e}", server_binary());
         }
-        eprintln!("skipping: redis-server is not installed ({e})");
+        eprintln!("skipping: {} is not installed ({e})", server_binary());
         return None;
       }
     };
