@@ -332,6 +332,17 @@ for (const [opts, name, Class] of BAD_OPTIONS) {
   })
 }
 
+test('a number out of range is named as JavaScript prints it (Infinity, not inf)', T, () => {
+  for (const [value, shown] of [
+    [Infinity, 'got Infinity'],
+    [-Infinity, 'got -Infinity'],
+    [2 ** 41, `got ${2 ** 41}`],
+  ]) {
+    const err = h.throwsWith(() => new Cache({ ttl: value }), 'ERR_HERDCACHE_INVALID_OPTION')
+    assert.ok(err.message.endsWith(shown), err.message)
+  }
+})
+
 test('new Cache(non-object) throws ERR_HERDCACHE_INVALID_OPTION', T, () => {
   for (const bad of [42, 'ttl', true]) {
     const err = h.throwsWith(() => new Cache(bad), 'ERR_HERDCACHE_INVALID_OPTION')

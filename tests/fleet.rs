@@ -154,15 +154,15 @@ async fn a_dead_holders_lease_runs_out_and_another_instance_loads() {
     return;
   };
   let (lock_ttl, hard_timeout) = (600, 20_000);
-  let a = fleet(&server, lock_ttl, hard_timeout);
   let b = fleet(&server, lock_ttl, hard_timeout);
-  let held = a.acquire("k", 1, terms(), true).await;
-  assert!(
-    matches!(held, Acquired::Load { token: Some(_) }),
-    "{held:?}"
-  );
-  // The holder dies: its lease keeper stops, and it never writes.
-  a.stop();
+  // The holder dies (a process killed): its lock stays, with no lease
+  // keeper and no write. (A fleet that stops releases its locks instead:
+  // `a_stopped_fleet_releases_its_locks_at_once`.)
+  let dead = store(&server);
+  assert!(dead
+    .try_lock(&dead.keys("k"), &lock_token(), lock_ttl)
+    .await
+    .unwrap());
   let started = Instant::now();
   let acquired = b.acquire("k", 1, terms(), true).await;
   let waited = started.elapsed();
@@ -188,6 +188,49 @@ async fn a_dead_holders_lease_runs_out_and_another_instance_loads() {
     Some(true)
   );
   assert_eq!(s.lock_lease(&keys).await.unwrap(), None);
+  b.stop();
+}
+
+/// A fleet that stops (close, the end of its JS environment) releases the
+/// locks it holds at once: another instance loads without waiting a lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_fleet_releases_its_locks_at_once() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let (lock_ttl, hard_timeout) = (5_000, 20_000);
+  let a = fleet(&server, lock_ttl, hard_timeout);
+  let b = fleet(&server, lock_ttl, hard_timeout);
+  for (id, key) in [(1, "k1"), (2, "k2")] {
+    let held = a.acquire(key, id, terms(), true).await;
+    assert!(
+      matches!(held, Acquired::Load { token: Some(_) }),
+      "{held:?}"
+    );
+  }
+  a.stop();
+  let s = store(&server);
+  let deadline = Instant::now() + Duration::from_secs(2);
+  while s.lock_lease(&s.keys("k1")).await.unwrap().is_some()
+    || s.lock_lease(&s.keys("k2")).await.unwrap().is_some()
+  {
+    assert!(
+      Instant::now() < deadline,
+      "the stopped fleet's locks were not released"
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+  }
+  let started = Instant::now();
+  let acquired = b.acquire("k1", 1, terms(), true).await;
+  assert!(
+    matches!(acquired, Acquired::Load { token: Some(_) }),
+    "{acquired:?}"
+  );
+  assert!(started.elapsed() < Duration::from_millis(lock_ttl / 10));
+  // And it takes no lock after it stopped.
+  let after = a.acquire("k3", 3, terms(), true).await;
+  assert_eq!(after, Acquired::Load { token: None });
+  assert_eq!(s.lock_lease(&s.keys("k3")).await.unwrap(), None);
   b.stop();
 }
 

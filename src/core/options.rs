@@ -236,8 +236,19 @@ fn range(name: &str, rule: &str, value: f64) -> Error {
   Error::new(
     Code::InvalidOption,
     Kind::Range,
-    format!("option `{name}` must be {rule}; got {value}"),
+    format!("option `{name}` must be {rule}; got {}", js_number(value)),
   )
+}
+
+/// A number as JavaScript prints it: `Infinity`, `-Infinity`, `NaN`, `1.5`.
+fn js_number(value: f64) -> String {
+  if value.is_nan() {
+    "NaN".to_string()
+  } else if value.is_infinite() {
+    if value > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
+  } else {
+    value.to_string()
+  }
 }
 
 fn millis(name: &str, value: Option<f64>, min: f64, max: f64, default: u64) -> Result<u64, Error> {
@@ -479,6 +490,17 @@ impl EntryPolicy {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn numbers_in_messages_read_as_javascript_prints_them() {
+    assert_eq!(js_number(f64::INFINITY), "Infinity");
+    assert_eq!(js_number(f64::NEG_INFINITY), "-Infinity");
+    assert_eq!(js_number(f64::NAN), "NaN");
+    assert_eq!(js_number(1.5), "1.5");
+    assert!(range("ttl", "a number", f64::INFINITY)
+      .message
+      .ends_with("got Infinity"));
+  }
 
   /// napi-rs names an object field by camel-casing it; the table's JS
   /// names must be those names.

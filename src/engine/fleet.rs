@@ -156,8 +156,8 @@ struct HeldLock<K> {
   extender: JoinHandle<()>,
 }
 
-/// Fired once, when a flight is given up (its callers are gone, it timed
-/// out, the cache closes): the flight's steps stop at their next await.
+/// Fired once, when a flight is given up (it timed out, its leader is gone,
+/// the cache closes) or its steps end: they stop at their next await.
 #[derive(Default)]
 pub struct GiveUp {
   fired: AtomicBool,
@@ -415,9 +415,9 @@ impl<S: SharedStore> Fleet<S> {
       .allow(self.clock.now())
   }
 
-  /// Feeds the breaker and the error counter.
-  /// A failure that opens the breaker is reported with its cause (once
-  /// while the store keeps failing for it: `Problems::failed`).
+  /// Feeds the breaker, the error counter and the connected gauge; a
+  /// failure that opens the breaker is reported with its cause (once while
+  /// the store keeps failing for it: `Problems::failed`).
   fn track<T>(&self, result: Result<T, S::Error>) -> Option<T> {
     let mut breaker = self.breaker.lock().unwrap_or_else(|p| p.into_inner());
     match result {
@@ -613,8 +613,9 @@ impl<S: SharedStore> Fleet<S> {
     }
   }
 
-  /// Flight `id` was given up (timed out, its callers gone, the cache
-  /// closing): its steps stop at their next await and take no lock after
+  /// Flight `id` was given up (timed out, its leader gone, the cache
+  /// closing; a caller's own signal only stops that caller waiting): its
+  /// steps stop at their next await and take no lock after
   /// this. A lock it holds stays for the flight's own release
   /// ([`Fleet::abandon`], [`Fleet::fail_refresh`]), which follows.
   pub fn give_up(&self, id: u64) {
