@@ -20,9 +20,7 @@ mod raw;
 
 use crate::core::error::{Code, Error as CoreError, Kind};
 use crate::core::options::CacheConfig;
-use crate::engine::clock::Clock;
-use crate::engine::fleet::{Fleet, FleetConfig, Undelivered};
-use crate::engine::shared::{RedisStore, RedisTimeouts};
+use crate::engine::fleet::Undelivered;
 use crate::engine::Cache;
 use flight::FlightHandle;
 use held::Held;
@@ -32,7 +30,6 @@ use raw::{Failure, JsRef, RawResult};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
-use std::time::Duration;
 
 pub use options::CacheOptions;
 
@@ -204,39 +201,16 @@ impl NativeCache {
       // runs now on its JS thread; the error value is made in its scope.
       unsafe { to_napi_error(env.raw(), Failure::Coded(e)) }
     })?;
-    let clock = Clock::default();
-    let fleet = match &config.redis {
-      None => None,
-      Some(redis) => {
-        let timeout = Duration::from_millis(redis.timeout);
-        let timeouts = RedisTimeouts {
-          connect: timeout,
-          command: timeout,
-          retries: 1,
-        };
-        let store = RedisStore::open(&redis.url, &config.prefix, timeouts).map_err(|e| {
-          let message = format!("option `redis` is not a usable Redis URL: {e}");
-          let error = CoreError::new(Code::InvalidOption, Kind::Type, message);
-          // SAFETY: as above: the constructor's own env, on its JS thread.
-          unsafe { to_napi_error(env.raw(), Failure::Coded(error)) }
-        })?;
-        let fleet_config = FleetConfig {
-          lock_ttl: redis.lock_ttl,
-          hard_timeout: config.hard_timeout,
-          breaker_cooldown: redis.breaker_cooldown,
-          clock: clock.clone(),
-          recovery_max_entries: redis.recovery_max_entries as usize,
-          recovery_max_age: redis.recovery_max_age,
-        };
-        Some(napi::bindgen_prelude::within_runtime_if_available(|| {
-          Fleet::start(store, fleet_config)
-        }))
-      }
-    };
+    // The fleet's tasks are spawned on napi's tokio runtime.
+    let cache = napi::bindgen_prelude::within_runtime_if_available(|| Cache::open(config))
+      .map_err(|e| {
+        // SAFETY: as above: the constructor's own env, on its JS thread.
+        unsafe { to_napi_error(env.raw(), Failure::Coded(e)) }
+      })?;
     let id = NEXT_CACHE_ID.with(|next| next.replace(next.get() + 1));
     let inner = Rc::new(Inner {
       id,
-      cache: RefCell::new(Cache::new(config, clock, fleet)),
+      cache: RefCell::new(cache),
       helpers: RefCell::new(None),
       outcome_slot: Cell::new(std::ptr::null_mut()),
       outcome_buffer: RefCell::new(None),

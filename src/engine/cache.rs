@@ -16,17 +16,19 @@
 //! run on tokio; the binding runs them and reports back by flight id.
 
 use super::clock::Clock;
-use super::fleet::{Acquired, Fleet, Invalidations, Terms, Undelivered};
+use super::fleet::{Acquired, Fleet, FleetConfig, Invalidations, Terms, Undelivered};
 use super::flights::Flight;
 use super::local::{Backoff, Decision, Engine, Keep, Refresh, Served};
 use super::metrics::{Gauges, Metrics};
-use super::shared::Problem;
+use super::shared::{Problem, RedisStore, RedisTimeouts};
 use crate::core::envelope::{Envelope, Meta};
+use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{CacheConfig, EntryPolicy};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What a new flight does first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +91,38 @@ pub struct Cache<V, F> {
 }
 
 impl<V, F> Cache<V, F> {
+  /// The cache `config` names, with the shared store it names (opened on
+  /// the tokio runtime the caller is inside: its tasks are spawned). The
+  /// error is what the configuration got wrong (an unusable Redis URL).
+  pub fn open(config: CacheConfig) -> Result<Self, Error> {
+    let clock = Clock::default();
+    let fleet = match &config.redis {
+      None => None,
+      Some(redis) => {
+        let timeout = Duration::from_millis(redis.timeout);
+        let timeouts = RedisTimeouts {
+          connect: timeout,
+          command: timeout,
+          retries: 1,
+        };
+        let store = RedisStore::open(&redis.url, &config.prefix, timeouts).map_err(|e| {
+          let message = format!("option `redis` is not a usable Redis URL: {e}");
+          Error::new(Code::InvalidOption, Kind::Type, message)
+        })?;
+        let fleet_config = FleetConfig {
+          lock_ttl: redis.lock_ttl,
+          hard_timeout: config.hard_timeout,
+          breaker_cooldown: redis.breaker_cooldown,
+          clock: clock.clone(),
+          recovery_max_entries: redis.recovery_max_entries as usize,
+          recovery_max_age: redis.recovery_max_age,
+        };
+        Some(Fleet::start(store, fleet_config))
+      }
+    };
+    Ok(Cache::new(config, clock, fleet))
+  }
+
   /// A cache on `clock`; `fleet`, when given, must run on the same clock.
   pub fn new(config: CacheConfig, clock: Clock, fleet: Option<Arc<Fleet>>) -> Self {
     Cache {
@@ -573,6 +607,30 @@ mod tests {
       },
       json: "\"theirs\"".into(),
     }
+  }
+
+  #[test]
+  fn open_opens_the_store_the_configuration_names() {
+    let local: Cache<String, ()> =
+      Cache::open(CacheConfig::from_raw(&RawCacheOptions::default()).unwrap()).unwrap();
+    assert!(!local.has_fleet());
+    let raw = RawCacheOptions {
+      redis: Some("redis://127.0.0.1:99999".into()),
+      ..Default::default()
+    };
+    let refused = Cache::<String, ()>::open(CacheConfig::from_raw(&raw).unwrap()).err();
+    assert_eq!(refused.map(|e| e.code), Some(Code::InvalidOption));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let raw = RawCacheOptions {
+      redis: Some("redis://127.0.0.1:6379".into()),
+      ..Default::default()
+    };
+    let opened =
+      runtime.block_on(async { Cache::<String, ()>::open(CacheConfig::from_raw(&raw).unwrap()) });
+    assert!(
+      opened.unwrap().has_fleet(),
+      "connects on first use: no server needed to open"
+    );
   }
 
   #[test]
