@@ -13,7 +13,7 @@ use herdcache::engine::shared::{lock_token, RedisStore, RedisTimeouts, SharedSto
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{envelope, wall_ms, RedisServer};
+use support::{envelope, wall_ms, Inspect, RedisServer};
 
 const PREFIX: &str = "fleet:";
 

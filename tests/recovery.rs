@@ -331,12 +331,6 @@ impl SharedStore for FlakyDeletes {
   ) -> RedisResult<bool> {
     self.inner.fail_refresh(keys, token, failures, ms).await
   }
-  async fn backoff(&self, keys: &Self::Keys) -> RedisResult<Option<(u32, u64)>> {
-    self.inner.backoff(keys).await
-  }
-  async fn lock_lease(&self, keys: &Self::Keys) -> RedisResult<Option<u64>> {
-    self.inner.lock_lease(keys).await
-  }
   async fn extend(&self, keys: &Self::Keys, token: &str, ttl: u64) -> RedisResult<bool> {
     self.inner.extend(keys, token, ttl).await
   }

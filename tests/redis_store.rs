@@ -9,7 +9,7 @@ use herdcache::core::fleet::Change;
 use herdcache::engine::shared::{Events, Read, RedisStore, RedisTimeouts, SharedStore};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::RedisServer;
+use support::{Inspect, RedisServer};
 
 fn envelope(stamp: u64, json: &str) -> Envelope {
   Envelope {

@@ -19,11 +19,11 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::RedisServer;
+use support::{Inspect, RedisServer};
 
 /// What the suite needs from a store's backend beyond the trait.
 trait Fixture {
-  type Store: SharedStore;
+  type Store: SharedStore + Inspect;
   /// A new store on the shared backend under `prefix`, with an origin of
   /// its own (as another instance of the fleet would have).
   fn store(&self, prefix: &str) -> Self::Store;

@@ -227,3 +227,55 @@ pub fn envelope(stamp: u64, json: &str) -> herdcache::core::envelope::Envelope {
     json: json.into(),
   }
 }
+
+/// What the tests look at in a store besides what the fleet calls (the
+/// `SharedStore` trait holds only that): a lock's remaining lease, the
+/// back-off marker, and two shorthands. Every store under the contract
+/// suite implements it.
+#[allow(dead_code)]
+pub trait Inspect: herdcache::engine::shared::SharedStore {
+  /// The lock's remaining lease in ms, `None` if nobody holds it.
+  fn lock_lease(
+    &self,
+    keys: &Self::Keys,
+  ) -> impl std::future::Future<Output = Result<Option<u64>, Self::Error>> + Send;
+
+  /// The key's back-off marker: `(failures, ms left)`, `None` if there is
+  /// none (or it is not one an instance left).
+  fn backoff(
+    &self,
+    keys: &Self::Keys,
+  ) -> impl std::future::Future<Output = Result<Option<(u32, u64)>, Self::Error>> + Send;
+
+  /// True if this caller now holds the lock.
+  fn try_lock(
+    &self,
+    keys: &Self::Keys,
+    token: &str,
+    ttl: u64,
+  ) -> impl std::future::Future<Output = Result<bool, Self::Error>> + Send {
+    async move { Ok(self.lock(keys, token, ttl).await? == herdcache::engine::shared::LockAttempt::Won) }
+  }
+
+  /// `write_over` with no corrupt value to replace.
+  fn write(
+    &self,
+    key: &str,
+    keys: &Self::Keys,
+    envelope: &herdcache::core::envelope::Envelope,
+    px: u64,
+    token: Option<&str>,
+  ) -> impl std::future::Future<Output = Result<bool, Self::Error>> + Send {
+    self.write_over(key, keys, envelope, px, token, None)
+  }
+}
+
+impl Inspect for herdcache::engine::shared::RedisStore {
+  async fn lock_lease(&self, keys: &Self::Keys) -> redis::RedisResult<Option<u64>> {
+    herdcache::engine::shared::RedisStore::lock_lease(self, keys).await
+  }
+
+  async fn backoff(&self, keys: &Self::Keys) -> redis::RedisResult<Option<(u32, u64)>> {
+    herdcache::engine::shared::RedisStore::backoff(self, keys).await
+  }
+}

@@ -160,7 +160,9 @@ pub fn lock_token() -> String {
 ///
 /// The futures are `Send` (the fleet spawns lease keepers and retried
 /// releases on tokio) and the fleet calls them by static dispatch:
-/// `Fleet<S: SharedStore>`, no trait objects.
+/// `Fleet<S: SharedStore>`, no trait objects. It holds what the fleet calls
+/// and nothing else: what only tests look at (a lock's lease, the back-off
+/// marker) is the contract suite's fixture (`tests/support`, `Inspect`).
 pub trait SharedStore: Send + Sync + 'static {
   /// The store's names for one user key (value and lock), computed once per
   /// flight and passed to every call about that key.
@@ -218,19 +220,6 @@ pub trait SharedStore: Send + Sync + 'static {
     failures: u32,
     ms: u64,
   ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
-
-  /// The key's back-off marker: `(failures, ms left)`, `None` if there is
-  /// none (or it is not one an instance left).
-  fn backoff(
-    &self,
-    keys: &Self::Keys,
-  ) -> impl Future<Output = Result<Option<(u32, u64)>, Self::Error>> + Send;
-
-  /// The lock's remaining lease in ms, `None` if nobody holds it.
-  fn lock_lease(
-    &self,
-    keys: &Self::Keys,
-  ) -> impl Future<Output = Result<Option<u64>, Self::Error>> + Send;
 
   /// Sets the lease to `ttl` ms if the lock still holds `token`. True if so.
   fn extend(
@@ -322,28 +311,6 @@ pub trait SharedStore: Send + Sync + 'static {
   /// authenticated, its db selected, its scripts loaded (`cache.ready()`;
   /// the subscription is the fleet's to wait for).
   fn ready(&self) -> impl Future<Output = Result<(), Self::Error>> + Send;
-
-  /// True if this caller now holds the lock.
-  fn try_lock(
-    &self,
-    keys: &Self::Keys,
-    token: &str,
-    ttl: u64,
-  ) -> impl Future<Output = Result<bool, Self::Error>> + Send {
-    async move { Ok(self.lock(keys, token, ttl).await? == LockAttempt::Won) }
-  }
-
-  /// [`SharedStore::write_over`] with no corrupt value to replace.
-  fn write(
-    &self,
-    key: &str,
-    keys: &Self::Keys,
-    envelope: &Envelope,
-    px: u64,
-    token: Option<&str>,
-  ) -> impl Future<Output = Result<bool, Self::Error>> + Send {
-    self.write_over(key, keys, envelope, px, token, None)
-  }
 }
 
 type Handler = Arc<dyn Fn(&Event) + Send + Sync>;

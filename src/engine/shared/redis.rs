@@ -180,6 +180,39 @@ impl RedisStore {
     }
   }
 
+  /// Inspection (tests): the key's back-off marker, `(failures, ms left)`,
+  /// `None` if there is none or it is not one an instance left. Retried: reads.
+  pub async fn backoff(&self, keys: &RedisKeys) -> RedisResult<Option<(u32, u64)>> {
+    let read = |mut c: ConnectionManager| async move {
+      redis::pipe()
+        .cmd("GET")
+        .arg(&keys.backoff)
+        .cmd("PTTL")
+        .arg(&keys.backoff)
+        .query_async::<(Option<String>, i64)>(&mut c)
+        .await
+    };
+    let (failures, pttl) = self.retried(read).await?;
+    Ok(
+      match (failures.and_then(|f| f.parse().ok()), u64::try_from(pttl)) {
+        (Some(failures), Ok(ms)) if ms > 0 => Some((failures, ms)),
+        _ => None,
+      },
+    )
+  }
+
+  /// Inspection (tests): the lock's remaining lease in ms, `None` if
+  /// nobody holds it. Retried: a read.
+  pub async fn lock_lease(&self, keys: &RedisKeys) -> RedisResult<Option<u64>> {
+    let read = |mut c: ConnectionManager| async move {
+      redis::cmd("PTTL")
+        .arg(&keys.lock)
+        .query_async::<i64>(&mut c)
+        .await
+    };
+    Ok(u64::try_from(self.retried(read).await?).ok())
+  }
+
   /// A script's answer with [`ANNOUNCE_REFUSED`] taken out (and reported).
   fn announced(&self, answer: i64) -> i64 {
     if answer >= ANNOUNCE_REFUSED {
@@ -460,37 +493,6 @@ impl SharedStore for RedisStore {
         .await
     };
     Ok(self.retried(fail).await? == 1)
-  }
-
-  /// Retried: reads.
-  async fn backoff(&self, keys: &RedisKeys) -> RedisResult<Option<(u32, u64)>> {
-    let read = |mut c: ConnectionManager| async move {
-      redis::pipe()
-        .cmd("GET")
-        .arg(&keys.backoff)
-        .cmd("PTTL")
-        .arg(&keys.backoff)
-        .query_async::<(Option<String>, i64)>(&mut c)
-        .await
-    };
-    let (failures, pttl) = self.retried(read).await?;
-    Ok(
-      match (failures.and_then(|f| f.parse().ok()), u64::try_from(pttl)) {
-        (Some(failures), Ok(ms)) if ms > 0 => Some((failures, ms)),
-        _ => None,
-      },
-    )
-  }
-
-  /// Retried: a read.
-  async fn lock_lease(&self, keys: &RedisKeys) -> RedisResult<Option<u64>> {
-    let read = |mut c: ConnectionManager| async move {
-      redis::cmd("PTTL")
-        .arg(&keys.lock)
-        .query_async::<i64>(&mut c)
-        .await
-    };
-    Ok(u64::try_from(self.retried(read).await?).ok())
   }
 
   /// Retried: setting the same lease again, and only under our token.
