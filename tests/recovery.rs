@@ -418,7 +418,10 @@ async fn a_kept_delete_hides_the_values_it_deleted_until_it_is_delivered() {
       "{acquired:?}"
     );
     assert!(Instant::now() < deadline, "no read reached Redis");
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // The replay takes the breaker's half-open probe at every cool-down (and
+    // fails it): a read reaches Redis only when it asks first, in the
+    // millisecond or so before the replay wakes. So ask often.
+    tokio::time::sleep(Duration::from_millis(1)).await;
   }
   assert_eq!(
     a.peek("k", wall_ms()).await,
@@ -434,7 +437,8 @@ async fn a_kept_delete_hides_the_values_it_deleted_until_it_is_delivered() {
       Instant::now() < deadline,
       "the newer value was never served"
     );
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // As above: the failing replay takes the probe at every cool-down.
+    tokio::time::sleep(Duration::from_millis(1)).await;
   }
 
   fail.store(false, Ordering::Relaxed);
