@@ -23,6 +23,11 @@ async function locks(redis, prefix) {
   return keys.filter((k) => k.startsWith(`{${prefix}`))
 }
 
+/** The caches' options: one fleet on `redis` under `prefix`. */
+function fleetOptions(redis, prefix) {
+  return { redis: redis.url, prefix, lockTtl: LOCK_TTL, hardTimeout: HARD_TIMEOUT, redisTimeout: REDIS_TIMEOUT }
+}
+
 /** How many clients Redis has (our own admin connection included). */
 async function clients(redis) {
   const list = await redis.cmd('CLIENT', 'LIST')
@@ -47,13 +52,7 @@ test('worker threads ended mid-load leave no lock and no connection, and their k
   const redis = await startRedis(t)
   if (!redis) return
   const prefix = 'life-workers:'
-  const options = {
-    redis: redis.url,
-    prefix,
-    lockTtl: LOCK_TTL,
-    hardTimeout: HARD_TIMEOUT,
-    redisTimeout: REDIS_TIMEOUT,
-  }
+  const options = fleetOptions(redis, prefix)
   const before = await clients(redis)
   const workers = [0, 1, 2, 3].map(
     (w) => new Worker(WORKER, { eval: true, workerData: { root: ROOT, options, name: `w${w}`, keys: 15 } }),
@@ -83,13 +82,7 @@ test('close() with loads in flight and callers waiting on foreign locks keeps no
   const redis = await startRedis(t)
   if (!redis) return
   const prefix = 'life-close:'
-  const options = {
-    redis: redis.url,
-    prefix,
-    lockTtl: LOCK_TTL,
-    hardTimeout: HARD_TIMEOUT,
-    redisTimeout: REDIS_TIMEOUT,
-  }
+  const options = fleetOptions(redis, prefix)
   const before = await clients(redis)
 
   // B holds the locks of k1 and k2 while its loaders wait.

@@ -274,17 +274,11 @@ impl NativeCache {
     let env = env.raw();
     let flush = self.inner.cache.borrow().flush_recovery();
     // SAFETY: `env` is the env napi-rs passed to this method, running now
-    // on its JS thread; the promise's value is made with the env it is
-    // resolved with (`futures::promise`).
+    // on its JS thread.
     unsafe {
-      let promise = match flush {
-        None => raw::resolved(env, undelivered_to_js(env, Vec::new())),
-        Some(flush) => futures::promise_on_cache(env, self.inner.id, flush, |env, left| {
-          undelivered_to_js(env, left)
-        })
-        .map_err(|f| to_napi_error(env, f))?,
-      };
-      Unknown::from_napi_value(env, promise)
+      answer_later(env, self.inner.id, flush, Vec::new(), |env, left| {
+        undelivered_to_js(env, left)
+      })
     }
   }
 
@@ -296,20 +290,18 @@ impl NativeCache {
     let env = env.raw();
     let ready = self.inner.cache.borrow().ready();
     // SAFETY: `env` is the env napi-rs passed to this method, running now
-    // on its JS thread; the promise's value is made with the env it is
-    // resolved with (`futures::promise`).
+    // on its JS thread.
     unsafe {
-      let promise = match ready {
-        None => raw::resolved(env, raw::null(env)),
-        Some(ready) => {
-          futures::promise_on_cache(env, self.inner.id, ready, |env, answer| match answer {
-            Ok(()) => raw::null(env),
-            Err(problem) => problem_to_js(env, &problem),
-          })
-          .map_err(|f| to_napi_error(env, f))?
-        }
-      };
-      Unknown::from_napi_value(env, promise)
+      answer_later(
+        env,
+        self.inner.id,
+        ready,
+        Ok(()),
+        |env, answer| match answer {
+          Ok(()) => raw::null(env),
+          Err(problem) => problem_to_js(env, &problem),
+        },
+      )
     }
   }
 
@@ -359,15 +351,11 @@ impl NativeCache {
     let ms = if ms.is_finite() { ms.round() as i64 } else { 0 };
     let sync = self.inner.cache.borrow_mut().skew_clock(ms);
     // SAFETY: `env` is the env napi-rs passed to this method, running now
-    // on its JS thread; the promise's value is made with the env it is
-    // resolved with (`futures::promise`).
+    // on its JS thread.
     unsafe {
-      let promise = match sync {
-        None => raw::resolved(env, raw::boolean(env, false)),
-        Some(sync) => futures::promise(env, sync, |env, synced| raw::boolean(env, synced))
-          .map_err(|f| to_napi_error(env, f))?,
-      };
-      Unknown::from_napi_value(env, promise)
+      answer_later(env, self.inner.id, sync, false, |env, synced| {
+        raw::boolean(env, synced)
+      })
     }
   }
 
@@ -383,6 +371,26 @@ impl NativeCache {
       .local_mut()
       .set_random(clamp(jitter), clamp(xfetch));
   }
+}
+
+/// The promise of a cold-path method that may have work for tokio: the
+/// work's answer as `to_js` makes it, or (no work: no Redis) `without`'s,
+/// already settled. The value is made with the env it is resolved with
+/// (`futures::promise`); `env` must be the calling method's.
+unsafe fn answer_later<'env, T: Send + 'static>(
+  env: raw::Env,
+  cache_id: u64,
+  work: Option<impl std::future::Future<Output = T> + Send + 'static>,
+  without: T,
+  to_js: impl FnOnce(raw::Env, T) -> raw::Value + Send + 'static,
+) -> Result<Unknown<'env>> {
+  let promise = match work {
+    None => raw::resolved(env, to_js(env, without)),
+    Some(work) => {
+      futures::promise_on_cache(env, cache_id, work, to_js).map_err(|f| to_napi_error(env, f))?
+    }
+  };
+  Unknown::from_napi_value(env, promise)
 }
 
 /// `{ code, message }`.

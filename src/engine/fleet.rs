@@ -108,7 +108,7 @@ pub struct Fleet<S: SharedStore = RedisStore> {
   stopped: AtomicBool,
   /// The last command reached the store; the subscription is live.
   connected: AtomicBool,
-  subscription: Arc<Live>,
+  subscription: Arc<Flag>,
   /// The runtime the fleet's tasks run on (the JS thread that stops a
   /// fleet is not inside it).
   runtime: Handle,
@@ -145,7 +145,7 @@ pub struct Undelivered {
 
 /// One flight's fleet steps ([`Fleet::steps`]).
 struct Steps<K> {
-  given_up: Arc<GiveUp>,
+  given_up: Arc<Flag>,
   lock: Option<HeldLock<K>>,
 }
 
@@ -156,60 +156,36 @@ struct HeldLock<K> {
   extender: JoinHandle<()>,
 }
 
-/// Fired once, when a flight is given up (it timed out, its leader is gone,
-/// the cache closes) or its steps end: they stop at their next await.
+/// A flag tasks can wait for: a flight given up (set once, when it timed
+/// out, its leader is gone, the cache closes, or its steps end: they stop
+/// at their next await), or the events subscription being live (set and
+/// cleared as it connects and drops).
 #[derive(Default)]
-pub struct GiveUp {
-  fired: AtomicBool,
+pub struct Flag {
+  set: AtomicBool,
   notify: Notify,
 }
 
-impl GiveUp {
-  fn fire(&self) {
-    self.fired.store(true, Ordering::SeqCst);
-    self.notify.notify_waiters();
-  }
-
-  fn fired(&self) -> bool {
-    self.fired.load(Ordering::SeqCst)
-  }
-
-  /// Resolves once fired (at once if it was).
-  async fn wait(&self) {
-    loop {
-      let notified = self.notify.notified();
-      tokio::pin!(notified);
-      // Registered before the check: a fire in between still wakes us.
-      notified.as_mut().enable();
-      if self.fired() {
-        return;
-      }
-      notified.await;
-    }
-  }
-}
-
-/// Whether the events subscription is live, and a wait for it to be.
-#[derive(Default)]
-struct Live {
-  live: AtomicBool,
-  notify: Notify,
-}
-
-impl Live {
-  fn set(&self, live: bool) {
-    self.live.store(live, Ordering::SeqCst);
-    if live {
+impl Flag {
+  fn set(&self, on: bool) {
+    self.set.store(on, Ordering::SeqCst);
+    if on {
       self.notify.notify_waiters();
     }
   }
 
+  fn is_set(&self) -> bool {
+    self.set.load(Ordering::SeqCst)
+  }
+
+  /// Resolves once set (at once if it is).
   async fn wait(&self) {
     loop {
       let notified = self.notify.notified();
       tokio::pin!(notified);
+      // Registered before the check: a set in between still wakes us.
       notified.as_mut().enable();
-      if self.live.load(Ordering::SeqCst) {
+      if self.is_set() {
         return;
       }
       notified.await;
@@ -270,7 +246,7 @@ impl<S: SharedStore> Fleet<S> {
   /// Must run inside the tokio runtime (the subscriber is spawned).
   pub fn start(store: S, config: FleetConfig) -> Arc<Fleet<S>> {
     let invalidations = Arc::new(Invalidations::default());
-    let subscription = Arc::new(Live::default());
+    let subscription = Arc::new(Flag::default());
     let origin = store.origin().to_string();
     let events = {
       let invalidations = Arc::clone(&invalidations);
@@ -447,7 +423,7 @@ impl<S: SharedStore> Fleet<S> {
   pub fn connected(&self) -> (bool, bool) {
     (
       self.connected.load(Ordering::Relaxed),
-      self.subscription.live.load(Ordering::SeqCst),
+      self.subscription.is_set(),
     )
   }
 
@@ -590,11 +566,11 @@ impl<S: SharedStore> Fleet<S> {
 
   /// Registers flight `id`'s fleet steps, before its first await: what
   /// [`Fleet::give_up`] fires. Already fired when the fleet stopped.
-  pub fn begin_steps(&self, id: u64) -> Arc<GiveUp> {
-    let given_up = Arc::new(GiveUp::default());
+  pub fn begin_steps(&self, id: u64) -> Arc<Flag> {
+    let given_up = Arc::new(Flag::default());
     let mut steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
     if self.stopped.load(Ordering::SeqCst) {
-      given_up.fire();
+      given_up.set(true);
       return given_up;
     }
     match steps.get(&id) {
@@ -621,7 +597,7 @@ impl<S: SharedStore> Fleet<S> {
   pub fn give_up(&self, id: u64) {
     let steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(flight) = steps.get(&id) {
-      flight.given_up.fire();
+      flight.given_up.set(true);
     }
   }
 
@@ -633,7 +609,7 @@ impl<S: SharedStore> Fleet<S> {
       .lock()
       .unwrap_or_else(|p| p.into_inner())
       .remove(&id)?;
-    flight.given_up.fire();
+    flight.given_up.set(true);
     let lock = flight.lock?;
     lock.extender.abort();
     Some((lock.keys, lock.token))
@@ -666,7 +642,7 @@ impl<S: SharedStore> Fleet<S> {
     id: u64,
     terms: Terms,
     read_first: bool,
-    given_up: Arc<GiveUp>,
+    given_up: Arc<Flag>,
   ) -> Acquired {
     let acquired = tokio::select! {
       biased;
@@ -689,7 +665,7 @@ impl<S: SharedStore> Fleet<S> {
     id: u64,
     terms: Terms,
     read_first: bool,
-    given_up: &GiveUp,
+    given_up: &Flag,
   ) -> Acquired {
     let Terms { newer_than, .. } = terms;
     let local = Acquired::Load { token: None };
@@ -715,7 +691,7 @@ impl<S: SharedStore> Fleet<S> {
     // kept across waits that time out (a new one only after it fired).
     let mut notice = None;
     loop {
-      if given_up.fired() {
+      if given_up.is_set() {
         return local;
       }
       // Dropped mid-command (given up), the lock may still land under our
@@ -843,7 +819,7 @@ impl<S: SharedStore> Fleet<S> {
   /// releases the lock.
   fn keep_lease(self: &Arc<Self>, id: u64, keys: Arc<S::Keys>, token: String) -> bool {
     let mut steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(flight) = steps.get_mut(&id).filter(|f| !f.given_up.fired()) else {
+    let Some(flight) = steps.get_mut(&id).filter(|f| !f.given_up.is_set()) else {
       return false;
     };
     let fleet = Arc::clone(self);
@@ -1189,7 +1165,7 @@ impl<S: SharedStore> Fleet<S> {
       steps
         .drain()
         .filter_map(|(_, flight)| {
-          flight.given_up.fire();
+          flight.given_up.set(true);
           let lock = flight.lock?;
           lock.extender.abort();
           Some((lock.keys, lock.token))
