@@ -10,6 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+/// A Redis Cluster of the test's own (`RedisCluster`).
+pub mod cluster;
+
 /// How much of the server's log a failing test prints.
 const LOG_TAIL_LINES: usize = 40;
 
@@ -49,6 +52,7 @@ pub fn server_binary() -> String {
 impl RedisServer {
   /// `None` when `redis-server` is not installed, outside CI (in CI a
   /// missing server fails the test: the Redis tests must run there).
+  #[allow(dead_code)]
   pub fn start() -> Option<RedisServer> {
     let port = TcpListener::bind("127.0.0.1:0")
       .ok()?
@@ -150,6 +154,7 @@ impl RedisServer {
     Some(server)
   }
 
+  #[allow(dead_code)]
   pub fn url(&self) -> String {
     format!("redis://127.0.0.1:{}/", self.port)
   }

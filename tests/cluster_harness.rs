@@ -1,0 +1,91 @@
+//! The cluster harness itself (`tests/support/cluster.rs`): a Redis
+//! Cluster of the test's own covers every slot, moves a slot with its keys,
+//! and fails over when a primary is killed. `HERDCACHE_TEST_SERVER` picks
+//! redis-server or valkey-server, as for every server test.
+
+mod support;
+
+use std::time::Duration;
+use support::cluster::{query, RedisCluster, SLOTS};
+
+#[test]
+fn a_cluster_covers_every_slot_moves_one_and_fails_over() {
+  let Some(mut cluster) = RedisCluster::start(3, 1) else {
+    return;
+  };
+  eprintln!(
+    "cluster of 3 + 3 replicas started in {:?}",
+    cluster.started_in
+  );
+  assert_eq!(cluster.urls().len(), 3);
+  assert_eq!(cluster.ports().len(), 6);
+
+  // every slot served by exactly one primary
+  let mut served = vec![0u8; usize::from(SLOTS)];
+  for p in cluster.primaries() {
+    for (a, b) in p.slots {
+      for s in a..=b {
+        served[usize::from(s)] += 1;
+      }
+    }
+  }
+  assert!(served.iter().all(|&n| n == 1), "every slot once");
+
+  // a slot moves with its keys
+  let keys = ["{moved}:a", "{moved}:b"];
+  let slot = cluster.slot_of(keys[0]);
+  assert_eq!(cluster.slot_of(keys[1]), slot);
+  let from = cluster.owner_of(slot).expect("an owner");
+  for k in keys {
+    query::<()>(from, redis::cmd("SET").arg(k).arg(k)).unwrap();
+  }
+  let to = cluster
+    .urls()
+    .iter()
+    .map(|u| {
+      u.trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse::<u16>()
+        .unwrap()
+    })
+    .find(|&p| p != from)
+    .unwrap();
+  let begin = std::time::Instant::now();
+  cluster.migrate_slot(slot, to);
+  eprintln!("slot {slot} moved {from} -> {to} in {:?}", begin.elapsed());
+  assert_eq!(cluster.owner_of(slot), Some(to));
+  for k in keys {
+    assert_eq!(query::<String>(to, redis::cmd("GET").arg(k)).unwrap(), k);
+    let moved = query::<String>(from, redis::cmd("GET").arg(k)).unwrap_err();
+    let owner = format!("127.0.0.1:{to}");
+    assert_eq!(
+      moved.redirect_node(),
+      Some((owner.as_str(), slot)),
+      "{moved}"
+    );
+  }
+
+  // its new primary is killed: the replica takes over, with the keys
+  let replicated: i64 = query(to, redis::cmd("WAIT").arg(1).arg(2000)).unwrap();
+  assert_eq!(replicated, 1);
+  let killed = cluster.kill_primary_of_slot(slot);
+  assert_eq!(killed, to);
+  let took = cluster.wait_failover();
+  eprintln!("failover after SIGKILL: {took:?}");
+  assert!(took < Duration::from_secs(15));
+  let promoted = cluster.owner_of(slot).expect("a new owner");
+  assert!(promoted != to && cluster.ports().contains(&promoted));
+  assert!(
+    !cluster
+      .urls()
+      .iter()
+      .any(|u| u.contains(&format!(":{promoted}/"))),
+    "a replica"
+  );
+  assert_eq!(
+    query::<String>(promoted, redis::cmd("GET").arg(keys[0])).unwrap(),
+    keys[0]
+  );
+}
