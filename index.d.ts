@@ -44,7 +44,19 @@ export type Loader<T, K extends Key = Key> = (context: LoaderContext<K>) => T | 
  */
 type AbsentAsUndefined<T> = { [K in keyof T]?: T[K] | undefined }
 
-export interface CacheOptions extends AbsentAsUndefined<NativeCacheOptions> {
+/** A Redis Cluster (or Valkey cluster) as the `redis` option: the URLs of some of its nodes. */
+export interface RedisClusterOptions {
+  /** Seed nodes, e.g. `['redis://127.0.0.1:7000', 'redis://127.0.0.1:7001']`: user, password and TLS as for one node. */
+  cluster: readonly string[]
+}
+
+export interface CacheOptions extends AbsentAsUndefined<Omit<NativeCacheOptions, 'redis'>> {
+  /**
+   * A `redis://` or `rediss://` URL (user, password and db in the URL), or `{ cluster: [url, ...] }` for a
+   * Redis Cluster. With it, all instances sharing the Redis recompute a key once per expiry between them.
+   * Without it, the embedded in-process store.
+   */
+  redis?: string | RedisClusterOptions | undefined
   /**
    * Receives every background refresh's promise (it never rejects), so a
    * serverless host keeps the function alive until the refresh is done:

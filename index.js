@@ -38,10 +38,21 @@ function checkOptions(options) {
   }
   for (const [name, type] of KNOWN_OPTIONS) {
     const value = options[name]
-    if (value !== undefined && typeof value !== type) {
+    if (value !== undefined && typeof value !== type && !(name === 'redis' && isClusterOption(value))) {
       throw invalidOption(`option \`${name}\` must be a ${type}; got ${typeof value}`)
     }
   }
+}
+
+/** `redis: { cluster: [...] }`: the addon checks the rest (core/options.rs). */
+function isClusterOption(value) {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** The addon's form of the options: a cluster's `redis` object goes over as its JSON text. */
+function nativeForm(options) {
+  const { redis } = options
+  return isClusterOption(redis) ? { ...options, redis: JSON.stringify(redis) } : options
 }
 
 const CALL_OPTIONS = new Set(['stale', 'ttl', 'hardTtl', 'negativeTtl', 'beta', 'signal', 'status'])
@@ -147,7 +158,7 @@ class Cache {
   constructor(options = {}) {
     checkOptions(options)
     const { waitUntil, onError, ...nativeOptions } = options
-    this.#native = new NativeCache(nativeOptions)
+    this.#native = new NativeCache(nativeForm(nativeOptions))
     /** @type {import('./lib/native-contract').Context} */
     const ctx = {
       waitUntil,

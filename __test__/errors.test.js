@@ -321,6 +321,14 @@ const BAD_OPTIONS = [
   [{ waitUntil: 'yes' }, 'waitUntil', TypeError],
   [{ onError: 1 }, 'onError', TypeError],
   [{ tll: 1000 }, 'tll', null], // unknown option (typo)
+  [{ redis: 6379 }, 'redis', TypeError],
+  [{ redis: ['redis://127.0.0.1:7000'] }, 'redis', TypeError],
+  [{ redis: null }, 'redis', TypeError],
+  [{ redis: { cluster: [] } }, 'redis', TypeError],
+  [{ redis: { cluster: 'redis://127.0.0.1:7000' } }, 'redis', TypeError],
+  [{ redis: { cluster: ['127.0.0.1:7000'] } }, 'redis', TypeError],
+  [{ redis: { cluster: ['redis://a:1', 'rediss://b:2'] } }, 'redis', TypeError],
+  [{ redis: { url: 'redis://127.0.0.1:7000' } }, 'redis', TypeError],
 ]
 
 for (const [opts, name, Class] of BAD_OPTIONS) {

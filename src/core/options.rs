@@ -80,7 +80,8 @@ macro_rules! cache_options {
       #[doc = " A namespace put before every key (in Redis: the value of key `k` is"]
       #[doc = " stored under `{<prefix>k}`). Default ''."]
       prefix: String => "prefix", default = Some("''");
-      #[doc = " A `redis://` or `rediss://` URL (user, password and db in the URL)."]
+      #[doc = " A `redis://` or `rediss://` URL (user, password and db in the URL);"]
+      #[doc = " for a Redis Cluster, `{ cluster: [url, ...] }` (some of its nodes)."]
       #[doc = " With it, all instances sharing the Redis recompute a key once per"]
       #[doc = " expiry between them. Without it, the embedded in-process store."]
       redis: String => "redis", default = None;
@@ -176,7 +177,7 @@ cache_options!(raw_cache_options);
 /// The Redis part of the configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RedisConfig {
-  pub url: String,
+  pub endpoint: RedisEndpoint,
   /// The fleet lock's lease, ms; extended while the winner's loader runs.
   pub lock_ttl: u64,
   /// Whether an in-process L1 answers hot keys without Redis.
@@ -189,6 +190,16 @@ pub struct RedisConfig {
   pub recovery_max_entries: u64,
   /// How long each of them is kept, ms.
   pub recovery_max_age: u64,
+}
+
+/// Where the Redis store is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisEndpoint {
+  /// One server (or a proxy in front of several): its URL.
+  Node(String),
+  /// A Redis Cluster (or Valkey cluster): the URLs of some of its nodes,
+  /// the seeds the client learns the topology from.
+  Cluster(Vec<String>),
 }
 
 /// The TTL part of the configuration: what a call may override.
@@ -306,8 +317,8 @@ impl CacheConfig {
     };
     let redis = match &raw.redis {
       None => None,
-      Some(url) => Some(RedisConfig {
-        url: check_redis_url(url)?,
+      Some(text) => Some(RedisConfig {
+        endpoint: redis_endpoint(text)?,
         lock_ttl: millis("lockTtl", raw.lock_ttl, 3.0, MAX_TIMEOUT, DEFAULT_LOCK_TTL)?,
         l1: raw.l1.unwrap_or(true),
         timeout: millis(
@@ -423,6 +434,46 @@ impl CacheConfig {
       redis,
     })
   }
+}
+
+/// The `redis` option: a URL, or (as the JS wrapper passes `{ cluster:
+/// [...] }`) that object as JSON text.
+fn redis_endpoint(text: &str) -> Result<RedisEndpoint, Error> {
+  if !text.starts_with('{') {
+    return check_redis_url(text).map(RedisEndpoint::Node);
+  }
+  let bad = || {
+    Error::new(
+      Code::InvalidOption,
+      Kind::Type,
+      "option `redis` must be a redis:// or rediss:// URL, or { cluster: [url, ...] } with the URLs of some of the cluster's nodes, e.g. { cluster: ['redis://127.0.0.1:7000'] }",
+    )
+  };
+  let value: serde_json::Value = serde_json::from_str(text).map_err(|_| bad())?;
+  let object = value.as_object().ok_or_else(bad)?;
+  if object.keys().any(|k| k != "cluster") {
+    return Err(bad());
+  }
+  let seeds = object
+    .get("cluster")
+    .and_then(|c| c.as_array())
+    .filter(|c| !c.is_empty())
+    .ok_or_else(bad)?;
+  let urls = seeds
+    .iter()
+    .map(|url| url.as_str().ok_or_else(bad).and_then(check_redis_url))
+    .collect::<Result<Vec<_>, _>>()?;
+  if urls
+    .iter()
+    .any(|u| u.starts_with("rediss://") != urls[0].starts_with("rediss://"))
+  {
+    return Err(Error::new(
+      Code::InvalidOption,
+      Kind::Type,
+      "option `redis.cluster`: every node URL must use the same scheme (all redis:// or all rediss://)",
+    ));
+  }
+  Ok(RedisEndpoint::Cluster(urls))
 }
 
 /// A `redis://` or `rediss://` URL (user, password, db and query parts are
@@ -556,7 +607,7 @@ mod tests {
         "refreshBackoff" => Some(local.refresh_backoff.to_string()),
         "maxEntries" => Some(local.max_entries.to_string()),
         "prefix" => Some(format!("'{}'", local.prefix)),
-        "redis" => local.redis.as_ref().map(|r| r.url.clone()),
+        "redis" => local.redis.as_ref().map(|r| format!("{:?}", r.endpoint)),
         "lockTtl" => Some(redis.lock_ttl.to_string()),
         "l1" => Some(redis.l1.to_string()),
         "redisTimeout" => Some(redis.timeout.to_string()),
@@ -719,6 +770,31 @@ mod tests {
         Code::InvalidOption,
         "recoveryMaxEntries {bad}"
       );
+    }
+    let cluster = |text: &str| {
+      CacheConfig::from_raw(&RawCacheOptions {
+        redis: Some(text.into()),
+        ..Default::default()
+      })
+      .map(|c| c.redis.unwrap().endpoint)
+    };
+    assert_eq!(
+      cluster(r#"{"cluster":["redis://127.0.0.1:7000","redis://127.0.0.1:7001"]}"#).unwrap(),
+      RedisEndpoint::Cluster(vec![
+        "redis://127.0.0.1:7000".into(),
+        "redis://127.0.0.1:7001".into()
+      ])
+    );
+    for bad in [
+      r#"{"cluster":[]}"#,
+      r#"{"cluster":"redis://127.0.0.1:7000"}"#,
+      r#"{"cluster":["127.0.0.1:7000"]}"#,
+      r#"{"cluster":["redis://a:1","rediss://b:2"]}"#,
+      r#"{"cluster":["redis://a:1"],"url":"x"}"#,
+      r#"{"url":"redis://a:1"}"#,
+      "{",
+    ] {
+      assert_eq!(cluster(bad).unwrap_err().code, Code::InvalidOption, "{bad}");
     }
     for url in ["http://x", "redis://", "127.0.0.1:6379", ""] {
       let raw = RawCacheOptions {

@@ -23,7 +23,7 @@ use super::metrics::{Gauges, Metrics};
 use super::shared::{Problem, RedisStore, RedisTimeouts};
 use crate::core::envelope::{Envelope, Meta};
 use crate::core::error::{Code, Error, Kind};
-use crate::core::options::{CacheConfig, EntryPolicy};
+use crate::core::options::{CacheConfig, EntryPolicy, RedisEndpoint};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -105,7 +105,13 @@ impl<V, F> Cache<V, F> {
           command: timeout,
           retries: 1,
         };
-        let store = RedisStore::open(&redis.url, &config.prefix, timeouts).map_err(|e| {
+        let store = match &redis.endpoint {
+          RedisEndpoint::Node(url) => RedisStore::open(url, &config.prefix, timeouts),
+          RedisEndpoint::Cluster(seeds) => {
+            RedisStore::open_cluster(seeds, &config.prefix, timeouts)
+          }
+        };
+        let store = store.map_err(|e| {
           let message = format!("option `redis` is not a usable Redis URL: {e}");
           Error::new(Code::InvalidOption, Kind::Type, message)
         })?;

@@ -284,3 +284,38 @@ impl Inspect for herdcache::engine::shared::RedisStore {
     herdcache::engine::shared::RedisStore::backoff(self, keys).await
   }
 }
+
+/// Where a fleet test's instances meet: one redis-server, or with
+/// `HERDCACHE_TEST_TOPOLOGY=cluster` (the cluster pass of `npm test`) a
+/// Redis Cluster of three primaries. The same tests run on both.
+#[allow(dead_code)]
+pub enum Backend {
+  Server(RedisServer),
+  Cluster(cluster::RedisCluster),
+}
+
+#[allow(dead_code)]
+impl Backend {
+  /// `None` as [`RedisServer::start`] (a missing server, outside CI).
+  pub fn start() -> Option<Backend> {
+    match std::env::var("HERDCACHE_TEST_TOPOLOGY").as_deref() {
+      Ok("cluster") => cluster::RedisCluster::start(3, 0).map(Backend::Cluster),
+      _ => RedisServer::start().map(Backend::Server),
+    }
+  }
+
+  /// A store of its own (an instance of the fleet) under `prefix`.
+  pub fn store(
+    &self,
+    prefix: &str,
+    timeouts: herdcache::engine::shared::RedisTimeouts,
+  ) -> herdcache::engine::shared::RedisStore {
+    use herdcache::engine::shared::RedisStore;
+    match self {
+      Backend::Server(server) => RedisStore::open(&server.url(), prefix, timeouts).unwrap(),
+      Backend::Cluster(cluster) => {
+        RedisStore::open_cluster(&cluster.urls(), prefix, timeouts).unwrap()
+      }
+    }
+  }
+}

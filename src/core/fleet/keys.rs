@@ -33,6 +33,63 @@ pub fn events_channel(prefix: &str) -> String {
   format!("herdcache:events:{prefix}")
 }
 
+/// How many Redis Cluster hash slots there are.
+pub const SLOTS: u16 = 16_384;
+
+/// The Redis Cluster hash slot of `name`: CRC16 (XMODEM) of its hash tag
+/// (the text between the first `{` and the next `}`, when not empty), else
+/// of the whole name, modulo [`SLOTS`].
+pub fn slot(name: &[u8]) -> u16 {
+  let tagged = name.iter().position(|&b| b == b'{').and_then(|open| {
+    let rest = &name[open + 1..];
+    match rest.iter().position(|&b| b == b'}') {
+      Some(len) if len > 0 => Some(&rest[..len]),
+      _ => None,
+    }
+  });
+  crc16(tagged.unwrap_or(name)) % SLOTS
+}
+
+fn crc16(bytes: &[u8]) -> u16 {
+  let mut crc: u16 = 0;
+  for &byte in bytes {
+    crc ^= u16::from(byte) << 8;
+    for _ in 0..8 {
+      crc = if crc & 0x8000 != 0 {
+        (crc << 1) ^ 0x1021
+      } else {
+        crc << 1
+      };
+    }
+  }
+  crc
+}
+
+/// The sharded events channels of one prefix on a Redis Cluster: `count`
+/// channels, the `i`-th hash-tagged onto a slot in the `i`-th of `count`
+/// equal slot ranges, so the channels spread over the primaries as the
+/// slots do. A key's changes go on the channel of its slot's range
+/// ([`channel_of`]).
+pub fn sharded_channels(prefix: &str, count: u16) -> Vec<String> {
+  let base = events_channel(prefix);
+  (0..count)
+    .map(|i| {
+      let range = u32::from(SLOTS) / u32::from(count);
+      (0u32..)
+        .map(|n| format!("{base}:{{{n}}}"))
+        .find(|name| u32::from(slot(name.as_bytes())) / range == u32::from(i))
+        .expect("some tag lands in every range")
+    })
+    .collect()
+}
+
+/// Which of `count` [`sharded_channels`] carries the changes of the key
+/// whose value name is `value`.
+pub fn channel_of(value: &str, count: u16) -> usize {
+  let range = u32::from(SLOTS) / u32::from(count);
+  (u32::from(slot(value.as_bytes())) / range) as usize
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -46,6 +103,33 @@ mod tests {
       },
       None => name,
     }
+  }
+
+  /// `CLUSTER KEYSLOT`'s answers, asked of redis-server 7.0.
+  #[test]
+  fn slots_are_redis_clusters() {
+    assert_eq!(slot(b"foo"), 12182);
+    assert_eq!(slot(b"hello"), 866);
+    assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+    assert_eq!(slot(b"foo{}{bar}"), crc16(b"foo{}{bar}") % SLOTS);
+    assert_eq!(slot(b"somekey"), 11058);
+    assert_eq!(slot(b"{}x"), crc16(b"{}x") % SLOTS);
+    assert_eq!(slot(b""), 0);
+  }
+
+  #[test]
+  fn sharded_channels_cover_the_slot_ranges_in_order() {
+    let channels = sharded_channels("app:", 16);
+    assert_eq!(channels.len(), 16);
+    for (i, name) in channels.iter().enumerate() {
+      assert!(name.starts_with("herdcache:events:app::{"), "{name}");
+      assert_eq!(channel_of(name, 16), i, "{name}");
+    }
+    let value = RedisKeys::new("app:", "user:42").value;
+    assert_eq!(
+      channel_of(&value, 16),
+      usize::from(slot(value.as_bytes()) / 1024)
+    );
   }
 
   #[test]

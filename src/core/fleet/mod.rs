@@ -14,7 +14,7 @@ pub mod lease;
 pub mod scripts;
 
 pub use events::{Change, Event};
-pub use keys::{events_channel, RedisKeys};
+pub use keys::{channel_of, events_channel, sharded_channels, slot, RedisKeys, SLOTS};
 pub use lease::{loser_step, Lease, LoserStep};
 pub use scripts::{
   ANNOUNCE_REFUSED, CLEAR_NOT_NEWER_SCRIPT, DELETE_NOT_NEWER_SCRIPT, DELETE_SCRIPT, EXTEND_SCRIPT,

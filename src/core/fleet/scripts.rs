@@ -116,11 +116,16 @@ return 0
 /// `announce(channel, message)`: PUBLISH that cannot fail the script. A
 /// user the ACL forbids the channel (NOPERM) would otherwise abort the
 /// script after its writes and before the rest (a lock left for its whole
-/// lease). Returns [`ANNOUNCE_REFUSED`] if refused, else 0.
+/// lease). Returns [`ANNOUNCE_REFUSED`] if refused, else 0. An empty
+/// channel announces nothing: on a Redis Cluster the store announces after
+/// the script, on a sharded channel the script's slot may not hold.
 macro_rules! announce_lua {
   () => {
     r#"
 local function announce(channel, message)
+  if channel == '' then
+    return 0
+  end
   local sent = redis.pcall('PUBLISH', channel, message)
   if type(sent) == 'table' and sent.err then
     return 2

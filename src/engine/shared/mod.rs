@@ -2,9 +2,11 @@
 //! trait the fleet protocol (`engine::fleet`) runs over, the types its
 //! calls answer with, and [`Events`], which hands fill notices and
 //! invalidations from a store's subscription to the flights waiting for
-//! them. One implementation today: [`redis::RedisStore`]. Every store
+//! them. One implementation today: [`redis::RedisStore`], on one server or
+//! a Redis Cluster (`cluster`). Every store
 //! passes the contract suite, `tests/store_contract.rs`.
 
+mod cluster;
 pub mod redis;
 
 pub use self::redis::{RedisStore, RedisTimeouts};

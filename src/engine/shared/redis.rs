@@ -9,8 +9,11 @@ use crate::core::envelope::{DecodeError, Envelope, MAX_DIGITS};
 use crate::core::error::Code;
 use crate::core::fleet::{self as protocol, Change, Event, RedisKeys, ANNOUNCE_REFUSED};
 use futures_util::StreamExt;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ErrorKind, RedisError, RedisResult, Script};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{
+  Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Script, Value,
+};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,18 +41,23 @@ impl Default for RedisTimeouts {
 }
 
 pub struct RedisStore {
-  client: Client,
+  /// The server, or for a cluster its first seed node (what a failure's
+  /// explanation probes).
+  pub(super) client: Client,
+  /// A Redis Cluster's client and what only a cluster needs (`cluster.rs`).
+  pub(super) cluster: Option<super::cluster::Cluster>,
   timeouts: RedisTimeouts,
   /// The command connection, made on first use (`connecting` lets one
-  /// caller make it), dropped by `close`.
-  manager: Mutex<Option<ConnectionManager>>,
+  /// caller make it), dropped by `close` (and on a cluster, by a
+  /// resubscription: `cluster.rs`).
+  pub(super) manager: Arc<Mutex<Option<Connection>>>,
   connecting: tokio::sync::Mutex<()>,
   closed: AtomicBool,
-  problems: Arc<Problems>,
+  pub(super) problems: Arc<Problems>,
   /// Where it connects, for messages: `host:port` (never the credentials),
   /// and whether over TLS.
-  target: Target,
-  prefix: String,
+  pub(super) target: Target,
+  pub(super) prefix: String,
   channel: String,
   /// Names this store on the events channel, so it can skip its own notices.
   origin: String,
@@ -61,7 +69,44 @@ pub struct RedisStore {
   write: Script,
   delete: Script,
   delete_not_newer: Script,
-  clear_not_newer: Script,
+  pub(super) clear_not_newer: Script,
+}
+
+/// The command connection: to one server, or to a cluster (whose client
+/// routes each command to the primary of its key's slot and follows
+/// MOVED and ASK).
+#[derive(Clone)]
+pub(super) enum Connection {
+  Node(ConnectionManager),
+  Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+  fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+    match self {
+      Connection::Node(c) => c.req_packed_command(cmd),
+      Connection::Cluster(c) => c.req_packed_command(cmd),
+    }
+  }
+
+  fn req_packed_commands<'a>(
+    &'a mut self,
+    pipeline: &'a Pipeline,
+    offset: usize,
+    count: usize,
+  ) -> RedisFuture<'a, Vec<Value>> {
+    match self {
+      Connection::Node(c) => c.req_packed_commands(pipeline, offset, count),
+      Connection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+    }
+  }
+
+  fn get_db(&self) -> i64 {
+    match self {
+      Connection::Node(c) => c.get_db(),
+      Connection::Cluster(c) => c.get_db(),
+    }
+  }
 }
 
 impl RedisStore {
@@ -69,10 +114,34 @@ impl RedisStore {
   /// user, password and db; `rediss://…/#insecure` skips certificate checks,
   /// for tests); connects on first use.
   pub fn open(url: &str, prefix: &str, timeouts: RedisTimeouts) -> RedisResult<RedisStore> {
+    Self::open_at(url, None, prefix, timeouts)
+  }
+
+  /// A store on the Redis Cluster some of whose nodes `seeds` names (URLs
+  /// as for [`RedisStore::open`], one scheme for all); connects on first use.
+  pub fn open_cluster(
+    seeds: &[String],
+    prefix: &str,
+    timeouts: RedisTimeouts,
+  ) -> RedisResult<RedisStore> {
+    let first = seeds
+      .first()
+      .ok_or_else(|| RedisError::from((ErrorKind::InvalidClientConfig, "no cluster node given")))?;
+    if first.starts_with("rediss://") {
+      install_tls_provider();
+    }
+    let cluster = super::cluster::Cluster::open(seeds, prefix, timeouts)?;
+    Self::open_at(first, Some(cluster), prefix, timeouts)
+  }
+
+  fn open_at(
+    url: &str,
+    cluster: Option<super::cluster::Cluster>,
+    prefix: &str,
+    timeouts: RedisTimeouts,
+  ) -> RedisResult<RedisStore> {
     if url.starts_with("rediss://") {
-      // rustls needs one process-wide crypto provider; a second install (by
-      // another cache, or by the host application) is refused, harmlessly.
-      let _ = rustls::crypto::ring::default_provider().install_default();
+      install_tls_provider();
     }
     let client = Client::open(url)?;
     let target = Target {
@@ -82,9 +151,10 @@ impl RedisStore {
     };
     Ok(RedisStore {
       client,
+      cluster,
       target,
       timeouts,
-      manager: Mutex::new(None),
+      manager: Arc::new(Mutex::new(None)),
       connecting: tokio::sync::Mutex::new(()),
       closed: AtomicBool::new(false),
       problems: Arc::new(Problems::default()),
@@ -112,11 +182,21 @@ impl RedisStore {
     self.timeouts
   }
 
-  fn event(&self, change: Change) -> String {
+  pub(super) fn event(&self, change: Change) -> String {
     Event::new(&self.origin, change).encode()
   }
 
-  async fn connection(&self) -> RedisResult<ConnectionManager> {
+  /// The channel the scripts announce on: none on a cluster, whose sharded
+  /// channels a script cannot reach from another slot (the store announces
+  /// after the script there, `Cluster::announce`).
+  fn script_channel(&self) -> &str {
+    match self.cluster {
+      Some(_) => "",
+      None => &self.channel,
+    }
+  }
+
+  pub(super) async fn connection(&self) -> RedisResult<Connection> {
     if let Some(manager) = self.live_manager()? {
       return Ok(manager);
     }
@@ -124,11 +204,21 @@ impl RedisStore {
     if let Some(manager) = self.live_manager()? {
       return Ok(manager);
     }
-    let config = ConnectionManagerConfig::new()
-      .set_number_of_retries(self.timeouts.retries)
-      .set_connection_timeout(Some(self.timeouts.connect))
-      .set_response_timeout(Some(self.timeouts.command));
-    let manager = match self.client.get_connection_manager_with_config(config).await {
+    let made = match &self.cluster {
+      Some(cluster) => cluster.connect().await.map(Connection::Cluster),
+      None => {
+        let config = ConnectionManagerConfig::new()
+          .set_number_of_retries(self.timeouts.retries)
+          .set_connection_timeout(Some(self.timeouts.connect))
+          .set_response_timeout(Some(self.timeouts.command));
+        self
+          .client
+          .get_connection_manager_with_config(config)
+          .await
+          .map(Connection::Node)
+      }
+    };
+    let manager = match made {
       Ok(manager) => manager,
       Err(e) => return Err(self.diagnose(e).await),
     };
@@ -149,7 +239,7 @@ impl RedisStore {
     }
   }
 
-  fn live_manager(&self) -> RedisResult<Option<ConnectionManager>> {
+  fn live_manager(&self) -> RedisResult<Option<Connection>> {
     if self.closed.load(Ordering::SeqCst) {
       return Err(closed_error());
     }
@@ -169,9 +259,9 @@ impl RedisStore {
   /// with nothing wrong with Redis (and open the breaker). Only commands
   /// safe to repeat go through here: each caller says why. A refused
   /// connection (Redis down) is not retried.
-  async fn retried<T, F, Fut>(&self, command: F) -> RedisResult<T>
+  pub(super) async fn retried<T, F, Fut>(&self, command: F) -> RedisResult<T>
   where
-    F: Fn(ConnectionManager) -> Fut,
+    F: Fn(Connection) -> Fut,
     Fut: Future<Output = RedisResult<T>>,
   {
     match command(self.connection().await?).await {
@@ -183,7 +273,7 @@ impl RedisStore {
   /// Inspection (tests): the key's back-off marker, `(failures, ms left)`,
   /// `None` if there is none or it is not one an instance left. Retried: reads.
   pub async fn backoff(&self, keys: &RedisKeys) -> RedisResult<Option<(u32, u64)>> {
-    let read = |mut c: ConnectionManager| async move {
+    let read = |mut c: Connection| async move {
       redis::pipe()
         .cmd("GET")
         .arg(&keys.backoff)
@@ -204,7 +294,7 @@ impl RedisStore {
   /// Inspection (tests): the lock's remaining lease in ms, `None` if
   /// nobody holds it. Retried: a read.
   pub async fn lock_lease(&self, keys: &RedisKeys) -> RedisResult<Option<u64>> {
-    let read = |mut c: ConnectionManager| async move {
+    let read = |mut c: Connection| async move {
       redis::cmd("PTTL")
         .arg(&keys.lock)
         .query_async::<i64>(&mut c)
@@ -214,7 +304,7 @@ impl RedisStore {
   }
 
   /// A script's answer with [`ANNOUNCE_REFUSED`] taken out (and reported).
-  fn announced(&self, answer: i64) -> i64 {
+  pub(super) fn announced(&self, answer: i64) -> i64 {
     if answer >= ANNOUNCE_REFUSED {
       self.publish_refused();
       return answer - ANNOUNCE_REFUSED;
@@ -222,7 +312,7 @@ impl RedisStore {
     answer
   }
 
-  fn publish_refused(&self) {
+  pub(super) fn publish_refused(&self) {
     self.problems.raise(
       "publish",
       Problem {
@@ -327,8 +417,11 @@ impl RedisStore {
   /// `not_newer_than`, all but valid envelopes newer than that stamp), then
   /// announces the clear.
   async fn sweep(&self, not_newer_than: Option<u64>) -> RedisResult<u64> {
+    if let Some(cluster) = &self.cluster {
+      return cluster.sweep(self, not_newer_than).await;
+    }
     let mut c = self.connection().await?;
-    let pattern = format!("{{{}*", glob_escape(&self.prefix));
+    let pattern = self.pattern();
     let mut cursor: u64 = 0;
     let mut removed = 0;
     loop {
@@ -377,6 +470,23 @@ impl RedisStore {
   }
 }
 
+impl RedisStore {
+  /// The SCAN pattern of the prefix's names.
+  pub(super) fn pattern(&self) -> String {
+    format!("{{{}*", glob_escape(&self.prefix))
+  }
+
+  /// On a cluster, announces `event` about the key whose value name is
+  /// `value` on its sharded channel (the script could not); a refusal is
+  /// reported as the script's is.
+  async fn announce_on_cluster(&self, value: &str, event: &str) -> RedisResult<()> {
+    match &self.cluster {
+      Some(cluster) => cluster.announce(self, value, event).await,
+      None => Ok(()),
+    }
+  }
+}
+
 impl SharedStore for RedisStore {
   type Keys = RedisKeys;
   type Error = RedisError;
@@ -395,7 +505,7 @@ impl SharedStore for RedisStore {
 
   /// Retried: a read.
   async fn read(&self, keys: &RedisKeys) -> RedisResult<Read> {
-    let get = |mut c: ConnectionManager| async move {
+    let get = |mut c: Connection| async move {
       let bytes = redis::cmd("GET").arg(&keys.value).query_async(&mut c).await;
       read_reply(bytes)
     };
@@ -405,13 +515,16 @@ impl SharedStore for RedisStore {
   /// One pipeline: one round trip for a whole batch of loads that found
   /// nothing in memory. Retried: reads.
   async fn read_many(&self, keys: &[RedisKeys]) -> RedisResult<Vec<Read>> {
+    if let Some(cluster) = &self.cluster {
+      return cluster.read_many(self, keys).await;
+    }
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     for k in keys {
       pipe.cmd("GET").arg(&k.value);
     }
     let pipe = &pipe;
-    let get = |mut c: ConnectionManager| async move {
+    let get = |mut c: Connection| async move {
       let replies: Vec<RedisResult<Option<Vec<u8>>>> = pipe.query_async(&mut c).await?;
       replies.into_iter().map(read_reply).collect()
     };
@@ -422,7 +535,7 @@ impl SharedStore for RedisStore {
   /// that holds our token already is ours (the script says so), and
   /// nobody else has the token.
   async fn lock(&self, keys: &RedisKeys, token: &str, ttl: u64) -> RedisResult<LockAttempt> {
-    let lock = |mut c: ConnectionManager| async move {
+    let lock = |mut c: Connection| async move {
       self
         .lock
         .key(&keys.lock)
@@ -447,7 +560,7 @@ impl SharedStore for RedisStore {
     token: &str,
     ttl: u64,
   ) -> RedisResult<LockAttempt> {
-    let lock = |mut c: ConnectionManager| async move {
+    let lock = |mut c: Connection| async move {
       self
         .refresh_lock
         .key(&keys.lock)
@@ -481,7 +594,7 @@ impl SharedStore for RedisStore {
   ) -> RedisResult<bool> {
     // Retried: the marker is set to the same count again, and the release
     // compares our token.
-    let fail = |mut c: ConnectionManager| async move {
+    let fail = |mut c: Connection| async move {
       self
         .fail_refresh
         .key(&keys.lock)
@@ -497,7 +610,7 @@ impl SharedStore for RedisStore {
 
   /// Retried: setting the same lease again, and only under our token.
   async fn extend(&self, keys: &RedisKeys, token: &str, ttl: u64) -> RedisResult<bool> {
-    let extend = |mut c: ConnectionManager| async move {
+    let extend = |mut c: Connection| async move {
       self
         .extend
         .key(&keys.lock)
@@ -512,7 +625,7 @@ impl SharedStore for RedisStore {
   /// Retried: a compare-and-delete of our own token (a repeat after the
   /// first landed finds nothing, and says so).
   async fn release(&self, keys: &RedisKeys, token: &str) -> RedisResult<bool> {
-    let release = |mut c: ConnectionManager| async move {
+    let release = |mut c: Connection| async move {
       self
         .release
         .key(&keys.lock)
@@ -543,7 +656,7 @@ impl SharedStore for RedisStore {
     );
     let corrupt = corrupt_stamp.map(|s| s.to_string()).unwrap_or_default();
     let (text, event, corrupt) = (&text, &event, &corrupt);
-    let write = |mut c: ConnectionManager| async move {
+    let write = |mut c: Connection| async move {
       self
         .write
         .key(&keys.value)
@@ -553,14 +666,18 @@ impl SharedStore for RedisStore {
         .arg(px.max(1))
         .arg(envelope.meta.stamp)
         .arg(token.unwrap_or(""))
-        .arg(&self.channel)
+        .arg(self.script_channel())
         .arg(event)
         .arg(corrupt)
         .arg(MAX_DIGITS)
         .invoke_async::<i64>(&mut c)
         .await
     };
-    Ok(self.announced(self.retried(write).await?) == 1)
+    let written = self.announced(self.retried(write).await?) == 1;
+    if written {
+      self.announce_on_cluster(&keys.value, event).await?;
+    }
+    Ok(written)
   }
 
   /// `DELETE_SCRIPT`: the DEL and its announcement in one round trip.
@@ -568,16 +685,18 @@ impl SharedStore for RedisStore {
   /// landed answers that nothing was there).
   async fn delete(&self, key: &str, keys: &RedisKeys) -> RedisResult<bool> {
     let event = &self.event(Change::Deleted(key.to_string()));
-    let delete = |mut c: ConnectionManager| async move {
+    let delete = |mut c: Connection| async move {
       self
         .delete
         .key(&keys.value)
-        .arg(&self.channel)
+        .arg(self.script_channel())
         .arg(event)
         .invoke_async::<i64>(&mut c)
         .await
     };
-    Ok(self.announced(self.retried(delete).await?) > 0)
+    let deleted = self.announced(self.retried(delete).await?) > 0;
+    self.announce_on_cluster(&keys.value, event).await?;
+    Ok(deleted)
   }
 
   /// SCAN, then UNLINK in batches, then PUBLISH. Retried: removing what
@@ -594,18 +713,22 @@ impl SharedStore for RedisStore {
   /// Retried: conditional on the same stamp, so a repeat changes nothing more.
   async fn delete_not_newer(&self, key: &str, keys: &RedisKeys, stamp: u64) -> RedisResult<bool> {
     let event = &self.event(Change::Deleted(key.to_string()));
-    let delete = |mut c: ConnectionManager| async move {
+    let delete = |mut c: Connection| async move {
       self
         .delete_not_newer
         .key(&keys.value)
         .arg(stamp)
-        .arg(&self.channel)
+        .arg(self.script_channel())
         .arg(event)
         .arg(MAX_DIGITS)
         .invoke_async::<i64>(&mut c)
         .await
     };
-    Ok(self.announced(self.retried(delete).await?) == 1)
+    let deleted = self.announced(self.retried(delete).await?) == 1;
+    if deleted {
+      self.announce_on_cluster(&keys.value, event).await?;
+    }
+    Ok(deleted)
   }
 
   /// SCAN, then `CLEAR_NOT_NEWER_SCRIPT` in batches, then PUBLISH.
@@ -622,14 +745,23 @@ impl SharedStore for RedisStore {
     events: &Arc<Events>,
     on_connected: impl Fn(bool) + Send + Sync + 'static,
   ) -> JoinHandle<()> {
-    self.subscribe_with(events, self.timeouts.command, on_connected)
+    match &self.cluster {
+      Some(cluster) => cluster.subscribe(self, events, self.timeouts.command, on_connected),
+      None => self.subscribe_with(events, self.timeouts.command, on_connected),
+    }
   }
 
   /// `TIME`. Not retried: a sample after a reconnect would be timed from
   /// before it; the next sample is soon enough.
   async fn server_time(&self) -> RedisResult<u64> {
-    let mut c = self.connection().await?;
-    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut c).await?;
+    let (seconds, micros): (u64, u64) = match self.connection().await? {
+      Connection::Node(mut c) => redis::cmd("TIME").query_async(&mut c).await?,
+      // One node's clock for every instance: slot 0's primary.
+      Connection::Cluster(mut c) => redis::from_redis_value(
+        c.route_command(redis::cmd("TIME"), super::cluster::slot_route(0))
+          .await?,
+      )?,
+    };
     Ok(seconds * 1_000 + micros / 1_000)
   }
 
@@ -671,18 +803,24 @@ impl SharedStore for RedisStore {
   }
 }
 
+/// rustls needs one process-wide crypto provider; a second install (by
+/// another cache, or by the host application) is refused, harmlessly.
+fn install_tls_provider() {
+  let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Where a store connects, for what its failures say.
 #[derive(Debug, Clone)]
-struct Target {
-  addr: String,
-  tls: bool,
+pub(super) struct Target {
+  pub(super) addr: String,
+  pub(super) tls: bool,
   timeout_ms: u64,
 }
 
 impl Target {
   /// A failure's cause (`core::error::Code`'s Redis codes), with the
   /// server's text and what to check.
-  fn describe(&self, e: &RedisError) -> Problem {
+  pub(super) fn describe(&self, e: &RedisError) -> Problem {
     let text = e.to_string();
     let at = &self.addr;
     let (code, hint) = if matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
@@ -736,7 +874,7 @@ impl Target {
     }
   }
 
-  fn timed_out(&self) -> Problem {
+  pub(super) fn timed_out(&self) -> Problem {
     Problem {
       code: Code::RedisTimeout,
       message: format!(
@@ -751,7 +889,11 @@ impl Target {
 /// hides the cause: a refused password is asked again by hand for the
 /// server's own words (WRONGPASS …), and a TLS handshake that got no answer
 /// (`e` None: it timed out) is checked for a plain-text Redis on that port.
-async fn explain(client: &Client, target: &Target, e: &RedisError) -> Option<RedisError> {
+pub(super) async fn explain(
+  client: &Client,
+  target: &Target,
+  e: &RedisError,
+) -> Option<RedisError> {
   if e.kind() == ErrorKind::AuthenticationFailed {
     return auth_reply(client).await;
   }
@@ -761,7 +903,7 @@ async fn explain(client: &Client, target: &Target, e: &RedisError) -> Option<Red
   None
 }
 
-fn plain_port_error() -> RedisError {
+pub(super) fn plain_port_error() -> RedisError {
   RedisError::from((
     ErrorKind::Client,
     "TLS handshake failed",
@@ -795,7 +937,7 @@ const PLAIN_PORT: &str = "the server at this address answers plain-text Redis, n
 
 /// Whether `addr` answers a plain-text PING as Redis does (`+PONG`, or an
 /// error such as `-NOAUTH`).
-async fn plain_redis(addr: &str) -> bool {
+pub(super) async fn plain_redis(addr: &str) -> bool {
   use tokio::io::{AsyncReadExt, AsyncWriteExt};
   let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
     return false;
@@ -818,12 +960,12 @@ fn closed_error() -> RedisError {
 /// Whether `e` says the connection was closed under the command (reset,
 /// broken pipe, end of stream), not that Redis refused to connect or did
 /// not answer in time (a retry would only double the wait).
-fn dropped(e: &RedisError) -> bool {
+pub(super) fn dropped(e: &RedisError) -> bool {
   e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout()
 }
 
 /// The subscription's answer when the ACL forbids the channel.
-fn subscribe_refused(channel: &str, e: &RedisError) -> Problem {
+pub(super) fn subscribe_refused(channel: &str, e: &RedisError) -> Problem {
   Problem {
     code: Code::RedisNoPerm,
     message: format!(
@@ -833,12 +975,12 @@ fn subscribe_refused(channel: &str, e: &RedisError) -> Problem {
 }
 
 /// How long the subscription waits before asking again after the ACL refused it.
-const REFUSED_RETRY: Duration = Duration::from_secs(30);
+pub(super) const REFUSED_RETRY: Duration = Duration::from_secs(30);
 
 /// A GET's reply as a [`Read`]. Another program's list or hash under our
 /// key (WRONGTYPE), a header that does not parse, a value that is not UTF-8
 /// JSON: a foreign value, not a Redis failure.
-fn read_reply(reply: RedisResult<Option<Vec<u8>>>) -> RedisResult<Read> {
+pub(super) fn read_reply(reply: RedisResult<Option<Vec<u8>>>) -> RedisResult<Read> {
   let bytes = match reply {
     Ok(Some(bytes)) => bytes,
     Ok(None) => return Ok(Read::Missing),
