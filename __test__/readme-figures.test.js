@@ -1,7 +1,7 @@
 'use strict'
 // Every benchmark and demo figure in README.md is the one in the committed
 // results files: the README's bench sections are rendered from bench/RESULTS.md,
-// bench/FLEET.md, bench/NEST.md, demo/OUTPUT.md and demo/NEST-OUTPUT.md by
+// bench/FLEET.md, bench/CLUSTER.md, bench/NEST.md, demo/OUTPUT.md and demo/NEST-OUTPUT.md by
 // bench/readme.js, and must match.
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -39,6 +39,8 @@ test('the check is not vacuous: a figure changed in a results file changes the R
   const changes = [
     ['results', /(\| 1\. hit, 1 in flight \| herdcache \| [^|]+\| )([\d.]+)/, '0.999'],
     ['fleet', /(\| herdcache \| \d+ \| )([\d.]+)( \|)/, '7.5'],
+    ['cluster', /(\| herdcache \| [\d.]+ \| )([\d.]+)( \| [\d.]+ \/ )/, '8.25'],
+    ['cluster', /(\| herdcache \| )([\d.]+ µs)( \| )/, '98.7 µs'],
     ['nest', /(\| herdcache\/nest \(memory\) \| )([\d.]+ k)/, '1.2 k'],
     ['results', /(\| herdcache \| )(2 429)/, '9 999'],
     ['demo', /(^expiry under load +)(300)( +\d)/m, '287'],

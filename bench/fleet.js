@@ -41,6 +41,8 @@
 //   --big-libs=a,b     libraries of part 1 at 30 processes (default herdcache; `all`: every library of part 1)
 //   --failure-only     part 3 alone (writes bench/out/fleet-failure[-quick].md unless --out)
 //   --out=FILE.md      where to write the Markdown (the plot goes beside it)
+//   --no-cluster       skip the Redis Cluster part (bench/cluster.js, run at the end unless
+//                      --only or --failure-only; --quick is passed on)
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -72,8 +74,8 @@ const {
 const WORKER = opt('worker') // internal: 'stampede' | 'hits'
 if (!WORKER) {
   rejectUnknownArgs(
-    /^--(quick|no-stampede|no-hits|no-big|big-libs=.+|no-failure|failure-only|only=.+|rounds=\d+|seconds=[\d.]+|out=.+)$/,
-    'node bench/fleet.js [--quick] [--only=lib,lib] [--rounds=N] [--seconds=S] [--no-stampede] [--no-hits] [--no-big] [--big-libs=lib,lib|all] [--no-failure] [--failure-only] [--out=FILE.md]',
+    /^--(quick|no-stampede|no-hits|no-big|big-libs=.+|no-failure|failure-only|only=.+|rounds=\d+|seconds=[\d.]+|out=.+|no-cluster)$/,
+    'node bench/fleet.js [--quick] [--only=lib,lib] [--rounds=N] [--seconds=S] [--no-stampede] [--no-hits] [--no-big] [--big-libs=lib,lib|all] [--no-failure] [--failure-only] [--out=FILE.md] [--no-cluster]',
   )
 }
 // where herdcache is loaded from: the snapshot the orchestrator made (see snapshotHerdcache)
@@ -1968,6 +1970,14 @@ async function main() {
   } finally {
     await stopRedis(srv)
     if (snapshot) fs.rmSync(snapshot, { recursive: true, force: true })
+  }
+  // The Redis Cluster part: its own cluster, its own results file (bench/CLUSTER.md).
+  if (!flag('no-cluster') && !ONLY && !FAILURE_ONLY) {
+    const cluster = spawnSync(process.execPath, [path.join(__dirname, 'cluster.js'), ...(QUICK ? ['--quick'] : [])], {
+      stdio: 'inherit',
+      env: { ...process.env, HERDCACHE_CLUSTER_PARENT: info.command },
+    })
+    if (cluster.status !== 0) process.exitCode = cluster.status || 1
   }
 }
 

@@ -1,8 +1,9 @@
 'use strict'
 
 // Writes the benchmark and demo figures of README.md from the committed
-// results files (bench/RESULTS.md, bench/FLEET.md, bench/NEST.md, and what the
-// demos printed: demo/OUTPUT.md, demo/NEST-OUTPUT.md), between markers:
+// results files (bench/RESULTS.md, bench/FLEET.md, bench/CLUSTER.md,
+// bench/NEST.md, and what the demos printed: demo/OUTPUT.md,
+// demo/NEST-OUTPUT.md), between markers:
 //
 //   <!-- bench:<name>:start -->  ...generated...  <!-- bench:<name>:end -->
 //
@@ -21,6 +22,7 @@ const README = path.join(ROOT, 'README.md')
 const RESULT_FILES = {
   results: 'bench/RESULTS.md',
   fleet: 'bench/FLEET.md',
+  cluster: 'bench/CLUSTER.md',
   nest: 'bench/NEST.md',
   demo: 'demo/OUTPUT.md',
   'demo-nest': 'demo/NEST-OUTPUT.md',
@@ -205,6 +207,52 @@ function fleet({ fleet: md }) {
   ].join('\n')
 }
 
+function cluster({ cluster: md }) {
+  const file = 'bench/CLUSTER.md'
+  const stampede = section(md, '## 1. Hot-key expiry stampede on the cluster', file)
+  const table = tableWith(
+    stampede,
+    ['library', 'per TTL period', 'per expiry (mean / max)', 'served / s', 'p99', 'errors'],
+    file,
+  )
+  const [, procs, callers, ttl, loadMs, seconds, rounds] = capture(
+    stampede,
+    /^(\d+) processes × (\d+) callers.*?ttl (\d+ m?s), a loader that takes (\d+ ms).*?then (\d+ s) measured\. (\d+) round/ms,
+    `${file} setup`,
+  )
+  const date = capture(md, /^- date: (\S+)/m, `${file} date`)[1]
+  const primaries = capture(md, /a Redis Cluster of (\d+) primaries/, `${file} nodes`)[1]
+  const herd = row(table, (r) => r.library === 'herdcache', `${file} herdcache`)
+  const peers = table
+    .filter((r) => r.library !== 'herdcache')
+    .sort((a, b) => ops(b['served / s']) - ops(a['served / s']))
+  const cells = (r) => {
+    const max = r['per expiry (mean / max)'].split('/')[1].trim()
+    return `| ${r.library} | ${r['per TTL period']} | ${max} | ${r['served / s']} | ${r.p99} | ${r.errors} |`
+  }
+  const reads = section(md, '## 2. ', file)
+  const keys = capture(reads, /^## 2\. ([\d ]+) distinct keys/, `${file} keys`)[1]
+  const perKey = tableWith(reads, ['reader', 'per key (median)', '÷ ioredis GET'], `${file} reads`)
+  const reader = (name) => row(perKey, (r) => r.reader === name, `${file} ${name}`)
+  const herdReads = reader('herdcache')
+  return [
+    `\`npm run bench:fleet\` ends with bench/cluster.js, which starts a local Redis Cluster of ${primaries} primaries and ` +
+      `writes [bench/CLUSTER.md](bench/CLUSTER.md). The same hot key expiring under ${procs} processes × ${callers} callers ` +
+      `(ttl ${ttl}, a ${loadMs} loader), on the cluster, for herdcache and the peers that take a cluster client; from the ` +
+      `last run (${date}; ${seconds} measured, medians of ${rounds} rounds):`,
+    '',
+    '| library | loader runs per TTL period (whole fleet) | at once, max | served / s | p99 | errors |',
+    '|---|---:|---:|---:|---:|---:|',
+    cells(herd),
+    ...peers.map(cells),
+    '',
+    `${keys} keys read in one tick (\`Promise.all\` of \`getOrLoad\`, every key in Redis, none in L1): herdcache ` +
+      `${herdReads['per key (median)']} per key, ${herdReads['÷ ioredis GET']} ioredis Cluster's autopipelined plain ` +
+      `\`GET\`s (${reader('ioredis GET')['per key (median)']}); those \`GET\`s with \`JSON.parse\` of the value: ` +
+      `${reader('ioredis GET + JSON.parse')['per key (median)']}.`,
+  ].join('\n')
+}
+
 const NEST_VARIANTS = [
   'herdcache/nest (memory)',
   'CacheInterceptor (memory)',
@@ -336,7 +384,7 @@ function demoNest({ 'demo-nest': md }) {
   ].join('\n')
 }
 
-const SECTIONS = { speed, memory, fleet, nest, demo, 'demo-nest': demoNest }
+const SECTIONS = { speed, memory, fleet, cluster, nest, demo, 'demo-nest': demoNest }
 
 /** README text with every bench section rendered from `results` (the results files' texts). */
 function render(readme, results) {
