@@ -355,7 +355,8 @@ const MAX_FAILING_KEYS = 10_000
  */
 function report(ctx, error, key) {
   if (typeof ctx.onError !== 'function') {
-    if (key !== undefined) warnRefreshFailed(ctx, error, key)
+    // A refresh that close() gave up did not fail: the application ended it.
+    if (key !== undefined && error?.code !== codes.CLOSED) warnRefreshFailed(ctx, error, key)
     return
   }
   try {

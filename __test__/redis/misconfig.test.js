@@ -174,3 +174,31 @@ test('without onError, a failed background refresh is one warning per key per fa
   await cache.getOrLoad('k', loader)
   await waitFor(() => mine().length === 2, 'a new streak warns again', 3000)
 })
+
+test(
+  'without onError, a background refresh that close() gives up while it waits on the fleet is no warning: the application ended it',
+  T,
+  async (t) => {
+    const redis = await startRedis(t)
+    if (!redis) return
+    const cache = new Cache({ redis: redis.url, prefix: 'cl:', ttl: 50, hardTtl: 60000, beta: 0 })
+    const warnings = []
+    const onWarning = (w) => warnings.push(w)
+    process.on('warning', onWarning)
+    t.after(() => process.off('warning', onWarning))
+    assert.equal(await cache.getOrLoad('k', () => 'first'), 'first')
+    // Another instance holds the key's lock: the refresh waits for its fill.
+    await redis.cmd('SET', '{cl:k}:lock', '0b5a1c9e-8f1d-4a5e-9c1b-2f6b1d3e4a5f', 'PX', '10000')
+    await sleep(80)
+    let loads = 0
+    assert.equal(await cache.getOrLoad('k', () => ++loads), 'first', 'the stale value; a refresh starts')
+    await waitFor(() => cache.stats().lockContended === 1, 'the refresh to wait on the lock', 3000)
+    await cache.close()
+    await sleep(50)
+    assert.equal(loads, 0)
+    assert.deepEqual(
+      warnings.filter((w) => w.code === 'HERDCACHE_REFRESH_FAILED').map((w) => w.message),
+      [],
+    )
+  },
+)

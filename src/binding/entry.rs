@@ -283,16 +283,11 @@ pub(super) unsafe fn start_flight(
   refresh: Option<Refresh>,
 ) -> RawResult<Value> {
   let (handle, promise) = FlightHandle::new(env)?;
-  let (id, first) = inner
-    .cache
-    .borrow_mut()
-    .begin(call.key, handle, refresh, call.policy);
-  if call.refuse_stale && refresh.is_none() {
-    // Its leader refuses stale values: so must a value another instance wrote.
-    if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
-      flight.strict = true;
-    }
-  }
+  let (id, first) =
+    inner
+      .cache
+      .borrow_mut()
+      .begin(call.key, handle, refresh, call.policy, call.refuse_stale);
   let waiting = first == FirstStep::ReadShared;
   let started = (|| {
     let ctx = inner.helper(env, |h| &h.ctx)?;

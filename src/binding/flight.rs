@@ -5,9 +5,10 @@
 //! flight id alone: the flight knows its key.
 //!
 //! With a fleet: flights started in one tick are read together
-//! ([`queue_first_read`], [`flush_reads`]); each answer goes to
-//! `Cache::on_claim`, whose [`Next`] is carried out in [`claimed`]. The
-//! JS leader is told to run the loader, or that the flight was answered
+//! ([`queue_first_read`], [`flush_reads`]); every answer goes to
+//! `Cache::step`, whose [`Effect`] is carried out in [`carry_out`]. The
+//! engine decides each step; this only runs its futures, parses values and
+//! tells the JS leader to run the loader, or that the flight was answered
 //! (`resume(ctx, id, load, refresh)`).
 
 use super::entry::{self, Call, Outcome};
@@ -16,8 +17,7 @@ use super::held::Held;
 use super::raw::{self, napi_try, Env, JsRef, RawResult, Value};
 use super::Inner;
 use crate::core::options::RawCallOptions;
-use crate::engine::fleet::Acquired;
-use crate::engine::{Keep, Next, Refresh, Served, Step, Written};
+use crate::engine::{Effect, Event, Keep, Refresh, Served, Step, Written};
 use napi::sys;
 use std::rc::Rc;
 
@@ -342,90 +342,68 @@ pub unsafe extern "C" fn flush_reads(env: Env, info: sys::napi_callback_info) ->
   let ids = std::mem::take(&mut *inner.reads.borrow_mut());
   let read = inner.cache.borrow().read_many(&ids);
   let Some(read) = read else {
-    // Released meanwhile: whatever is left loads without Redis.
+    // Released meanwhile.
     for id in ids {
-      resume(env, inner, id, true, false);
+      step(env, inner, id, Event::Unavailable);
     }
     return raw::undefined(env);
   };
   let started = then_on_cache(env, inner.id, read, |env, inner, answers| {
     for (id, key, answer) in answers {
-      match answer {
-        Some(acquired) => claimed(env, inner, id, key, acquired),
-        None => ask(env, inner, id, false),
-      }
+      step(env, inner, id, Event::Read { key, answer });
     }
   });
   started.unwrap_or_else(|failure| raw::throw(env, failure))
 }
 
-/// Asks the fleet who loads flight `id` (see `Cache::acquire`).
-unsafe fn ask(env: Env, inner: &Rc<Inner>, id: u64, read_first: bool) {
-  let acquire = inner.cache.borrow().acquire(id, read_first);
-  let Some(acquire) = acquire else {
-    // Ended meanwhile (nothing to do), or released (load without Redis).
-    if inner.cache.borrow().flight(id).is_some() {
-      resume(env, inner, id, true, false);
-    }
-    return;
-  };
-  let asked = then_on_cache(
-    env,
-    inner.id,
-    acquire,
-    move |env, inner, (key, acquired)| claimed(env, inner, id, key, acquired),
-  );
-  if asked.is_err() {
-    resume(env, inner, id, true, false);
-  }
+/// Hands `event` to the engine and carries out what it says.
+unsafe fn step(env: Env, inner: &Rc<Inner>, id: u64, event: Event) {
+  let effect = inner.cache.borrow_mut().step(id, event);
+  carry_out(env, inner, id, effect);
 }
 
-/// Carries out what the cache decides for the fleet's answer to flight `id`.
-unsafe fn claimed(env: Env, inner: &Rc<Inner>, id: u64, key: String, acquired: Acquired) {
-  let next = inner.cache.borrow_mut().on_claim(id, acquired);
-  match next {
-    Next::Load => resume(env, inner, id, true, false),
-    Next::AskAgain => ask(env, inner, id, true),
-    Next::BackOff => {
-      // A background refresh nobody waits on but soft waits (which take
-      // the stale value on a rejection) and `waitUntil`: it ran no loader.
-      let flight = inner.cache.borrow_mut().backed_off(id);
+unsafe fn carry_out(env: Env, inner: &Rc<Inner>, id: u64, effect: Effect<FlightHandle>) {
+  match effect {
+    Effect::Ask(future) => {
+      let asked = then_on_cache(env, inner.id, future, move |env, inner, (key, acquired)| {
+        step(env, inner, id, Event::Claimed { key, acquired })
+      });
+      if asked.is_err() {
+        step(env, inner, id, Event::Unavailable);
+      }
+    }
+    Effect::Load => resume(env, inner, id, true, false),
+    Effect::Adopt(envelope) => adopt(env, inner, id, &envelope),
+    Effect::Reject(flight, error) => {
       if let Some(mut flight) = flight {
-        let reason = raw::string(
-          env,
-          "herdcache: not refreshed, the key backs off after a failed refresh in the fleet",
-        );
-        let mut error = std::ptr::null_mut();
-        sys::napi_create_error(env, std::ptr::null_mut(), reason, &mut error);
+        let error = raw::failure_value(env, error.into());
         flight.handle.settle(env, Err(error));
       }
       resume(env, inner, id, false, false);
     }
-    Next::Gone { lock } => {
-      if let Some(release) = inner.cache.borrow().release_lock(key, id, lock) {
-        futures::spawn(release);
-      }
-    }
-    Next::Adopt(envelope) => {
-      let parsed = if envelope.meta.negative {
-        Ok(raw::null(env))
-      } else {
-        parse_json(env, inner, &envelope.json)
-      };
-      // A value JS cannot take (the reader's checks are Rust's): load.
-      let Ok(value) = parsed else {
-        return resume(env, inner, id, true, false);
-      };
-      let Ok(held) = Held::from_js(env, value) else {
-        return resume(env, inner, id, true, false);
-      };
-      let (served, flight) = inner.cache.borrow_mut().adopt(id, held, envelope.meta);
-      if let Some(flight) = flight {
-        answer(env, flight.handle, value, Some(served));
-      }
-      resume(env, inner, id, false, served == Served::Stale);
-    }
+    Effect::Spawn(future) => futures::spawn(future),
+    Effect::Done => {}
   }
+}
+
+/// Another instance's value answers flight `id`: parsed once, stored, and
+/// its callers answered. A value JS cannot take (the reader's checks are
+/// Rust's) is loaded instead.
+unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::envelope::Envelope) {
+  let parsed = if envelope.meta.negative {
+    Ok(raw::null(env))
+  } else {
+    parse_json(env, inner, &envelope.json)
+  };
+  let held = parsed.and_then(|value| Ok((value, Held::from_js(env, value)?)));
+  let Ok((value, held)) = held else {
+    return step(env, inner, id, Event::Unavailable);
+  };
+  let (served, flight) = inner.cache.borrow_mut().adopt(id, held, envelope.meta);
+  if let Some(flight) = flight {
+    answer(env, flight.handle, value, Some(served));
+  }
+  resume(env, inner, id, false, served == Served::Stale);
 }
 
 /// Tells the JS leader what flight `id` does next: run its loader, or (it

@@ -39,6 +39,10 @@ codes! {
   InvalidValue => "ERR_HERDCACHE_INVALID_VALUE",
   Timeout => "ERR_HERDCACHE_TIMEOUT",
   Closed => "ERR_HERDCACHE_CLOSED",
+  /// A background refresh ran no loader: its key backs off fleet-wide after
+  /// a failed refresh elsewhere. Only the refresh's own promise sees it (a
+  /// caller's soft wait then serves the stale value): no caller is rejected.
+  BackedOff => "ERR_HERDCACHE_BACKED_OFF",
   /// At `close()`: writes or invalidations that could not reach Redis and
   /// were given up (reported to `onError`, with their `operations`).
   Undelivered => "ERR_HERDCACHE_UNDELIVERED",

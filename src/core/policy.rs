@@ -24,6 +24,34 @@ pub fn classify(meta: &Meta, now: u64) -> Freshness {
   }
 }
 
+/// How a value found elsewhere (another instance's write, read from the
+/// shared store) may answer a flight: the one judge of such values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answers {
+  /// As a value: fresh, and newer than the one an early refresh replaces.
+  Value,
+  /// As a stale value, to callers that accept one (a refresh should follow).
+  Stale,
+}
+
+/// What the entry `meta` describes may answer at `now`: fresh values (newer
+/// than the stamp `newer_than`, when given: an early refresh must not be
+/// answered by the value it replaces); with `accept_stale`, also stale ones
+/// and fresh ones that are not newer, unless negative (a stale "not found"
+/// is a miss).
+pub fn answers(
+  meta: &Meta,
+  now: u64,
+  accept_stale: bool,
+  newer_than: Option<u64>,
+) -> Option<Answers> {
+  match classify(meta, now) {
+    Freshness::Fresh if newer_than.is_none_or(|stamp| meta.stamp > stamp) => Some(Answers::Value),
+    Freshness::Fresh | Freshness::Stale if accept_stale && !meta.negative => Some(Answers::Stale),
+    _ => None,
+  }
+}
+
 /// XFetch (Vattani, Chierichetti, Lowenstein, 2015): refresh a fresh entry
 /// early when `now - computeMs * beta * ln(u) >= freshUntil`. Since
 /// `-ln(u)` is exponentially distributed, the chance per read at time-to-expiry
@@ -124,6 +152,42 @@ pub fn refresh_backoff(attempt: u32, cap: u64, u: f64) -> u64 {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn answers_judges_a_shared_value_for_a_flight() {
+    let at = |stamp, negative| Meta {
+      stamp,
+      ..meta(1_000, 2_000, negative)
+    };
+    // Fresh: a value; not newer than an early refresh's: stale at most.
+    assert_eq!(
+      answers(&at(5, false), 500, false, None),
+      Some(Answers::Value)
+    );
+    assert_eq!(
+      answers(&at(5, false), 500, false, Some(4)),
+      Some(Answers::Value)
+    );
+    assert_eq!(answers(&at(5, false), 500, false, Some(5)), None);
+    assert_eq!(
+      answers(&at(5, false), 500, true, Some(5)),
+      Some(Answers::Stale)
+    );
+    // Stale: only for callers that accept it; expired: never.
+    assert_eq!(answers(&at(5, false), 1_500, false, None), None);
+    assert_eq!(
+      answers(&at(5, false), 1_500, true, None),
+      Some(Answers::Stale)
+    );
+    assert_eq!(answers(&at(5, false), 2_000, true, None), None);
+    // A "not found": fresh, a value; never stale.
+    assert_eq!(
+      answers(&at(5, true), 500, false, None),
+      Some(Answers::Value)
+    );
+    assert_eq!(answers(&at(5, true), 500, true, Some(5)), None);
+    assert_eq!(answers(&at(5, true), 1_500, true, None), None);
+  }
 
   fn meta(fresh_until: u64, hard_until: u64, negative: bool) -> Meta {
     Meta {

@@ -4,10 +4,13 @@
 //! 1. [`Cache::begin`] registers it. Without a fleet its loader runs at
 //!    once; with one, the shared store is asked first
 //!    ([`Cache::read_many`], batched per tick by the binding).
-//! 2. The fleet's answer goes to [`Cache::on_claim`], which says what
-//!    comes next ([`Next`]): adopt another instance's value, run our loader
-//!    (holding the lock, or without Redis), ask again, or nothing (the
-//!    flight ended meanwhile: let go of a lock it won).
+//! 2. Every answer from the fleet goes to [`Cache::step`], which says what
+//!    the binding carries out next ([`Effect`]): run a future and bring
+//!    its answer back to `step`, run our loader (holding the lock, or
+//!    without Redis), adopt another instance's value, end a refresh that
+//!    backs off, or let go of a lock a flight that ended won. A sans-IO
+//!    step: the decisions are made here, synchronously; the binding only
+//!    runs what it is handed and converts values.
 //! 3. The loader's result goes to [`Cache::fill`] or [`Cache::fail`]; with a
 //!    fleet the value is written there first and the flight ends in
 //!    [`Cache::written`].
@@ -24,6 +27,7 @@ use super::shared::{Problem, RedisStore, RedisTimeouts};
 use crate::core::envelope::{Envelope, Meta};
 use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{CacheConfig, EntryPolicy, RedisEndpoint};
+use crate::core::policy;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,23 +43,56 @@ pub enum FirstStep {
   ReadShared,
 }
 
-/// What a flight does once the fleet answered it ([`Cache::on_claim`]).
-#[derive(Debug, PartialEq, Eq)]
-pub enum Next {
-  /// Another instance's value answers it: parse it, then [`Cache::adopt`].
-  Adopt(Envelope),
-  /// Run our loader (the lock is ours, or Redis was skipped).
+/// What happened to a flight with a fleet, for [`Cache::step`].
+#[derive(Debug)]
+pub enum Event {
+  /// Its first read (one pipeline for the tick's flights) answered, with
+  /// a value that answers it, or `None`: ask who loads next.
+  Read {
+    key: String,
+    answer: Option<Acquired>,
+  },
+  /// The fleet answered who loads (an [`Effect::Ask`]'s future).
+  Claimed { key: String, acquired: Acquired },
+  /// The fleet could not be asked (released, or its future did not
+  /// start), or another instance's value could not be taken (JS refused
+  /// its JSON): load without it.
+  Unavailable,
+}
+
+/// What the binding carries out for a flight ([`Cache::step`]).
+pub enum Effect<F> {
+  /// Run this future and hand its answer back to `step` as
+  /// [`Event::Claimed`].
+  Ask(Pending<(String, Acquired)>),
+  /// Tell the leader to run our loader (the lock is ours, or there is no
+  /// Redis to ask).
   Load,
-  /// A stale value came, but a caller refusing stale values joined
-  /// meanwhile (or, to a back-off, any caller joined): ask again
-  /// ([`Cache::acquire`] with a read first).
-  AskAgain,
-  /// A background refresh found the key backing off fleet-wide: it runs no
-  /// loader, and [`Cache::backed_off`] ends it.
-  BackOff,
-  /// The flight ended meanwhile (timed out, closed); it won `lock`, if
-  /// any, which [`Cache::release_lock`] lets go of.
-  Gone { lock: Option<String> },
+  /// Another instance's value answers the flight: parse its JSON, then
+  /// [`Cache::adopt`] it (or, if JS refuses it, `step` with
+  /// [`Event::Unavailable`]).
+  Adopt(Envelope),
+  /// The flight ended without a load (a background refresh whose key
+  /// backs off fleet-wide): reject its callers, if it is still there, with
+  /// `error`, and tell the leader it is done.
+  Reject(Option<Flight<F>>, Error),
+  /// Run this future to its end and forget it (a lock let go).
+  Spawn(Pending<()>),
+  /// Nothing: the flight ended meanwhile.
+  Done,
+}
+
+impl<F> std::fmt::Debug for Effect<F> {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.write_str(match self {
+      Effect::Ask(_) => "Ask",
+      Effect::Load => "Load",
+      Effect::Adopt(_) => "Adopt",
+      Effect::Reject(..) => "Reject",
+      Effect::Spawn(_) => "Spawn",
+      Effect::Done => "Done",
+    })
+  }
 }
 
 /// How a flight's write to the shared store went.
@@ -192,14 +229,22 @@ impl<V, F> Cache<V, F> {
 
   /// Registers a load of `key` with the binding's handle; returns its id
   /// and what it does first.
+  /// `refuse_stale`: its leader refuses stale values, so a value another
+  /// instance wrote must be fresh too.
   pub fn begin(
     &mut self,
     key: &str,
     handle: F,
     refresh: Option<Refresh>,
     policy: EntryPolicy,
+    refuse_stale: bool,
   ) -> (u64, FirstStep) {
     let id = self.local.begin_flight(key, handle, refresh, policy);
+    if refuse_stale && refresh.is_none() {
+      if let Some(flight) = self.local.flight_mut(id) {
+        flight.strict = true;
+      }
+    }
     let first = match self.fleet {
       Some(_) => FirstStep::ReadShared,
       None => FirstStep::Load,
@@ -262,69 +307,90 @@ impl<V, F> Cache<V, F> {
     })
   }
 
+  /// Sequences flight `id` with the fleet: what to carry out after `event`.
+  pub fn step(&mut self, id: u64, event: Event) -> Effect<F> {
+    match event {
+      Event::Read { answer: None, .. } => self.ask(id, false),
+      Event::Read {
+        key,
+        answer: Some(acquired),
+      }
+      | Event::Claimed { key, acquired } => self.claim(id, key, acquired),
+      Event::Unavailable if self.local.flight(id).is_some() => Effect::Load,
+      Event::Unavailable => Effect::Done,
+    }
+  }
+
   /// Who loads flight `id`: the fleet lock, a wait for the winner, or a
   /// value already there (`read_first`: read before taking the lock).
-  pub fn acquire(
-    &self,
-    id: u64,
-    read_first: bool,
-  ) -> Option<impl Future<Output = (String, Acquired)> + Send + 'static> {
-    let fleet = self.fleet.clone()?;
-    let key = self.local.flight(id)?.key.clone();
+  fn ask(&self, id: u64, read_first: bool) -> Effect<F> {
+    let (Some(fleet), Some(flight)) = (self.fleet.clone(), self.local.flight(id)) else {
+      // Ended meanwhile (nothing to do), or released (load without Redis).
+      return match self.local.flight(id) {
+        Some(_) => Effect::Load,
+        None => Effect::Done,
+      };
+    };
+    let key = flight.key.clone();
     let terms = self.terms(id);
     // Registered now, on this thread: a give-up that follows finds it.
     let given_up = fleet.begin_steps(id);
-    Some(async move {
+    Effect::Ask(Box::pin(async move {
       let acquired = fleet
         .acquire_steps(&key, id, terms, read_first, given_up)
         .await;
       (key, acquired)
-    })
+    }))
   }
 
-  /// Decides what flight `id` does with the fleet's answer.
-  pub fn on_claim(&mut self, id: u64, acquired: Acquired) -> Next {
+  /// What flight `id` does with the fleet's answer.
+  fn claim(&mut self, id: u64, key: String, acquired: Acquired) -> Effect<F> {
     if let Acquired::BackOff { failures, ms } = acquired {
       if self.unwaited_refresh(id) {
-        let key = self
-          .local
-          .flight(id)
-          .map(|f| f.key.clone())
-          .unwrap_or_default();
-        let attempt = failures;
-        self.local.back_off(&key, Backoff { attempt, ms });
-        return Next::BackOff;
+        self.local.back_off(
+          &key,
+          Backoff {
+            attempt: failures,
+            ms,
+          },
+        );
+        // Nobody waits on it but soft waits (which take the stale value
+        // on a rejection) and `waitUntil`: it ran no loader.
+        let error = Error::new(
+          Code::BackedOff,
+          Kind::Plain,
+          "herdcache: not refreshed, the key backs off after a failed refresh in the fleet",
+        );
+        return Effect::Reject(self.local.end_unloaded(id), error);
       }
     }
     let Some(flight) = self.local.flight_mut(id) else {
-      return Next::Gone {
-        lock: match acquired {
-          Acquired::Load { token } => token,
-          _ => None,
-        },
+      return match (acquired, self.fleet.clone()) {
+        (Acquired::Load { token: Some(token) }, Some(fleet)) => {
+          let lock = Some(token);
+          Effect::Spawn(Box::pin(async move { fleet.abandon(&key, id, lock).await }))
+        }
+        _ => Effect::Done,
       };
     };
     match acquired {
       Acquired::Load { token } => {
         flight.lock = token;
-        Next::Load
+        Effect::Load
       }
+      // A stale value came, but a caller refusing stale values joined
+      // meanwhile (or, to a back-off, any caller joined): ask again.
       Acquired::Stale(_)
         if self
           .local
           .flight_terms(id)
           .is_some_and(|(accept, _)| !accept) =>
       {
-        Next::AskAgain
+        self.ask(id, true)
       }
-      Acquired::BackOff { .. } => Next::AskAgain,
-      Acquired::Value(envelope) | Acquired::Stale(envelope) => Next::Adopt(envelope),
+      Acquired::BackOff { .. } => self.ask(id, true),
+      Acquired::Value(envelope) | Acquired::Stale(envelope) => Effect::Adopt(envelope),
     }
-  }
-
-  /// Ends flight `id`, which ran no loader because its key backs off.
-  pub fn backed_off(&mut self, id: u64) -> Option<Flight<F>> {
-    self.local.end_unloaded(id)
   }
 
   /// Flight `id` was answered by another instance's value (`value` parsed
@@ -333,18 +399,6 @@ impl<V, F> Cache<V, F> {
   pub fn adopt(&mut self, id: u64, value: V, meta: Meta) -> (Served, Option<Flight<F>>) {
     let served = self.local.adopt(id, value, meta);
     (served, self.local.end_flight(id))
-  }
-
-  /// Lets go of a lock a flight won after it ended.
-  pub fn release_lock(
-    &self,
-    key: String,
-    id: u64,
-    lock: Option<String>,
-  ) -> Option<impl Future<Output = ()> + Send + 'static> {
-    let fleet = self.fleet.clone()?;
-    lock.as_ref()?;
-    Some(async move { fleet.abandon(&key, id, lock).await })
   }
 
   /// Our loader's result. Without a fleet the flight ends here; with one,
@@ -486,7 +540,7 @@ impl<V, F> Cache<V, F> {
       fleet
         .peek(&key, now)
         .await
-        .filter(|e| !e.meta.negative && (now < e.meta.fresh_until || allow_stale))
+        .filter(|e| !e.meta.negative && policy::answers(&e.meta, now, allow_stale, None).is_some())
     })
   }
 
@@ -643,7 +697,7 @@ mod tests {
   fn without_a_fleet_a_flight_loads_first_and_ends_at_its_fill() {
     let mut c = cache();
     let policy = c.config().entry;
-    let (id, first) = c.begin("k", "p", None, policy);
+    let (id, first) = c.begin("k", "p", None, policy, false);
     assert_eq!(first, FirstStep::Load);
     let Step::Done(Some(flight)) = c.fill(id, "v".into(), false, 3, None, Keep::Store(None)) else {
       panic!("a fill without a fleet ends the flight");
@@ -657,17 +711,16 @@ mod tests {
   fn the_fleets_answer_decides_the_next_step() {
     let mut c = cache();
     let policy = c.config().entry;
-    let (id, _) = c.begin("k", "p", None, policy);
+    let (id, _) = c.begin("k", "p", None, policy, false);
     let token = Some("t".to_string());
-    assert_eq!(
-      c.on_claim(
-        id,
-        Acquired::Load {
-          token: token.clone()
-        }
-      ),
-      Next::Load
-    );
+    let claimed = |acquired| Event::Claimed {
+      key: "k".into(),
+      acquired,
+    };
+    let load = Acquired::Load {
+      token: token.clone(),
+    };
+    assert!(matches!(c.step(id, claimed(load.clone())), Effect::Load));
     assert_eq!(
       c.flight(id).unwrap().lock,
       token,
@@ -675,30 +728,37 @@ mod tests {
     );
     let now = c.local().now();
     let stale = envelope(now - 2_000, 1_000, 10_000);
-    assert_eq!(
-      c.on_claim(id, Acquired::Stale(stale.clone())),
-      Next::Adopt(stale.clone()),
+    assert!(
+      matches!(c.step(id, claimed(Acquired::Stale(stale.clone()))), Effect::Adopt(e) if e == stale),
       "a foreground flight of callers that accept stale values takes a stale value"
     );
-    // A caller refusing stale values joins: the same answer now asks again.
+    // A caller refusing stale values joins: the same answer now asks
+    // again (here, with no fleet to ask, it loads).
     assert!(matches!(c.decide("k", false), Decision::Join { .. }));
-    assert_eq!(c.on_claim(id, Acquired::Stale(stale)), Next::AskAgain);
+    assert!(matches!(
+      c.step(id, claimed(Acquired::Stale(stale))),
+      Effect::Load
+    ));
     let fresh = envelope(now, 1_000, 10_000);
-    assert_eq!(
-      c.on_claim(id, Acquired::Value(fresh.clone())),
-      Next::Adopt(fresh)
-    );
-    // Ended meanwhile: a lock it won is handed back for release.
+    assert!(matches!(
+      c.step(id, Event::Read { key: "k".into(), answer: Some(Acquired::Value(fresh.clone())) }),
+      Effect::Adopt(e) if e == fresh
+    ));
+    assert!(matches!(c.step(id, Event::Unavailable), Effect::Load));
+    // Ended meanwhile: nothing to do (with a fleet, a lock it won is let go).
     c.fail(id, true, false);
-    assert_eq!(
-      c.on_claim(
-        id,
-        Acquired::Load {
-          token: token.clone()
-        }
-      ),
-      Next::Gone { lock: token }
-    );
+    assert!(matches!(c.step(id, claimed(load)), Effect::Done));
+    assert!(matches!(c.step(id, Event::Unavailable), Effect::Done));
+  }
+
+  #[test]
+  fn a_leader_that_refuses_stale_values_makes_a_strict_flight() {
+    let mut c = cache();
+    let policy = c.config().entry;
+    let (id, _) = c.begin("k", "p", None, policy, true);
+    assert!(c.flight(id).unwrap().strict);
+    let (id, _) = c.begin("j", "p", Some(Refresh::Stale), policy, true);
+    assert!(!c.flight(id).unwrap().strict, "a refresh is never strict");
   }
 
   #[test]
@@ -706,7 +766,7 @@ mod tests {
     let mut c = cache();
     let policy = c.config().entry;
     assert!(matches!(c.decide("k", true), Decision::Lead));
-    let (id, _) = c.begin("k", "p", None, policy);
+    let (id, _) = c.begin("k", "p", None, policy, false);
     for _ in 0..3 {
       assert!(matches!(c.decide("k", true), Decision::Join { .. }));
     }
@@ -724,20 +784,20 @@ mod tests {
   fn a_superseded_write_forgets_only_its_own_value() {
     let mut c = cache();
     let policy = c.config().entry;
-    let (id, _) = c.begin("k", "p", None, policy);
+    let (id, _) = c.begin("k", "p", None, policy, false);
     assert!(matches!(
       c.fill(id, "ours".into(), false, 1, None, Keep::Store(None)),
       Step::Done(Some(_))
     ));
     // With a fleet the flight stays until its write ended (`written`).
-    let (id, _) = c.begin("k", "p2", None, policy);
+    let (id, _) = c.begin("k", "p2", None, policy, false);
     c.local_mut().fill(id, "ours".into(), false, 1);
     assert!(c.written(id, Written::Superseded).is_some());
     assert!(
       c.get("k", true).is_none(),
       "the store kept a newer value: ours is forgotten"
     );
-    let (id, _) = c.begin("k", "p3", None, policy);
+    let (id, _) = c.begin("k", "p3", None, policy, false);
     c.local_mut().fill(id, "mine".into(), false, 1);
     c.local_mut().advance_clock(1);
     let _ = c.set("k", "direct".into(), policy, "\"direct\"".into());

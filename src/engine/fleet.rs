@@ -21,6 +21,7 @@ use super::shared::{lock_token, Events, LockAttempt, Read, RedisStore, SharedSto
 use crate::core::breaker::Breaker;
 use crate::core::envelope::{DecodeError, Envelope};
 use crate::core::fleet::{loser_step, Change, Lease, LoserStep};
+use crate::core::policy::{self, Answers};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -515,7 +516,10 @@ impl<S: SharedStore> Fleet<S> {
     newer_than: Option<u64>,
   ) -> Option<Option<Envelope>> {
     Some(match self.read(keys).await? {
-      Read::Found(e) if usable(&e, now, newer_than) && self.counts(key, &e) => {
+      Read::Found(e)
+        if policy::answers(&e.meta, now, false, newer_than) == Some(Answers::Value)
+          && self.counts(key, &e) =>
+      {
         bump(&self.counters.redis_hits);
         Some(e)
       }
@@ -526,18 +530,16 @@ impl<S: SharedStore> Fleet<S> {
   /// What a read of the key answers a flight with, if anything: a usable
   /// value, or (for callers that accept one) a stale one.
   fn answer(&self, key: &str, read: &Read, terms: &Terms) -> Option<Acquired> {
-    match read {
-      Read::Found(e) if !self.counts(key, e) => None,
-      Read::Found(e) if usable(e, terms.now, terms.newer_than) => {
-        bump(&self.counters.redis_hits);
-        Some(Acquired::Value(e.clone()))
-      }
-      Read::Found(e) if terms.accept_stale && !e.meta.negative && terms.now < e.meta.hard_until => {
-        bump(&self.counters.redis_hits);
-        Some(Acquired::Stale(e.clone()))
-      }
-      _ => None,
+    let Read::Found(e) = read else { return None };
+    if !self.counts(key, e) {
+      return None;
     }
+    let answers = policy::answers(&e.meta, terms.now, terms.accept_stale, terms.newer_than)?;
+    bump(&self.counters.redis_hits);
+    Some(match answers {
+      Answers::Value => Acquired::Value(e.clone()),
+      Answers::Stale => Acquired::Stale(e.clone()),
+    })
   }
 
   /// The first step of many flights at once: one pipelined read. Each gets
@@ -1254,8 +1256,4 @@ impl<S: SharedStore> Drop for Fleet<S> {
     self.stopped.store(true, Ordering::SeqCst);
     self.stop_tasks();
   }
-}
-
-fn usable(e: &Envelope, now: u64, newer_than: Option<u64>) -> bool {
-  now < e.meta.fresh_until && newer_than.is_none_or(|stamp| e.meta.stamp > stamp)
 }

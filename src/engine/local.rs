@@ -342,12 +342,11 @@ impl<V, F> Engine<V, F> {
   /// got: `hits`, `staleServed` or `negativeHits`.
   pub fn adopt(&mut self, id: u64, value: V, meta: Meta) -> Served {
     let now = self.now();
-    let served = if meta.negative {
-      Served::Negative
-    } else if now < meta.fresh_until {
-      Served::Fresh
-    } else {
-      Served::Stale
+    let freshness = policy::classify(&meta, now);
+    let served = match freshness {
+      _ if meta.negative => Served::Negative,
+      Freshness::Fresh => Served::Fresh,
+      Freshness::Stale | Freshness::Expired => Served::Stale,
     };
     self.running = self.running.saturating_sub(1);
     // A superseded flight's callers are answered too (and their `status`
@@ -367,7 +366,8 @@ impl<V, F> Engine<V, F> {
       Served::Fresh => &mut m.hits,
       Served::Stale => &mut m.stale_served,
     } += leader + joined;
-    if superseded || now >= meta.hard_until || !self.keeps_values() {
+    let expired = now >= meta.hard_until;
+    if superseded || expired || !self.keeps_values() {
       return served;
     }
     // The writer's moment, shared by the fleet; an hc1 entry has none, and

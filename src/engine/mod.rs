@@ -15,5 +15,5 @@ pub mod metrics;
 pub mod recovery;
 pub mod shared;
 
-pub use cache::{Cache, FirstStep, Next, Step, Written};
+pub use cache::{Cache, Effect, Event, FirstStep, Step, Written};
 pub use local::{Backoff, Decision, Engine, Keep, Refresh, Served};
