@@ -369,6 +369,8 @@ async function stampedeWorker() {
 // ---------------------------------------------------------------- worker: many keys in one tick
 
 const readKey = (set, i) => `r${set}:k${i}`
+/** The reader whose L1 holds every set (see readsWorker). */
+const ROOMY = 'herdcache (L1 holds every set)'
 /** The Redis name herdcache stores key `k` under (README: `{<prefix>k}`). */
 const redisName = (key) => `{${PREFIX}${key}}`
 
@@ -378,6 +380,10 @@ async function readsWorker() {
   const { Cache } = require(HERD_MODULE)
   const { Cluster } = require('ioredis')
   const cache = new Cache({ redis: { cluster: seeds }, prefix: PREFIX, ttl: READ_TTL })
+  // The same reads with an L1 that holds every set: its inserts evict
+  // nothing (the first instance's default maxEntries, 10 000, evicts the
+  // previous set at every insert), which tells what the evictions cost.
+  const roomy = new Cache({ redis: { cluster: seeds }, prefix: PREFIX, ttl: READ_TTL, maxEntries: sets * KEYS })
   const ioredis = new Cluster(seeds.map(hostPort), { enableAutoPipelining: true })
   let loads = 0
   const loader = () => {
@@ -387,6 +393,7 @@ async function readsWorker() {
   const { parse } = JSON
   const readers = {
     herdcache: (keys) => Promise.all(keys.map((k) => cache.getOrLoad(k, loader))),
+    [ROOMY]: (keys) => Promise.all(keys.map((k) => roomy.getOrLoad(k, loader))),
     'ioredis GET': (names) => Promise.all(names.map((n) => ioredis.get(n))),
     'ioredis GET + JSON.parse': (names) =>
       Promise.all(
@@ -400,6 +407,7 @@ async function readsWorker() {
   }
   const order = Object.keys(readers)
   await race(cache.ready(), 10_000, timeoutError('herdcache ready() did not settle within 10 s'))
+  await race(roomy.ready(), 10_000, timeoutError('herdcache ready() did not settle within 10 s'))
   await ioredis.get(redisName(readKey(0, 0)))
   const rounds = []
   // set 0: warm-up (each reader's first batch: slot map, connections), then one set per round
@@ -409,7 +417,7 @@ async function readsWorker() {
     const rot = set % order.length
     const row = { set, warmup: set === 0, ms: {}, bad: {} }
     for (const reader of order.slice(rot).concat(order.slice(0, rot))) {
-      const input = reader === 'herdcache' ? keys : names
+      const input = reader.startsWith('herdcache') ? keys : names
       const loadsBefore = loads
       const cpu0 = process.cpuUsage()
       const t0 = now()
@@ -429,7 +437,7 @@ async function readsWorker() {
       row.cpuMs = row.cpuMs || {}
       row.cpuMs[reader] = (cpu.user + cpu.system) / 1000
       row.bad[reader] = bad
-      if (reader === 'herdcache') row.loads = loads - loadsBefore
+      if (reader.startsWith('herdcache')) row.loads = (row.loads || 0) + loads - loadsBefore
       if (error) row.error = error
       await sleep(50)
     }
@@ -437,6 +445,7 @@ async function readsWorker() {
   }
   const stats = cache.stats()
   await race(cache.close(), 5000, () => {})
+  await race(roomy.close(), 5000, () => {})
   await race(ioredis.quit(), 2000, () => ioredis.disconnect())
   process.send({ type: 'result', rounds, stats, order }, () => process.exit(0))
 }
@@ -1121,7 +1130,7 @@ function markdown({ info, libs, stampede, reads, odd, skipped }) {
     } else {
       const s = reads.summary
       L.push(
-        `${READ_ROUNDS + 1} sets of ${fmtCount(KEYS)} keys (\`r<set>:k<i>\`, spread over the slots by their hash) were written first by another herdcache instance, in the orchestrator process (${(reads.writeMs / 1000).toFixed(1)} s for all), with ttl ${READ_TTL / 60_000} min. One reader process then made one herdcache instance (defaults, \`ttl: ${READ_TTL}\`) and one ioredis \`Cluster\` with \`enableAutoPipelining: true\`, and for each set, one after the other in an order rotated per set: \`await Promise.all(keys.map((k) => cache.getOrLoad(k, loader)))\` (every key in Redis, none in this instance's L1: the loader must not run), \`await Promise.all(names.map((n) => cluster.get(n)))\` (plain \`GET\`s of the same keys' Redis names, \`{${PREFIX}<key>}\`; the strings are not parsed), and the same \`GET\`s with \`JSON.parse\` of the value line (what herdcache hands back is a parsed object). Set 0 is the warm-up (connections, slot maps), not counted; then ${READ_ROUNDS} measured rounds. Per-key cost = wall time of the batch ÷ ${fmtCount(KEYS)}; medians over the rounds; **÷ ioredis GET** is the median of the per-round ratios.`,
+        `${READ_ROUNDS + 1} sets of ${fmtCount(KEYS)} keys (\`r<set>:k<i>\`, spread over the slots by their hash) were written first by another herdcache instance, in the orchestrator process (${(reads.writeMs / 1000).toFixed(1)} s for all), with ttl ${READ_TTL / 60_000} min. One reader process then made one herdcache instance (defaults, \`ttl: ${READ_TTL}\`; its L1 of 10 000 entries evicts the previous set at every insert), a second one whose L1 holds every set (\`maxEntries: ${fmtCount((READ_ROUNDS + 1) * KEYS)}\`: nothing evicted), and one ioredis \`Cluster\` with \`enableAutoPipelining: true\`, and for each set, one after the other in an order rotated per set: \`await Promise.all(keys.map((k) => cache.getOrLoad(k, loader)))\` (every key in Redis, none in this instance's L1: the loader must not run), \`await Promise.all(names.map((n) => cluster.get(n)))\` (plain \`GET\`s of the same keys' Redis names, \`{${PREFIX}<key>}\`; the strings are not parsed), and the same \`GET\`s with \`JSON.parse\` of the value line (what herdcache hands back is a parsed object). Set 0 is the warm-up (connections, slot maps), not counted; then ${READ_ROUNDS} measured rounds. Per-key cost = wall time of the batch ÷ ${fmtCount(KEYS)}; medians over the rounds; **÷ ioredis GET** is the median of the per-round ratios.`,
       )
       L.push('')
       L.push('| reader | per key (median) | min | max | process CPU per key | ÷ ioredis GET |')

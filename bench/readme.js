@@ -249,7 +249,9 @@ function cluster({ cluster: md }) {
     `${keys} keys read in one tick (\`Promise.all\` of \`getOrLoad\`, every key in Redis, none in L1): herdcache ` +
       `${herdReads['per key (median)']} per key, ${herdReads['÷ ioredis GET']} ioredis Cluster's autopipelined plain ` +
       `\`GET\`s (${reader('ioredis GET')['per key (median)']}); those \`GET\`s with \`JSON.parse\` of the value: ` +
-      `${reader('ioredis GET + JSON.parse')['per key (median)']}.`,
+      `${reader('ioredis GET + JSON.parse')['per key (median)']}. With an L1 that holds every set (its inserts evict ` +
+      `nothing), herdcache ${reader('herdcache (L1 holds every set)')['per key (median)']} per key, ` +
+      `${reader('herdcache (L1 holds every set)')['÷ ioredis GET']} the plain \`GET\`s.`,
   ].join('\n')
 }
 

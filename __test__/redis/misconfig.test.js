@@ -202,3 +202,21 @@ test(
     )
   },
 )
+
+test(
+  'a Redis Cluster none of whose seed nodes answers: ERR_HERDCACHE_REDIS_UNREACHABLE naming the seeds, and the cache serves',
+  T,
+  async (t) => {
+    const free = await freePort()
+    const { cache, reports } = watched(t, { cluster: [`redis://:secret@127.0.0.1:${free}`] })
+    const error = await within(
+      rejectsWith(cache.ready(), 'ERR_HERDCACHE_REDIS_UNREACHABLE'),
+      3 * REDIS_TIMEOUT,
+      'ready() on an unreachable cluster',
+    )
+    assert.match(error.message, new RegExp(`Redis Cluster \\(seed nodes 127\\.0\\.0\\.1:${free}\\)`))
+    assert.doesNotMatch(error.message, /secret/, 'never the credentials')
+    assert.equal(await cache.getOrLoad('k', () => 'v'), 'v', 'fail-open')
+    await reportsOnce(cache, reports, 'ERR_HERDCACHE_REDIS_UNREACHABLE', /refused/i)
+  },
+)

@@ -148,6 +148,16 @@ impl Cluster {
     })
   }
 
+  /// The seed nodes' `host:port`, for messages (never the credentials).
+  pub(crate) fn seed_addresses(&self) -> String {
+    let addr = |url: &String| {
+      redis::IntoConnectionInfo::into_connection_info(url.as_str())
+        .map(|info| info.addr().to_string())
+        .unwrap_or_else(|_| "?".into())
+    };
+    self.seeds.iter().map(addr).collect::<Vec<_>>().join(", ")
+  }
+
   /// The command connection, bounded by the connect timeout.
   pub(crate) async fn connect(&self) -> RedisResult<ClusterConnection> {
     bounded(self.timeouts.connect, self.client.get_async_connection()).await

@@ -144,8 +144,17 @@ impl RedisStore {
       install_tls_provider();
     }
     let client = Client::open(url)?;
+    let addr = client.get_connection_info().addr().to_string();
+    let name = match &cluster {
+      Some(cluster) => format!(
+        "the Redis Cluster (seed nodes {})",
+        cluster.seed_addresses()
+      ),
+      None => format!("Redis at {addr}"),
+    };
     let target = Target {
-      addr: client.get_connection_info().addr().to_string(),
+      addr,
+      name,
       tls: url.starts_with("rediss://"),
       timeout_ms: timeouts.command.as_millis() as u64,
     };
@@ -812,7 +821,10 @@ fn install_tls_provider() {
 /// Where a store connects, for what its failures say.
 #[derive(Debug, Clone)]
 pub(super) struct Target {
+  /// One node's `host:port` (a cluster's first seed), for probes.
   pub(super) addr: String,
+  /// What messages call it: `Redis at host:port`, or the cluster and its seeds.
+  name: String,
   pub(super) tls: bool,
   timeout_ms: u64,
 }
@@ -822,7 +834,7 @@ impl Target {
   /// server's text and what to check.
   pub(super) fn describe(&self, e: &RedisError) -> Problem {
     let text = e.to_string();
-    let at = &self.addr;
+    let at = &self.name;
     let (code, hint) = if matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
       || e.kind() == ErrorKind::AuthenticationFailed
     {
@@ -870,7 +882,7 @@ impl Target {
     };
     Problem {
       code,
-      message: format!("Redis at {at} failed: {text}; {hint}"),
+      message: format!("{at} failed: {text}; {hint}"),
     }
   }
 
@@ -878,8 +890,8 @@ impl Target {
     Problem {
       code: Code::RedisTimeout,
       message: format!(
-        "Redis at {} did not answer within redisTimeout ({} ms); herdcache serves without it meanwhile",
-        self.addr, self.timeout_ms
+        "{} did not answer within redisTimeout ({} ms); herdcache serves without it meanwhile",
+        self.name, self.timeout_ms
       ),
     }
   }
