@@ -538,9 +538,11 @@ async function startCluster(t, { primaries = 3, replicas = 0, args = [] } = {}) 
           }
         }
       }
-      const masters = view.filter((n) => n.master && !n.failed).map((n) => n.port)
+      // Every live node, replicas too: a replica promoted before it learned
+      // that its primary took the slot would not serve it.
+      const live = view.filter((n) => !n.failed).map((n) => n.port)
       await waitFor(`slot ${slot} moving to ${toPort}`, SETTLE_TIMEOUT, async () => {
-        for (const p of masters) {
+        for (const p of live) {
           const owner = await ownerOf(slot, p)
           if (owner !== toPort) return `${p} sees slot ${slot} on ${owner}`
         }

@@ -512,12 +512,14 @@ impl RedisCluster {
         }
       }
     }
-    let masters: Vec<u16> = primaries.iter().map(|n| n.port).collect();
+    // Every live node, replicas too: a replica promoted before it learned
+    // that its primary took the slot would not serve it (seen once in CI).
+    let live: Vec<u16> = view.iter().filter(|n| !n.failed).map(|n| n.port).collect();
     self.wait_for(
       &format!("slot {slot} moving to {to_port}"),
       SETTLE_TIMEOUT,
       |c| {
-        for &p in &masters {
+        for &p in &live {
           match c.owner_seen_by(slot, p) {
             Some(owner) if owner == to_port => {}
             owner => return Err(format!("{p} sees slot {slot} on {owner:?}")),
