@@ -288,9 +288,7 @@ impl Cluster {
     not_newer_than: Option<u64>,
   ) -> RedisResult<u64> {
     let owners = self.owners(store, true).await?;
-    let Connection::Cluster(mut c) = store.connection().await? else {
-      unreachable!("a cluster store's connection is a cluster's")
-    };
+    let mut c = store.connection().await?;
     let pattern = store.pattern();
     let mut removed = 0;
     for primary in owners.a_slot_of_each() {
@@ -303,8 +301,11 @@ impl Cluster {
           .arg("COUNT")
           .arg(500)
           .clone();
+        let Connection::Cluster(routed) = &mut c else {
+          unreachable!("a cluster store's connection is a cluster's")
+        };
         let (next, names): (u64, Vec<String>) =
-          redis::from_redis_value(c.route_command(scan, slot_route(primary)).await?)?;
+          redis::from_redis_value(routed.route_command(scan, slot_route(primary)).await?)?;
         let mut by_slot: Vec<(u16, Vec<String>)> = Vec::new();
         for name in names {
           let s = slot(name.as_bytes());
@@ -314,21 +315,7 @@ impl Cluster {
           }
         }
         for (_, group) in by_slot {
-          let n: u64 = match not_newer_than {
-            None => redis::cmd("UNLINK").arg(&group).query_async(&mut c).await?,
-            Some(stamp) => {
-              let mut invocation = store.clear_not_newer.prepare_invoke();
-              for name in &group {
-                invocation.key(name);
-              }
-              invocation
-                .arg(stamp)
-                .arg(crate::core::envelope::MAX_DIGITS)
-                .invoke_async(&mut c)
-                .await?
-            }
-          };
-          removed += n;
+          removed += store.remove(&mut c, &group, not_newer_than).await?;
         }
         if next == 0 {
           break;

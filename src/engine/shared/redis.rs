@@ -69,7 +69,7 @@ pub struct RedisStore {
   write: Script,
   delete: Script,
   delete_not_newer: Script,
-  pub(super) clear_not_newer: Script,
+  clear_not_newer: Script,
 }
 
 /// The command connection: to one server, or to a cluster (whose client
@@ -443,21 +443,7 @@ impl RedisStore {
         .query_async(&mut c)
         .await?;
       if !names.is_empty() {
-        let n: u64 = match not_newer_than {
-          None => redis::cmd("UNLINK").arg(&names).query_async(&mut c).await?,
-          Some(stamp) => {
-            let mut invocation = self.clear_not_newer.prepare_invoke();
-            for name in &names {
-              invocation.key(name);
-            }
-            invocation
-              .arg(stamp)
-              .arg(MAX_DIGITS)
-              .invoke_async(&mut c)
-              .await?
-          }
-        };
-        removed += n;
+        removed += self.remove(&mut c, &names, not_newer_than).await?;
       }
       if next == 0 {
         break;
@@ -480,6 +466,27 @@ impl RedisStore {
 }
 
 impl RedisStore {
+  /// Removes `names` (one batch of a clear's SCAN; on a cluster, of one
+  /// slot): all of them, or with `not_newer_than` all but valid envelopes
+  /// newer than that stamp. Returns how many were removed.
+  pub(super) async fn remove(
+    &self,
+    c: &mut Connection,
+    names: &[String],
+    not_newer_than: Option<u64>,
+  ) -> RedisResult<u64> {
+    match not_newer_than {
+      None => redis::cmd("UNLINK").arg(names).query_async(c).await,
+      Some(stamp) => {
+        let mut invocation = self.clear_not_newer.prepare_invoke();
+        for name in names {
+          invocation.key(name);
+        }
+        invocation.arg(stamp).arg(MAX_DIGITS).invoke_async(c).await
+      }
+    }
+  }
+
   /// The SCAN pattern of the prefix's names.
   pub(super) fn pattern(&self) -> String {
     format!("{{{}*", glob_escape(&self.prefix))
