@@ -60,6 +60,13 @@ const {
   pkgVersion,
   addonSha,
   herdcacheBuild,
+  sleep,
+  race,
+  timeoutError,
+  HB_N,
+  hbin,
+  hval,
+  quantile,
 } = require('./common')
 
 // ---------------------------------------------------------------- options
@@ -95,25 +102,6 @@ const KEY = 'hot'
 const STALE_AGE = TTL * 1.1 // an answer older than this is stale (herdcache writes ttl ±10 % jitter)
 const SLOW_MS = 100 // a call that waited this long waited for a load
 const READ_TTL = 600_000 // the read keys outlive the run
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-// `promise`, or `onTimeout()` after `ms`; the timer is cleared either way
-function race(promise, ms, onTimeout) {
-  let timer
-  const t = new Promise((resolve, reject) => {
-    timer = setTimeout(() => {
-      try {
-        resolve(onTimeout())
-      } catch (err) {
-        reject(err)
-      }
-    }, ms)
-  })
-  return Promise.race([promise, t]).finally(() => clearTimeout(timer))
-}
-const timeoutError = (what) => () => {
-  throw new Error(what)
-}
 
 const VALUE_TEMPLATE = makeValue({ loadedAt: 0 })
 const VALUE_BYTES = Buffer.byteLength(JSON.stringify(makeValue({ loadedAt: Date.now() })))
@@ -213,31 +201,6 @@ async function createLib(name, { seeds, ttl, load }) {
     default:
       throw new Error(`unknown library ${name}`)
   }
-}
-
-// ---------------------------------------------------------------- latency histogram (as bench/fleet.js's)
-
-// Log-linear: 16 bins per octave (±2.2 %), from 1/16 µs to ~4 000 s.
-const HB_PER_OCT = 16
-const HB_LOG2_MIN = -4
-const HB_N = HB_PER_OCT * 36
-const hbin = (us) => {
-  if (!(us > 0.0625)) return 0
-  const i = Math.floor((Math.log2(us) - HB_LOG2_MIN) * HB_PER_OCT)
-  return i >= HB_N ? HB_N - 1 : i
-}
-const hval = (i) => 2 ** ((i + 0.5) / HB_PER_OCT + HB_LOG2_MIN) // µs, the bin's middle
-function quantile(hist, q) {
-  let total = 0
-  for (let i = 0; i < HB_N; i++) total += hist[i]
-  if (total === 0) return null
-  const rank = Math.max(1, Math.ceil(q * total))
-  let c = 0
-  for (let i = 0; i < HB_N; i++) {
-    c += hist[i]
-    if (c >= rank) return hval(i)
-  }
-  return hval(HB_N - 1)
 }
 
 // ---------------------------------------------------------------- worker: stampede

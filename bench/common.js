@@ -1,6 +1,6 @@
 'use strict'
 
-// What bench/run.js and bench/fleet.js share: argument parsing, timing, the
+// What bench/run.js, bench/fleet.js and bench/cluster.js share: argument parsing, timing, the
 // 1 KB value, the machine and build lines of the reports, one formatter.
 
 const fs = require('node:fs')
@@ -123,6 +123,56 @@ function herdcacheBuild(dir) {
   }
 }
 
+// ---------------------------------------------------------------- waiting
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+// `promise`, or `onTimeout()` after `ms`; the timer is cleared either way (no stray timer keeps a process alive)
+function race(promise, ms, onTimeout) {
+  let timer
+  const t = new Promise((resolve, reject) => {
+    timer = setTimeout(
+      () => {
+        try {
+          resolve(onTimeout())
+        } catch (err) {
+          reject(err)
+        }
+      },
+      Math.max(0, ms),
+    )
+  })
+  return Promise.race([promise, t]).finally(() => clearTimeout(timer))
+}
+const timeoutError = (what) => () => {
+  throw new Error(what)
+}
+
+// ---------------------------------------------------------------- latency histogram
+
+// Log-linear: 16 bins per octave (±2.2 %), from 1/16 µs to ~4 000 s.
+const HB_PER_OCT = 16
+const HB_LOG2_MIN = -4
+const HB_N = HB_PER_OCT * 36
+const hbin = (us) => {
+  if (!(us > 0.0625)) return 0
+  const i = Math.floor((Math.log2(us) - HB_LOG2_MIN) * HB_PER_OCT)
+  return i >= HB_N ? HB_N - 1 : i
+}
+const hval = (i) => 2 ** ((i + 0.5) / HB_PER_OCT + HB_LOG2_MIN) // µs, the bin's middle
+
+function quantile(hist, q) {
+  let total = 0
+  for (let i = 0; i < HB_N; i++) total += hist[i]
+  if (total === 0) return null
+  const rank = Math.max(1, Math.ceil(q * total))
+  let c = 0
+  for (let i = 0; i < HB_N; i++) {
+    c += hist[i]
+    if (c >= rank) return hval(i)
+  }
+  return hval(HB_N - 1)
+}
+
 module.exports = {
   /** The arguments after the script's name. */
   argv,
@@ -156,4 +206,17 @@ module.exports = {
   addonSha,
   /** One line on the addon binary measured (mtime, sha256 of the copy in `dir`, git commit of the sources), or null. */
   herdcacheBuild,
+  /** A promise resolved after `ms`. */
+  sleep,
+  /** `promise`, or `onTimeout()` after `ms` (the timer cleared either way). */
+  race,
+  /** An `onTimeout` for `race` that rejects with `what`. */
+  timeoutError,
+  /** The latency histogram: bins per octave, bin count, a value's bin, a bin's value (µs), a quantile. */
+  HB_PER_OCT,
+  HB_LOG2_MIN,
+  HB_N,
+  hbin,
+  hval,
+  quantile,
 }

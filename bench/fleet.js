@@ -67,6 +67,15 @@ const {
   pkgVersion,
   addonSha,
   herdcacheBuild,
+  sleep,
+  race,
+  timeoutError,
+  HB_PER_OCT,
+  HB_LOG2_MIN,
+  HB_N,
+  hbin,
+  hval,
+  quantile,
 } = require('./common')
 
 // ---------------------------------------------------------------- options
@@ -113,28 +122,6 @@ const HIT_SAMPLES = QUICK ? 3 : 5
 const HIT_SAMPLE_MS = QUICK ? 100 : 300
 const HIT_WARMUP_MS = QUICK ? 100 : 300
 const HOT_CONCURRENCY = 64
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-// `promise`, or `onTimeout()` after `ms`; the timer is cleared either way (no stray timer keeps a process alive)
-function race(promise, ms, onTimeout) {
-  let timer
-  const t = new Promise((resolve, reject) => {
-    timer = setTimeout(
-      () => {
-        try {
-          resolve(onTimeout())
-        } catch (err) {
-          reject(err)
-        }
-      },
-      Math.max(0, ms),
-    )
-  })
-  return Promise.race([promise, t]).finally(() => clearTimeout(timer))
-}
-const timeoutError = (what) => () => {
-  throw new Error(what)
-}
 
 // ---------------------------------------------------------------- the value
 
@@ -314,31 +301,6 @@ async function createLib(name, { port, ttl, load }) {
   }
 }
 
-// ---------------------------------------------------------------- latency histogram
-
-// Log-linear: 16 bins per octave (±2.2 %), from 1/16 µs to ~4 000 s.
-const HB_PER_OCT = 16
-const HB_LOG2_MIN = -4
-const HB_N = HB_PER_OCT * 36
-const hbin = (us) => {
-  if (!(us > 0.0625)) return 0
-  const i = Math.floor((Math.log2(us) - HB_LOG2_MIN) * HB_PER_OCT)
-  return i >= HB_N ? HB_N - 1 : i
-}
-const hval = (i) => 2 ** ((i + 0.5) / HB_PER_OCT + HB_LOG2_MIN) // µs, the bin's middle
-
-function quantile(hist, q) {
-  let total = 0
-  for (let i = 0; i < HB_N; i++) total += hist[i]
-  if (total === 0) return null
-  const rank = Math.max(1, Math.ceil(q * total))
-  let c = 0
-  for (let i = 0; i < HB_N; i++) {
-    c += hist[i]
-    if (c >= rank) return hval(i)
-  }
-  return hval(HB_N - 1)
-}
 const sparse = (h) => {
   const out = []
   for (let i = 0; i < HB_N; i++) if (h[i]) out.push(i, h[i])
