@@ -278,8 +278,8 @@ class Cache {
 
   close() {
     if (this.#closing === undefined) {
-      this.#native.close()
       const reason = herdError(Error, codes.CLOSED, 'the cache was closed while this load ran')
+      this.#native.close(reason)
       const pending = [...this.#ctx.active].map((flight) => {
         flight.abort(reason)
         return flight.promise.then(noop, noop)

@@ -99,15 +99,16 @@ class Flight {
    * @param {Function} loader
    * @param {boolean} background
    * @param {Promise<unknown>} promise the promise the addon settles
+   * @param {number} since ms the flight was in flight before its leader was made
    */
-  constructor(ctx, id, userKey, loader, background, promise) {
+  constructor(ctx, id, userKey, loader, background, promise, since) {
     this.ctx = ctx
     this.id = id
     this.userKey = userKey
     this.loader = loader
     this.background = background
     this.promise = promise
-    this.started = performance.now()
+    this.started = performance.now() - since
     this.deadline = this.started + ctx.hardTimeout
     this.settled = false
     /** With Redis: the fleet has not said yet whether our loader runs. */
@@ -236,7 +237,8 @@ class Flight {
 
 /**
  * The addon started flight `id`: runs its loader now, or (`waiting`, with
- * Redis) once the addon calls `resume`. Called by the addon only.
+ * Redis) once the addon calls `resume`. Called by the addon only; with
+ * Redis, once the flight's first read did not answer it (`since` ms later).
  *
  * @param {Context} ctx the cache's context (raw functions, timeouts, hooks)
  * @param {number} id the flight id
@@ -245,15 +247,16 @@ class Flight {
  * @param {boolean} background a background refresh (stale or early)
  * @param {Promise<unknown>} promise the promise every caller shares (the addon settles it)
  * @param {boolean} waiting the fleet decides first
+ * @param {number} since ms the flight was in flight already
  */
-function lead(ctx, id, userKey, loader, background, promise, waiting) {
-  const flight = new Flight(ctx, id, userKey, loader, background, promise)
+function lead(ctx, id, userKey, loader, background, promise, waiting, since) {
+  const flight = new Flight(ctx, id, userKey, loader, background, promise, since)
   enter(ctx, flight)
   if (waiting) {
     flight.waiting = true
     ctx.waiting.set(id, flight)
   } else {
-    flight.run(flight.started)
+    flight.run(flight.started + since) // the now its constructor read
   }
   if (background && typeof ctx.waitUntil === 'function') {
     try {

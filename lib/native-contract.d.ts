@@ -147,7 +147,9 @@ export interface Context {
 
 /**
  * lib/leader.js `lead`: the addon started flight `id`; the leader runs its
- * loader now, or (`waiting`, with Redis) when `resume` says so.
+ * loader now, or (`waiting`, with Redis) when `resume` says so. With Redis,
+ * a flight is led only once its first read did not answer it, `since` ms
+ * after it started (counted in its `hardTimeout`).
  */
 export type Lead = (
   ctx: Context,
@@ -157,6 +159,7 @@ export type Lead = (
   background: boolean,
   promise: Promise<unknown>,
   waiting: boolean,
+  since: number,
 ) => void
 
 /** lib/callers.js `softWait`: a stale read with `softTimeout`, answered by `flight` if it lands in time. */
@@ -184,8 +187,8 @@ export interface NativeCache {
     scheduleReads: ScheduleReads,
     reportProblem: ReportProblem,
   ): EntryPoints
-  /** Stops new calls; what is in flight goes on. */
-  close(): void
+  /** Stops new calls; what is in flight goes on, but the flights no leader has yet reject with `reason`. */
+  close(reason: Error): void
   /** Fulfils with null once Redis answers as the fleet needs (at once without Redis), else with the cause. */
   ready(): Promise<{ code: string; message: string } | null>
   /** The last Redis failure's cause, or null. */

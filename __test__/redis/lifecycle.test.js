@@ -123,3 +123,68 @@ test('close() with loads in flight and callers waiting on foreign locks keeps no
   await b.close()
   await waitFor(async () => (await clients(redis)) === before, "B's connections closed", 3 * REDIS_TIMEOUT)
 })
+
+// A flight's first read has no JS leader yet (src/binding/flight.rs
+// `Unled`): close() and hardTimeout must still end it.
+test(
+  'close() while first reads are queued or out: the callers reject with ERR_HERDCACHE_CLOSED, no loader runs',
+  T,
+  async (t) => {
+    const redis = await startRedis(t)
+    if (!redis) return
+    const prefix = 'life-first-read:'
+    let runs = 0
+    const loader = () => ++runs
+    // Queued: close() in the tick that started them, before the flush.
+    const a = new Cache(fleetOptions(redis, prefix))
+    await a.ready()
+    const queued = ['q1', 'q2', 'q1'].map((k) => a.getOrLoad(k, loader))
+    const closingA = a.close()
+    for (const call of queued) await rejectsWith(call, 'ERR_HERDCACHE_CLOSED')
+    await closingA
+
+    // Out: the read went to a Redis that does not answer.
+    const b = new Cache(fleetOptions(redis, prefix))
+    await b.ready()
+    redis.pause()
+    t.after(() => redis.resume())
+    const out = ['o1', 'o2'].map((k) => b.getOrLoad(k, loader))
+    await sleep(50)
+    const t0 = performance.now()
+    const closingB = b.close()
+    for (const call of out) await rejectsWith(call, 'ERR_HERDCACHE_CLOSED')
+    const waited = performance.now() - t0
+    assert.ok(
+      waited < REDIS_TIMEOUT,
+      `the callers rejected at close (${waited.toFixed(0)} ms), not when the read timed out`,
+    )
+    redis.resume()
+    await closingB
+    assert.equal(runs, 0, 'no loader ran after close()')
+    assert.deepEqual(await locks(redis, prefix), [], 'no lock taken')
+  },
+)
+
+test(
+  'a first read slower than hardTimeout: the callers reject with ERR_HERDCACHE_TIMEOUT at hardTimeout',
+  T,
+  async (t) => {
+    const redis = await startRedis(t)
+    if (!redis) return
+    const hardTimeout = 300
+    const cache = track(t, new Cache({ ...fleetOptions(redis, 'life-slow-read:'), hardTimeout, redisTimeout: 3000 }))
+    await cache.ready()
+    redis.pause()
+    t.after(() => redis.resume())
+    let runs = 0
+    const t0 = performance.now()
+    const calls = ['s1', 's2'].map((k) => cache.getOrLoad(k, () => ++runs))
+    for (const call of calls) await rejectsWith(call, 'ERR_HERDCACHE_TIMEOUT')
+    const waited = performance.now() - t0
+    assert.ok(waited >= hardTimeout - 5, `not before hardTimeout (${waited.toFixed(0)} ms)`)
+    assert.ok(waited < 3000, `at hardTimeout (${waited.toFixed(0)} ms), not at redisTimeout (3000 ms)`)
+    assert.equal(runs, 0, 'a load past its deadline runs no loader')
+    assert.equal(cache.stats().timeouts, 2)
+    redis.resume()
+  },
+)

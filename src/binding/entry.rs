@@ -289,20 +289,24 @@ pub(super) unsafe fn start_flight(
       .borrow_mut()
       .begin(call.key, handle, refresh, call.policy, call.refuse_stale);
   let waiting = first == FirstStep::ReadShared;
-  let started = (|| {
-    let ctx = inner.helper(env, |h| &h.ctx)?;
-    let lead = inner.helper(env, |h| &h.lead)?;
-    let args = [
-      ctx,
-      raw::number(env, id as f64),
+  let started = if waiting && refresh.is_none() {
+    // A background refresh leads at once: `waitUntil` gets its promise now.
+    flight::defer_leader(env, inner, id, call.key_js, call.loader)
+  } else {
+    let background = refresh.is_some();
+    flight::lead(
+      env,
+      inner,
+      id,
       call.key_js,
       call.loader,
-      raw::boolean(env, refresh.is_some()),
+      background,
       promise,
-      raw::boolean(env, waiting),
-    ];
-    raw::call(env, lead, &args)
-  })();
+      waiting,
+      0.0,
+    )
+    .map(drop)
+  };
   if let Err(failure) = started {
     // The leader never saw it: nobody else has its promise yet.
     let _ = inner.cache.borrow_mut().fail(id, false, false);

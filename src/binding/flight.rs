@@ -36,6 +36,20 @@ pub struct FlightHandle {
   /// With a fleet: our loader's value while it is written there (an
   /// object by reference, a primitive by copy).
   answer: Option<Kept>,
+  /// With a fleet, while the first read is out: what the JS leader will
+  /// need, for a flight it does not know yet ([`defer_leader`]).
+  unled: Option<Unled>,
+}
+
+/// A flight's leader not made yet: its first read (bounded by the loads'
+/// deadline, `Fleet::read_many`) may answer it, and most cold reads are
+/// answered so. A JS `Flight` made and ended per such key (`lead`, then
+/// `resume`) was a tenth of a cold read's main-thread time (bench/cluster.js
+/// part 2); it is made when the fleet first asks for a lock or a load.
+struct Unled {
+  key: Kept,
+  loader: JsRef,
+  since: std::time::Instant,
 }
 
 impl std::fmt::Debug for FlightHandle {
@@ -58,6 +72,7 @@ impl FlightHandle {
       deferred,
       statuses: Vec::new(),
       answer: None,
+      unled: None,
     };
     Ok((handle, promise))
   }
@@ -291,29 +306,40 @@ pub unsafe extern "C" fn start_refresh(env: Env, info: sys::napi_callback_info) 
   // callback (as in `entry::get_or_load`), including while `start_flight`
   // calls into JS, which may re-enter other entry points with shared borrows.
   let inner: &Rc<Inner> = &*inner;
-  let run = || -> RawResult<Value> {
-    let mut key_buf = raw::Utf8::new();
-    let key = super::key::read(env, argv[0], &mut key_buf)?;
-    let (due, policy) = {
-      let cache = inner.cache.borrow();
-      (
-        !cache.is_closed() && cache.local().refresh_due(key.as_str()),
-        cache.config().entry,
-      )
-    };
-    if due {
-      let call = Call {
-        key: key.as_str(),
-        key_js: argv[0],
-        loader: argv[1],
-        policy,
-        refuse_stale: false,
-      };
-      entry::start_flight(env, inner, &call, Some(Refresh::Stale))?;
-    }
-    Ok(raw::boolean(env, due))
+  match refresh_stale(env, inner, argv[0], argv[1]) {
+    Ok(due) => raw::boolean(env, due),
+    Err(failure) => raw::throw(env, failure),
+  }
+}
+
+/// The background refresh a stale value from the shared store calls for,
+/// unless a flight is already there or the key backs off; true if started.
+unsafe fn refresh_stale(
+  env: Env,
+  inner: &Rc<Inner>,
+  key_js: Value,
+  loader: Value,
+) -> RawResult<bool> {
+  let mut key_buf = raw::Utf8::new();
+  let key = super::key::read(env, key_js, &mut key_buf)?;
+  let (due, policy) = {
+    let cache = inner.cache.borrow();
+    (
+      !cache.is_closed() && cache.local().refresh_due(key.as_str()),
+      cache.config().entry,
+    )
   };
-  run().unwrap_or_else(|failure| raw::throw(env, failure))
+  if due {
+    let call = Call {
+      key: key.as_str(),
+      key_js,
+      loader,
+      policy,
+      refuse_stale: false,
+    };
+    entry::start_flight(env, inner, &call, Some(Refresh::Stale))?;
+  }
+  Ok(due)
 }
 
 /// With a fleet, a new flight's first step: a read, batched with the other
@@ -365,6 +391,8 @@ unsafe fn step(env: Env, inner: &Rc<Inner>, id: u64, event: Event) {
 unsafe fn carry_out(env: Env, inner: &Rc<Inner>, id: u64, effect: Effect<FlightHandle>) {
   match effect {
     Effect::Ask(future) => {
+      // The wait for the lock's holder is bounded by the leader's deadline.
+      lead_deferred(env, inner, id, true);
       let asked = then_on_cache(env, inner.id, future, move |env, inner, (key, acquired)| {
         step(env, inner, id, Event::Claimed { key, acquired })
       });
@@ -372,14 +400,22 @@ unsafe fn carry_out(env: Env, inner: &Rc<Inner>, id: u64, effect: Effect<FlightH
         step(env, inner, id, Event::Unavailable);
       }
     }
-    Effect::Load => resume(env, inner, id, true, false),
+    Effect::Load => {
+      if !lead_deferred(env, inner, id, false) {
+        resume(env, inner, id, true, false)
+      }
+    }
     Effect::Adopt(envelope) => adopt(env, inner, id, &envelope),
     Effect::Reject(flight, error) => {
+      let mut led = true;
       if let Some(mut flight) = flight {
+        led = !forget_unled(inner, id, &mut flight.handle);
         let error = raw::failure_value(env, error.into());
         flight.handle.settle(env, Err(error));
       }
-      resume(env, inner, id, false, false);
+      if led {
+        resume(env, inner, id, false, false);
+      }
     }
     Effect::Spawn(future) => futures::spawn(future),
     Effect::Done => {}
@@ -400,10 +436,22 @@ unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::en
     return step(env, inner, id, Event::Unavailable);
   };
   let (served, flight) = inner.cache.borrow_mut().adopt(id, held, envelope.meta);
-  if let Some(flight) = flight {
-    answer(env, flight.handle, value, Some(served));
+  let stale = served == Served::Stale;
+  let Some(mut flight) = flight else {
+    return resume(env, inner, id, false, stale);
+  };
+  let unled = flight.handle.unled.take();
+  answer(env, flight.handle, value, Some(served));
+  match unled {
+    None => resume(env, inner, id, false, stale),
+    Some(unled) => {
+      inner.unled.borrow_mut().remove(&id);
+      if let (true, Some(loader)) = (stale, unled.loader.get(env)) {
+        // What `resume(…, refresh)` asks of JS, for a flight JS never knew.
+        let _ = refresh_stale(env, inner, unled.key.to_js(env), loader);
+      }
+    }
   }
-  resume(env, inner, id, false, served == Served::Stale);
 }
 
 /// Tells the JS leader what flight `id` does next: run its loader, or (it
@@ -423,14 +471,116 @@ unsafe fn resume(env: Env, inner: &Rc<Inner>, id: u64, load: bool, refresh: bool
   if let Err(failure) = run() {
     // The leader is gone (closed, collected) or threw: nobody can run the
     // loader, so the callers get the reason.
-    let (flight, release) = inner.cache.borrow_mut().fail(id, false, false);
-    if let Some(release) = release {
-      futures::spawn(release);
+    reject(env, inner, id, raw::failure_value(env, failure));
+  }
+}
+
+/// Ends flight `id` with `error` for its callers (its lock, if any, let go).
+pub unsafe fn reject(env: Env, inner: &Rc<Inner>, id: u64, error: Value) {
+  let (flight, release) = inner.cache.borrow_mut().fail(id, false, false);
+  if let Some(release) = release {
+    futures::spawn(release);
+  }
+  if let Some(mut flight) = flight {
+    forget_unled(inner, id, &mut flight.handle);
+    flight.handle.settle(env, Err(error));
+  }
+}
+
+/// `lead(ctx, id, key, loader, background, promise, waiting, since)`: the
+/// JS leader takes flight `id` (`since`: ms it has been in flight already).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn lead(
+  env: Env,
+  inner: &Inner,
+  id: u64,
+  key: Value,
+  loader: Value,
+  background: bool,
+  promise: Value,
+  waiting: bool,
+  since: f64,
+) -> RawResult<Value> {
+  let ctx = inner.helper(env, |h| &h.ctx)?;
+  let lead = inner.helper(env, |h| &h.lead)?;
+  let args = [
+    ctx,
+    raw::number(env, id as f64),
+    key,
+    loader,
+    raw::boolean(env, background),
+    promise,
+    raw::boolean(env, waiting),
+    raw::number(env, since),
+  ];
+  raw::call(env, lead, &args)
+}
+
+/// Leaves flight `id` without a JS leader while its first read is out
+/// ([`Unled`]); `key` and `loader` are its leading call's.
+pub unsafe fn defer_leader(
+  env: Env,
+  inner: &Inner,
+  id: u64,
+  key: Value,
+  loader: Value,
+) -> RawResult<()> {
+  let unled = Unled {
+    key: Kept::new(env, key)?,
+    loader: JsRef::strong(env, loader)?,
+    since: std::time::Instant::now(),
+  };
+  if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
+    flight.handle.unled = Some(unled);
+    inner.unled.borrow_mut().insert(id);
+  }
+  Ok(())
+}
+
+/// Gives flight `id` its JS leader if it has none yet (`waiting`: the fleet
+/// decides first; else its loader runs now). False if it had one. A leader
+/// that cannot be made rejects the flight's callers.
+unsafe fn lead_deferred(env: Env, inner: &Rc<Inner>, id: u64, waiting: bool) -> bool {
+  let (unled, promise) = {
+    let mut cache = inner.cache.borrow_mut();
+    let Some(flight) = cache.flight_mut(id) else {
+      return false;
+    };
+    let Some(unled) = flight.handle.unled.take() else {
+      return false;
+    };
+    (unled, flight.handle.promise(env))
+  };
+  inner.unled.borrow_mut().remove(&id);
+  let since = unled.since.elapsed().as_secs_f64() * 1000.0;
+  let led = match (promise, unled.loader.get(env)) {
+    (Some(promise), Some(loader)) => {
+      let key = unled.key.to_js(env);
+      lead(env, inner, id, key, loader, false, promise, waiting, since).map(drop)
     }
-    if let Some(mut flight) = flight {
-      let error = raw::failure_value(env, failure);
-      flight.handle.settle(env, Err(error));
-    }
+    _ => Err(super::closed()),
+  };
+  if let Err(failure) = led {
+    reject(env, inner, id, raw::failure_value(env, failure));
+  }
+  true
+}
+
+/// Whether `handle`'s flight had no JS leader (now forgotten).
+fn forget_unled(inner: &Inner, id: u64, handle: &mut FlightHandle) -> bool {
+  let unled = handle.unled.take().is_some();
+  if unled {
+    inner.unled.borrow_mut().remove(&id);
+  }
+  unled
+}
+
+/// At close: the flights without a JS leader (in their first read) reject
+/// with `reason`, as the leader's `abort` rejects the others.
+pub unsafe fn reject_unled(env: Env, inner: &Rc<Inner>, reason: Value) {
+  let ids: Vec<u64> = inner.unled.borrow_mut().drain().collect();
+  for id in ids {
+    reject(env, inner, id, reason);
   }
 }
 

@@ -60,6 +60,8 @@ pub(crate) struct Inner {
   outcome_buffer: RefCell<Option<JsRef>>,
   /// With a fleet: the flights whose first read goes out at the next flush.
   reads: RefCell<Vec<u64>>,
+  /// With a fleet: the flights without a JS leader yet (`flight::Unled`).
+  unled: RefCell<hashbrown::HashSet<u64>>,
 }
 
 thread_local! {
@@ -215,6 +217,7 @@ impl NativeCache {
       outcome_slot: Cell::new(std::ptr::null_mut()),
       outcome_buffer: RefCell::new(None),
       reads: RefCell::new(Vec::new()),
+      unled: RefCell::new(hashbrown::HashSet::new()),
     });
     CACHES.with(|caches| caches.borrow_mut().insert(id, Rc::downgrade(&inner)));
     // SAFETY: `env` is the env napi-rs passed to this constructor, on its
@@ -260,10 +263,15 @@ impl NativeCache {
     })
   }
 
-  /// Stops new calls; what is in flight goes on until the JS side drains it.
-  #[napi]
-  pub fn close(&self) {
+  /// Stops new calls; what is in flight goes on until the JS side drains
+  /// it, but for the flights in their first read, which no JS leader holds
+  /// yet: they reject with `reason` now.
+  #[napi(ts_args_type = "reason: Error")]
+  pub fn close(&self, env: &Env, reason: Unknown) {
     self.inner.cache.borrow_mut().close();
+    // SAFETY: `env` is the env napi-rs passed to this method, running now
+    // on its JS thread; `reason` is a value of this call.
+    unsafe { flight::reject_unled(env.raw(), &self.inner, reason.value().value) }
   }
 
   /// At close (once loads and writes settled): one more attempt to deliver

@@ -553,7 +553,13 @@ impl<S: SharedStore> Fleet<S> {
       .iter()
       .map(|(key, _)| self.store.keys(key))
       .collect();
-    let Some(reads) = self.track(self.store.read_many(&keys).await) else {
+    // Bounded by the loads' deadline: the binding may leave a flight without
+    // a JS leader (and its hardTimeout timer) while this read is out.
+    let bound = Duration::from_millis(self.hard_timeout);
+    let Ok(read) = tokio::time::timeout(bound, self.store.read_many(&keys)).await else {
+      return requests.iter().map(|_| local()).collect();
+    };
+    let Some(reads) = self.track(read) else {
       return requests.iter().map(|_| local()).collect();
     };
     reads
