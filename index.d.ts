@@ -187,8 +187,8 @@ export interface HerdcacheError extends Error {
 export interface UndeliveredError extends HerdcacheError {
   code: 'ERR_HERDCACHE_UNDELIVERED'
   /** The calls given up, in call order; `key` is the key's string form (none for a clear). */
-  operations: Array<{ op: 'set' | 'delete' | 'clear'; key?: string }>
-  /** The keys of the `set` and `delete` calls among them. */
+  operations: Array<{ op: 'set' | 'delete' | 'expire' | 'clear'; key?: string }>
+  /** The keys of the `set`, `delete` and `expire` calls among them. */
   keys: string[]
 }
 
@@ -215,6 +215,13 @@ export declare class Cache {
 
   /** Removes the key; a load in flight for it is not stored. `true` if something was removed. */
   delete(key: Key): Promise<boolean>
+
+  /**
+   * Makes the key's value stale now (a soft invalidation), on every instance: it is kept until its hard TTL, so
+   * the next reader gets it at once and one refresh runs (fleet-wide); a caller with `stale: false` loads. A load
+   * in flight for the key is not stored. `true` if a fresh value was made stale.
+   */
+  expire(key: Key): Promise<boolean>
 
   /** Removes every entry. */
   clear(): Promise<void>

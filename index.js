@@ -116,7 +116,7 @@ function calls(n, op) {
  * they are never dropped silently.
  *
  * @param {import('./lib/native-contract').Context} ctx
- * @param {Array<{ op: 'set' | 'delete' | 'clear', key?: string }>} undelivered
+ * @param {Array<{ op: 'set' | 'delete' | 'expire' | 'clear', key?: string }>} undelivered
  * @param {{ code: string, message: string } | null} last the last Redis failure's cause
  */
 function reportUndelivered(ctx, undelivered, last) {
@@ -256,6 +256,10 @@ class Cache {
 
   delete(key) {
     return settle(() => this.#fns.delete(key))
+  }
+
+  expire(key) {
+    return settle(() => this.#fns.expire(key))
   }
 
   clear() {

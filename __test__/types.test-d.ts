@@ -27,7 +27,7 @@ async function main(): Promise<void> {
       if ((error as UndeliveredError).code === 'ERR_HERDCACHE_UNDELIVERED') {
         const undelivered = error as UndeliveredError
         const keys: string[] = undelivered.keys
-        const ops: Array<'set' | 'delete' | 'clear'> = undelivered.operations.map((o) => o.op)
+        const ops: Array<'set' | 'delete' | 'expire' | 'clear'> = undelivered.operations.map((o) => o.op)
         void keys
         void ops
       }
@@ -94,6 +94,8 @@ async function main(): Promise<void> {
   await cache.set(['k', 2], 'v', { ttl: 100, hardTtl: 200 })
   const removed: boolean = await cache.delete('k')
   void removed
+  const expired: boolean = await cache.expire(['k', 1])
+  void expired
   await cache.clear()
 
   const s = cache.stats()
@@ -141,6 +143,8 @@ async function main(): Promise<void> {
   new Cache({ tll: 1000 })
   // @ts-expect-error delete needs a key
   cache.delete()
+  // @ts-expect-error expire needs a key
+  cache.expire()
   // @ts-expect-error stats are read-only numbers, not strings
   const bad: string = cache.stats().hits
   void bad

@@ -91,6 +91,8 @@ export interface EntryPoints {
   set(key: unknown, value: unknown, ttl?: unknown, hardTtl?: unknown, json?: string): Promise<boolean> | undefined
   /** Whether a live entry was removed; with Redis, a promise of whether Redis or memory had one. */
   delete(key: unknown): boolean | Promise<boolean>
+  /** Whether a fresh entry was made stale; with Redis, a promise of whether Redis or memory had one. */
+  expire(key: unknown): boolean | Promise<boolean>
   /** Removes every entry; with Redis, a promise. */
   clear(): Promise<void> | undefined
   /** With Redis: `get` past the L1: a promise of the value's JSON text, or null. */
@@ -197,7 +199,7 @@ export interface NativeCache {
    * With Redis, at close (once loads and writes settled): one more attempt to deliver what could not
    * reach Redis; fulfils with what is still undelivered (given up), never rejects.
    */
-  flushRecovery(): Promise<Array<{ op: 'set' | 'delete' | 'clear'; key?: string }>>
+  flushRecovery(): Promise<Array<{ op: 'set' | 'delete' | 'expire' | 'clear'; key?: string }>>
   /** Drops every entry and flight, once the flights settled. */
   release(): void
   advanceClock(ms: number): void

@@ -362,6 +362,10 @@ impl SharedStore for FlakyDeletes {
     self.check()?;
     self.inner.delete_not_newer(key, keys, stamp).await
   }
+  async fn expire(&self, key: &str, keys: &Self::Keys, at: u64) -> RedisResult<bool> {
+    self.check()?;
+    self.inner.expire(key, keys, at).await
+  }
   async fn clear_not_newer(&self, stamp: u64) -> RedisResult<u64> {
     self.check()?;
     self.inner.clear_not_newer(stamp).await

@@ -22,10 +22,19 @@ test("delete, set and clear on one instance are seen by another instance's L1 wi
   let status = {}
   assert.equal(await b.getOrLoad('k', () => 'WRONG', { status }), 'v1')
   assert.equal(b.stats().redisHits, 1, 'B read it from Redis')
-  status = {}
-  assert.equal(await b.getOrLoad('k', () => 'WRONG', { status }), 'v1')
-  assert.equal(status.outcome, 'hit')
-  assert.equal(b.stats().l1Hits, 1, "B's second read is an L1 hit")
+  // A's fill notice, published before B's read, may reach B after it and
+  // drop B's copy once (one more read from Redis): then the next is an L1 hit.
+  await waitFor(
+    async () => {
+      status = {}
+      assert.equal(await b.getOrLoad('k', () => 'WRONG', { status }), 'v1')
+      assert.equal(status.outcome, 'hit')
+      return b.stats().l1Hits === 1
+    },
+    "B's read answered from its L1",
+    SEEN_WITHIN,
+  )
+  assert.ok(b.stats().redisHits <= 2, 'at most one more read from Redis')
 
   // delete on A: B's L1 forgets it (B then loads anew).
   assert.equal(await a.delete('k'), true)

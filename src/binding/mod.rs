@@ -2,7 +2,7 @@
 //! paths: construction, installation, close, test hooks) hands the JS
 //! wrapper a set of raw functions for everything that runs per call:
 //! `entry` (`getOrLoad`), `flight` (a flight's steps and the leader's
-//! reports), `ops` (get, set, delete, clear, stats). Each converts JS values
+//! reports), `ops` (get, set, delete, expire, clear, stats). Each converts JS values
 //! and calls the engine's [`Cache`], which decides.
 
 mod entry;
@@ -277,7 +277,9 @@ impl NativeCache {
   /// At close (once loads and writes settled): one more attempt to deliver
   /// the writes and invalidations that could not reach Redis. Fulfils with
   /// what is still undelivered (given up), never rejects.
-  #[napi(ts_return_type = "Promise<Array<{ op: 'set' | 'delete' | 'clear'; key?: string }>>")]
+  #[napi(
+    ts_return_type = "Promise<Array<{ op: 'set' | 'delete' | 'expire' | 'clear'; key?: string }>>"
+  )]
   pub fn flush_recovery<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
     let env = env.raw();
     let flush = self.inner.cache.borrow().flush_recovery();
@@ -437,7 +439,7 @@ type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) 
 /// The raw functions `install()` returns (with `outcomeBuffer`), by JS name.
 /// `lib/native-contract.d.ts` describes each for the JS side, and
 /// `__test__/native-contract.test.js` checks that it lists these.
-const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 13] = [
+const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 14] = [
   (c"getOrLoad", entry::get_or_load),
   (c"fill", flight::fill),
   (c"fail", flight::fail),
@@ -447,6 +449,7 @@ const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 13] = [
   (c"get", ops::get),
   (c"set", ops::set),
   (c"delete", ops::delete),
+  (c"expire", ops::expire),
   (c"clear", ops::clear),
   (c"peek", ops::peek),
   (c"stats", ops::stats),

@@ -95,6 +95,20 @@ pub unsafe extern "C" fn delete(env: Env, info: sys::napi_callback_info) -> Valu
   })
 }
 
+/// `expire(key)`: true if a fresh entry was made stale (with Redis: a
+/// promise, true if Redis or memory had one).
+pub unsafe extern "C" fn expire(env: Env, info: sys::napi_callback_info) -> Value {
+  keyed::<1>(env, info, |inner, key, _| {
+    let expired = inner.cache.borrow_mut().expire(key);
+    match expired {
+      Step::Done(expired) => Ok(raw::boolean(env, expired)),
+      Step::Later(expire) => promise_on_cache(env, inner.id, expire, |env, expired| {
+        raw::boolean(env, expired)
+      }),
+    }
+  })
+}
+
 /// `clear()` (with Redis: a promise).
 pub unsafe extern "C" fn clear(env: Env, info: sys::napi_callback_info) -> Value {
   let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);

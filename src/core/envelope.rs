@@ -52,6 +52,23 @@ pub struct Meta {
   pub negative: bool,
 }
 
+impl Meta {
+  /// This entry after an `expire` at `at` (epoch ms): stale from `at` (its
+  /// freshUntil and refreshAt no later), its hard TTL and value kept. An
+  /// entry written after `at` (a greater stamp) is not the one expired:
+  /// `None`, as for one already stale then.
+  pub fn expired_at(&self, at: u64) -> Option<Meta> {
+    if self.stamp > at || self.fresh_until <= at {
+      return None;
+    }
+    Some(Meta {
+      fresh_until: at,
+      refresh_at: self.refresh_at.map(|r| r.min(at)),
+      ..*self
+    })
+  }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Envelope {
   pub meta: Meta,
@@ -181,6 +198,42 @@ impl Envelope {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn an_expired_entry_is_stale_from_then_and_keeps_its_hard_ttl() {
+    let meta = Meta {
+      fresh_until: 2_000,
+      hard_until: 9_000,
+      compute_ms: 40,
+      stamp: 1_000,
+      refresh_at: Some(1_800),
+      negative: false,
+    };
+    let expired = meta.expired_at(1_500).unwrap();
+    assert_eq!(
+      (expired.fresh_until, expired.refresh_at),
+      (1_500, Some(1_500))
+    );
+    assert_eq!(
+      expired,
+      Meta {
+        fresh_until: 1_500,
+        refresh_at: Some(1_500),
+        ..meta
+      }
+    );
+    // refreshAt already earlier stays; an hc1 entry has none.
+    assert_eq!(meta.expired_at(1_900).unwrap().refresh_at, Some(1_800));
+    let hc1 = Meta {
+      refresh_at: None,
+      ..meta
+    };
+    assert_eq!(hc1.expired_at(1_500).unwrap().refresh_at, None);
+    // Written after the expire, or stale already: not expired.
+    assert_eq!(meta.expired_at(999), None);
+    assert_eq!(meta.expired_at(2_000), None);
+    assert_eq!(meta.expired_at(1_000).unwrap().fresh_until, 1_000);
+  }
 
   fn sample(negative: bool) -> Envelope {
     Envelope {

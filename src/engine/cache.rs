@@ -518,6 +518,21 @@ impl<V, F> Cache<V, F> {
     }))
   }
 
+  /// `expire`: whether a fresh entry was made stale here (or, with a
+  /// fleet, there: the future). Stale from now, kept until its hard TTL.
+  pub fn expire(&mut self, key: &str) -> Step<bool, bool> {
+    self.apply_invalidations();
+    let at = self.local.now();
+    let expired = self.local.expire(key, at);
+    let Some(fleet) = self.fleet.clone() else {
+      return Step::Done(expired);
+    };
+    let key = key.to_string();
+    Step::Later(Box::pin(async move {
+      fleet.expire(&key, at).await.unwrap_or(false) || expired
+    }))
+  }
+
   pub fn clear(&mut self) -> Option<impl Future<Output = ()> + Send + 'static> {
     self.local.clear();
     let fleet = self.fleet.clone()?;

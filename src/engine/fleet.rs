@@ -985,6 +985,31 @@ impl<S: SharedStore> Fleet<S> {
     deleted
   }
 
+  /// `expire` at `at`: whether the store's value was made stale (`None`:
+  /// not reached; the expire is kept for auto-recovery).
+  pub async fn expire(&self, key: &str, at: u64) -> Option<bool> {
+    let keep = |fleet: &Self| {
+      let now = fleet.clock.now();
+      let dropped = fleet.with_recovery(|queue| queue.push_expire(key, at, now));
+      fleet.dropped(dropped);
+      fleet.start_replayer();
+    };
+    if !self.allowed() {
+      keep(self);
+      return None;
+    }
+    let result = self.store.expire(key, &self.store.keys(key), at).await;
+    let expired = self.track(result);
+    match expired {
+      Some(_) if self.recovery_pending() > 0 => {
+        self.with_recovery(|queue| queue.settled_expire(key, at));
+      }
+      Some(_) => {}
+      None => keep(self),
+    }
+    expired
+  }
+
   /// `clear`: how many values the store removed (`None`: not reached; the
   /// clear is kept for auto-recovery).
   pub async fn clear(&self) -> Option<u64> {
@@ -1112,6 +1137,11 @@ impl<S: SharedStore> Fleet<S> {
             .delete_not_newer(key, &self.store.keys(key), op.stamp())
             .await
             .map(drop),
+          KeyOp::Expire { stamp } => self
+            .store
+            .expire(key, &self.store.keys(key), *stamp)
+            .await
+            .map(drop),
         },
       };
       if self.track(result).is_none() {
@@ -1154,6 +1184,7 @@ impl<S: SharedStore> Fleet<S> {
           op: match op {
             KeyOp::Set(_) => "set",
             KeyOp::Delete { .. } => "delete",
+            KeyOp::Expire { .. } => "expire",
           },
           key: Some(key),
         },

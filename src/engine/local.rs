@@ -397,6 +397,9 @@ impl<V, F> Engine<V, F> {
           self.store.remove(&key);
           self.flights.supersede(&key);
         }
+        Invalidation::Changed(Change::Expired { key, at }) => {
+          self.expire(&key, at);
+        }
         Invalidation::Changed(Change::Cleared) => self.clear(),
         Invalidation::Resubscribed => {
           self.store.clear();
@@ -559,6 +562,30 @@ impl<V, F> Engine<V, F> {
       .store
       .remove(key)
       .is_some_and(|e| now < e.meta.hard_until)
+  }
+
+  /// `expire` at `at`: `key`'s entry is stale from then, kept until its hard
+  /// TTL (`Meta::expired_at`), so the next reader is answered at once and
+  /// refreshes it. A load of the key that started by then is superseded,
+  /// as by `delete`: it may have read what changed. True if a fresh entry
+  /// was made stale.
+  pub fn expire(&mut self, key: &str, at: u64) -> bool {
+    if self
+      .flights
+      .for_key(key)
+      .is_some_and(|flight| flight.started_at <= at)
+    {
+      self.flights.supersede(key);
+    }
+    let Some(entry) = self.store.peek_mut(key) else {
+      return false;
+    };
+    let Some(meta) = entry.meta.expired_at(at) else {
+      return false;
+    };
+    entry.meta = meta;
+    entry.refresh_at = entry.refresh_at.min(at);
+    true
   }
 
   pub fn clear(&mut self) {
@@ -789,6 +816,56 @@ mod tests {
     // A failed flight is not reused: the next caller leads again.
     assert!(matches!(e.decide("k", true), Decision::Lead));
     assert_eq!(e.gauges().size, 0);
+  }
+
+  #[test]
+  fn an_expire_makes_the_entry_stale_and_supersedes_only_older_loads() {
+    use crate::core::fleet::Change;
+    use crate::engine::fleet::Invalidation;
+    let mut e = engine();
+    load(&mut e, "k", "v1", 50);
+    e.advance_clock(100);
+    let at = e.now();
+    assert!(e.expire("k", at));
+    assert!(!e.expire("k", at), "stale already");
+    match e.decide("k", true) {
+      Decision::Stale {
+        value,
+        refresh: true,
+        ..
+      } => assert_eq!(value, "v1"),
+      other => panic!("{other:?}"),
+    }
+    // Another instance's expire, told over the events channel: a load that
+    // started after it is kept, one that started by then is superseded.
+    let id = e.begin_flight("k", "after", Some(Refresh::Stale), e.config().entry);
+    let expired = |at| {
+      vec![Invalidation::Changed(Change::Expired {
+        key: "k".into(),
+        at,
+      })]
+    };
+    e.invalidate(expired(at - 1));
+    assert!(
+      e.fill(id, "v2".into(), false, 10).is_some(),
+      "started after: stored"
+    );
+    e.end_flight(id);
+    let id = e.begin_flight("k", "before", None, e.config().entry);
+    e.advance_clock(5);
+    e.invalidate(expired(e.now()));
+    assert!(
+      e.fill(id, "v3".into(), false, 10).is_none(),
+      "started by then: not stored"
+    );
+    e.end_flight(id);
+    match e.decide("k", true) {
+      Decision::Stale { value, .. } => assert_eq!(value, "v2", "made stale by the second expire"),
+      other => panic!("{other:?}"),
+    }
+    // The hard TTL stays: gone when it ends.
+    e.advance_clock(10_000);
+    assert!(matches!(e.decide("k", true), Decision::Lead));
   }
 
   #[test]

@@ -1,4 +1,4 @@
-//! Auto-recovery: the `set`, `delete` and `clear` calls that could not reach
+//! Auto-recovery: the `set`, `delete`, `expire` and `clear` calls that could not reach
 //! the shared store (breaker open, command failed or timed out), kept until
 //! the fleet delivers them. One operation per key, the latest (a later
 //! set or delete of the key replaces the earlier one); a clear supersedes
@@ -15,6 +15,8 @@ pub enum KeyOp {
   Set(Envelope),
   /// A `delete` at `stamp` (epoch ms): values not newer go.
   Delete { stamp: u64 },
+  /// An `expire` at `stamp` (epoch ms): values not newer become stale.
+  Expire { stamp: u64 },
 }
 
 impl KeyOp {
@@ -22,7 +24,7 @@ impl KeyOp {
   pub fn stamp(&self) -> u64 {
     match self {
       KeyOp::Set(envelope) => envelope.meta.stamp,
-      KeyOp::Delete { stamp } => *stamp,
+      KeyOp::Delete { stamp } | KeyOp::Expire { stamp } => *stamp,
     }
   }
 }
@@ -108,6 +110,32 @@ impl RecoveryQueue {
       dropped += 1;
     }
     dropped
+  }
+
+  /// Keeps an `expire` of `key` at `at`. It does not replace a queued set
+  /// (whose value would be lost): that set is delivered expired instead; a
+  /// queued delete stays (nothing is left to expire). Returns what
+  /// [`RecoveryQueue::push`] does.
+  pub fn push_expire(&mut self, key: &str, at: u64, now: u64) -> u64 {
+    match self.keys.get_mut(key) {
+      Some((_, KeyOp::Set(envelope))) => {
+        expire_envelope(envelope, at);
+        0
+      }
+      Some((_, KeyOp::Delete { .. })) => 0,
+      _ => self.push(key, KeyOp::Expire { stamp: at }, now),
+    }
+  }
+
+  /// A live `expire` of `key` at `at` reached the store: a queued expire
+  /// not newer is superseded; a queued set, not written yet, is delivered
+  /// expired.
+  pub fn settled_expire(&mut self, key: &str, at: u64) {
+    match self.keys.get_mut(key) {
+      Some((_, KeyOp::Set(envelope))) => expire_envelope(envelope, at),
+      Some((_, KeyOp::Expire { stamp })) if *stamp <= at => self.settled(key, at),
+      _ => {}
+    }
   }
 
   /// Keeps a clear at `stamp`: it supersedes every operation queued before
@@ -258,6 +286,14 @@ impl RecoveryQueue {
   }
 }
 
+/// `envelope` after an expire at `at` (`Meta::expired_at`; unchanged when
+/// written later or stale by then).
+fn expire_envelope(envelope: &mut Envelope, at: u64) {
+  if let Some(meta) = envelope.meta.expired_at(at) {
+    envelope.meta = meta;
+  }
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -285,6 +321,55 @@ mod tests {
         Replay::Clear { .. } => "<clear>".into(),
       })
       .collect()
+  }
+
+  fn op(q: &RecoveryQueue, key: &str) -> Option<KeyOp> {
+    q.snapshot().into_iter().find_map(|(_, r)| match r {
+      Replay::Key { key: k, op } if k == key => Some(op),
+      _ => None,
+    })
+  }
+
+  #[test]
+  fn an_expire_keeps_a_queued_set_and_delivers_it_stale() {
+    let mut q = RecoveryQueue::new(10, 1_000);
+    q.push("a", set(100), 0);
+    assert_eq!(q.push_expire("a", 105, 0), 0);
+    let Some(KeyOp::Set(envelope)) = op(&q, "a") else {
+      panic!("the set stays queued")
+    };
+    assert_eq!(
+      (envelope.meta.fresh_until, envelope.meta.hard_until),
+      (105, 120)
+    );
+    // A queued delete stays; with nothing queued the expire is queued.
+    q.push("b", KeyOp::Delete { stamp: 100 }, 0);
+    q.push_expire("b", 105, 0);
+    assert_eq!(op(&q, "b"), Some(KeyOp::Delete { stamp: 100 }));
+    q.push_expire("c", 105, 0);
+    assert_eq!(op(&q, "c"), Some(KeyOp::Expire { stamp: 105 }));
+    assert!(
+      q.hides("c", 105) && !q.hides("c", 106),
+      "values not newer are not served meanwhile"
+    );
+    // A later set replaces the expire, as any later operation does.
+    q.push("c", set(110), 0);
+    assert!(matches!(op(&q, "c"), Some(KeyOp::Set(_))));
+    // A live expire: a queued expire not newer is superseded, a queued set expired.
+    q.push_expire("d", 105, 0);
+    q.settled_expire("d", 104);
+    assert_eq!(
+      op(&q, "d"),
+      Some(KeyOp::Expire { stamp: 105 }),
+      "an older live expire supersedes nothing"
+    );
+    q.settled_expire("d", 106);
+    assert_eq!(op(&q, "d"), None);
+    q.settled_expire("c", 112);
+    let Some(KeyOp::Set(envelope)) = op(&q, "c") else {
+      panic!("the set stays queued")
+    };
+    assert_eq!(envelope.meta.fresh_until, 112);
   }
 
   #[test]

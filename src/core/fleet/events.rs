@@ -8,6 +8,9 @@ pub enum Change {
   Filled(String),
   /// The key was deleted.
   Deleted(String),
+  /// The key's value was made stale at `at` (epoch ms; `expire`), kept
+  /// until its hard TTL.
+  Expired { key: String, at: u64 },
   /// Every key of the prefix was cleared.
   Cleared,
 }
@@ -28,12 +31,14 @@ impl Event {
     }
   }
 
-  /// `f <origin> <key>`, `d <origin> <key>`, `c <origin>`; origins have no spaces.
+  /// `f <origin> <key>`, `d <origin> <key>`, `e <origin> <at> <key>`,
+  /// `c <origin>`; origins have no spaces.
   pub fn encode(&self) -> String {
     let origin = &self.origin;
     match &self.change {
       Change::Filled(key) => format!("f {origin} {key}"),
       Change::Deleted(key) => format!("d {origin} {key}"),
+      Change::Expired { key, at } => format!("e {origin} {at} {key}"),
       Change::Cleared => format!("c {origin}"),
     }
   }
@@ -51,6 +56,16 @@ impl Event {
     let change = match (kind, key) {
       ("f", Some(key)) if !key.is_empty() => Change::Filled(key.to_string()),
       ("d", Some(key)) if !key.is_empty() => Change::Deleted(key.to_string()),
+      ("e", Some(rest)) => {
+        let (at, key) = rest.split_once(' ')?;
+        if key.is_empty() || at.is_empty() || !at.bytes().all(|b| b.is_ascii_digit()) {
+          return None;
+        }
+        Change::Expired {
+          key: key.to_string(),
+          at: at.parse().ok()?,
+        }
+      }
       ("c", None) => Change::Cleared,
       _ => return None,
     };
@@ -60,7 +75,7 @@ impl Event {
   /// The key the change is about (`None`: all of them).
   pub fn key(&self) -> Option<&str> {
     match &self.change {
-      Change::Filled(key) | Change::Deleted(key) => Some(key),
+      Change::Filled(key) | Change::Deleted(key) | Change::Expired { key, .. } => Some(key),
       Change::Cleared => None,
     }
   }
@@ -75,17 +90,38 @@ mod tests {
     for change in [
       Change::Filled("a b:c".into()),
       Change::Deleted("k".into()),
+      Change::Expired {
+        key: "a b 7".into(),
+        at: 1_733_000_000_123,
+      },
       Change::Cleared,
     ] {
       let event = Event::new("p1", change);
       assert_eq!(Event::decode(&event.encode()), Some(event));
     }
     for junk in [
-      "", "x", "f", "f ", "f p1", "f p1 ", "z p1 key", "c", "c  ", "d  key",
+      "",
+      "x",
+      "f",
+      "f ",
+      "f p1",
+      "f p1 ",
+      "z p1 key",
+      "c",
+      "c  ",
+      "d  key",
+      "e p1",
+      "e p1 12",
+      "e p1 12 ",
+      "e p1 x1 key",
+      "e p1  key",
+      "e p1 -1 key",
+      "e p1 99999999999999999999999 key",
     ] {
       assert_eq!(Event::decode(junk), None, "{junk:?}");
     }
     assert_eq!(Event::decode("f p1 k").unwrap().key(), Some("k"));
     assert_eq!(Event::decode("c p1").unwrap().key(), None);
+    assert_eq!(Event::decode("e p1 5 k 1").unwrap().key(), Some("k 1"));
   }
 }

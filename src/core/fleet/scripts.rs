@@ -141,23 +141,32 @@ pub const ANNOUNCE_REFUSED: i64 = 2;
 
 /// The header rules of `Envelope::decode_header`, in Lua, declared once and
 /// put in front of every script that must tell a valid envelope's stamp:
-/// `envelope_stamp(stored, digits)` is the stamp of a valid header, or nil.
+/// `envelope_header(stored, digits)` is a valid header's fields (digit
+/// strings, `kind` 'v' or 'n'; an `hc1` header's refresh is its fresh), or
+/// nil; `envelope_stamp(stored, digits)` its stamp, or nil.
 macro_rules! envelope_stamp_lua {
   () => {
     r#"
-local function envelope_stamp(stored, digits)
-  local fresh, hard, compute, stamp, refresh =
-    string.match(stored, '^hc2 (%d+) (%d+) (%d+) (%d+) (%d+) [vn]\n')
+local function envelope_header(stored, digits)
+  local fresh, hard, compute, stamp, refresh, kind =
+    string.match(stored, '^hc2 (%d+) (%d+) (%d+) (%d+) (%d+) ([vn])\n')
   if stamp == nil then
-    fresh, hard, compute, stamp = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n')
+    fresh, hard, compute, stamp, kind = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) ([vn])\n')
     refresh = fresh
   end
   if stamp ~= nil and #fresh <= digits and #hard <= digits and #compute <= digits
     and #stamp <= digits and #refresh <= digits and tonumber(hard) >= tonumber(fresh)
     and tonumber(refresh) <= tonumber(fresh) then
-    return tonumber(stamp)
+    return { fresh = fresh, hard = hard, compute = compute, stamp = stamp, refresh = refresh, kind = kind }
   end
   return nil
+end
+local function envelope_stamp(stored, digits)
+  local header = envelope_header(stored, digits)
+  if header == nil then
+    return nil
+  end
+  return tonumber(header.stamp)
 end
 "#
   };
@@ -224,6 +233,43 @@ return 1 + announce(ARGV[2], ARGV[3])
 "#
 );
 
+/// `expire`, live or replayed (auto-recovery): the stored envelope made
+/// stale at ARGV[1], its value and TTL kept (`KEEPTTL`), as
+/// `Meta::expired_at` says: not when it was written after the expire (a
+/// greater stamp) or is stale by then already. A value the reader rejects
+/// for its header, or another Redis type, is left alone (it reads as
+/// corrupt: a miss). Announces the expire in any case: another instance's
+/// L1 may hold a copy Redis no longer has. The header rules are
+/// [`WRITE_SCRIPT`]'s; an `hc1` entry is rewritten as `hc2`.
+/// KEYS[1] value; ARGV[1] the expire's moment (epoch ms), ARGV[2] channel,
+/// ARGV[3] expire message, ARGV[4] the digit limit.
+/// Returns 1 if expired, else 0; plus [`ANNOUNCE_REFUSED`] if the PUBLISH
+/// was refused.
+pub const EXPIRE_SCRIPT: &str = concat!(
+  envelope_stamp_lua!(),
+  announce_lua!(),
+  r#"
+local expired = 0
+local stored = redis.pcall('GET', KEYS[1])
+local h = nil
+if type(stored) == 'string' then
+  h = envelope_header(stored, tonumber(ARGV[4]))
+end
+local at = tonumber(ARGV[1])
+if h ~= nil and tonumber(h.stamp) <= at and tonumber(h.fresh) > at then
+  local refresh = h.refresh
+  if tonumber(refresh) > at then
+    refresh = ARGV[1]
+  end
+  local value = string.sub(stored, string.find(stored, '\n', 1, true) + 1)
+  local header = 'hc2 ' .. ARGV[1] .. ' ' .. h.hard .. ' ' .. h.compute .. ' ' .. h.stamp .. ' ' .. refresh .. ' ' .. h.kind
+  redis.call('SET', KEYS[1], header .. '\n' .. value, 'KEEPTTL')
+  expired = 1
+end
+return expired + announce(ARGV[2], ARGV[3])
+"#
+);
+
 /// A replayed `clear`, one batch of the prefix's names at a time: deletes
 /// each unless it holds a valid envelope newer than the clear (the rules of
 /// [`DELETE_NOT_NEWER_SCRIPT`]; locks and foreign values go, as in a live
@@ -270,9 +316,9 @@ mod tests {
     }
     .encode();
     assert!(text.starts_with("hc2 1 2 3 1700000000123 1 v\n"));
-    assert!(WRITE_SCRIPT.contains(r"'^hc2 (%d+) (%d+) (%d+) (%d+) (%d+) [vn]\n'"));
+    assert!(WRITE_SCRIPT.contains(r"'^hc2 (%d+) (%d+) (%d+) (%d+) (%d+) ([vn])\n'"));
     // The previous version is still read, so the script still knows it.
-    assert!(WRITE_SCRIPT.contains(r"'^hc1 (%d+) (%d+) (%d+) (%d+) [vn]\n'"));
+    assert!(WRITE_SCRIPT.contains(r"'^hc1 (%d+) (%d+) (%d+) (%d+) ([vn])\n'"));
   }
 
   /// The replay scripts judge a stored value's header as the write does:
@@ -285,6 +331,7 @@ mod tests {
       WRITE_SCRIPT,
       DELETE_NOT_NEWER_SCRIPT,
       CLEAR_NOT_NEWER_SCRIPT,
+      EXPIRE_SCRIPT,
     ] {
       assert!(script.starts_with(parser));
       assert_eq!(
@@ -292,7 +339,9 @@ mod tests {
         2,
         "only the parser reads headers"
       );
-      assert!(script.contains("envelope_stamp(stored,"));
+      assert!(
+        script.contains("envelope_stamp(stored,") || script.contains("envelope_header(stored,")
+      );
     }
   }
 

@@ -264,6 +264,17 @@ pub trait SharedStore: Send + Sync + 'static {
     keys: &Self::Keys,
   ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
+  /// `expire` at `at` (epoch ms), live or replayed: makes `key`'s value
+  /// stale from `at`, its value and hard TTL kept, unless it was written
+  /// later (a greater stamp), is stale by then already, or is not a valid
+  /// envelope (`Meta::expired_at`); then announces it. True if expired.
+  fn expire(
+    &self,
+    key: &str,
+    keys: &Self::Keys,
+    at: u64,
+  ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
   /// Removes every value of this store's prefix (and no other) and
   /// announces it. Returns how many were removed.
   fn clear(&self) -> impl Future<Output = Result<u64, Self::Error>> + Send;

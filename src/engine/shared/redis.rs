@@ -69,6 +69,7 @@ pub struct RedisStore {
   write: Script,
   delete: Script,
   delete_not_newer: Script,
+  expire: Script,
   clear_not_newer: Script,
 }
 
@@ -178,6 +179,7 @@ impl RedisStore {
       write: Script::new(protocol::WRITE_SCRIPT),
       delete: Script::new(protocol::DELETE_SCRIPT),
       delete_not_newer: Script::new(protocol::DELETE_NOT_NEWER_SCRIPT),
+      expire: Script::new(protocol::EXPIRE_SCRIPT),
       clear_not_newer: Script::new(protocol::CLEAR_NOT_NEWER_SCRIPT),
     })
   }
@@ -713,6 +715,31 @@ impl SharedStore for RedisStore {
     let deleted = self.announced(self.retried(delete).await?) > 0;
     self.announce_on_cluster(&keys.value, event).await?;
     Ok(deleted)
+  }
+
+  /// `EXPIRE_SCRIPT`: the conditional rewrite of the header and the
+  /// PUBLISH in one round trip. Retried: a repeat finds the value stale
+  /// already and changes nothing (but announces again: L1s mark by the
+  /// same rule, so a second notice changes nothing either).
+  async fn expire(&self, key: &str, keys: &RedisKeys, at: u64) -> RedisResult<bool> {
+    let event = &self.event(Change::Expired {
+      key: key.to_string(),
+      at,
+    });
+    let expire = |mut c: Connection| async move {
+      self
+        .expire
+        .key(&keys.value)
+        .arg(at)
+        .arg(self.script_channel())
+        .arg(event)
+        .arg(MAX_DIGITS)
+        .invoke_async::<i64>(&mut c)
+        .await
+    };
+    let expired = self.announced(self.retried(expire).await?) == 1;
+    self.announce_on_cluster(&keys.value, event).await?;
+    Ok(expired)
   }
 
   /// SCAN, then UNLINK in batches, then PUBLISH. Retried: removing what
