@@ -89,6 +89,7 @@ test(
     }
     sameNames([...libNames.NATIVE_OPTIONS.keys()], 'lib/names.js NATIVE_OPTIONS', NATIVE_OPTIONS, 'names().options')
     assert.deepEqual(libNames.OUTCOMES, [undefined, ...declared.outcomes])
+    assert.deepEqual(libNames.COUNTERS, declared.counters, 'lib/names.js COUNTERS (herdcache/prometheus reads them)')
     for (const code of [...declared.codes, ...Object.values(JS_CODES)]) {
       assert.equal(libNames.codes[code.slice('ERR_HERDCACHE_'.length)], code, `codes has ${code}`)
     }
@@ -208,11 +209,13 @@ test('the error codes: the README table, index.d.ts HerdcacheError and the decla
   sameNames([...new Set(nest)], 'the README NestJS section', Object.values(NEST_CODES), 'lib/errors.js NEST_CODES')
 })
 
-test('index.js, lib/ and nest/ make only declared codes, and index.js and lib/ spell none out', T, () => {
+test('index.js, prometheus.js, lib/ and nest/ make only declared codes; all but nest/ spell none out', T, () => {
   const known = new Set([...declared.codes, ...Object.values(JS_CODES), ...Object.values(NEST_CODES)])
   const sources = [
     'index.js',
     'index.mjs',
+    'prometheus.js',
+    'prometheus.mjs',
     ...['lib', 'nest'].flatMap((dir) => fs.readdirSync(path.join(ROOT, dir)).map((f) => `${dir}/${f}`)),
   ]
   for (const file of sources.filter((f) => f.endsWith('.js') || f.endsWith('.mjs'))) {
@@ -223,7 +226,7 @@ test('index.js, lib/ and nest/ make only declared codes, and index.js and lib/ s
         `${file} uses ${literal}, which is declared nowhere (core::error::Code or lib/errors.js)`,
       )
     }
-    if ((file.startsWith('lib/') && file !== 'lib/errors.js') || file === 'index.js') {
+    if ((file.startsWith('lib/') && file !== 'lib/errors.js') || file === 'index.js' || file === 'prometheus.js') {
       const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '')
       const spelled = [...code.matchAll(/['"`](ERR_HERDCACHE_[A-Z_]+)['"`]/g)].map((m) => m[1])
       assert.deepEqual(spelled, [], `${file} takes its codes from lib/names.js (codes.X), not string literals`)

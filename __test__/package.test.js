@@ -286,6 +286,9 @@ describe('installed from the packed tarballs, with no Rust toolchain', () => {
       'lib/callers.js',
       'lib/deadlines.js',
       'lib/errors.js',
+      'prometheus.js',
+      'prometheus.mjs',
+      'prometheus.d.ts',
     ]) {
       assert.ok(files.includes(needed), `${needed} is in the tarball: ${files.join(' ')}`)
     }
@@ -359,6 +362,49 @@ cache.getOrLoad('k', () => ({ from: 'loader' })).then(async (value) => {
     assert.equal(code, 'ERR_HERDCACHE_NEST_PEER_MISSING')
     assert.match(message, /npm install @nestjs\/common @nestjs\/core rxjs reflect-metadata/)
     assert.ok(file.endsWith(path.join('herdcache', 'nest', 'index.js')), file)
+  })
+
+  it('herdcache/prometheus ships; without prom-client it says what to install, with it it collects', () => {
+    const missing = node(
+      'prometheus-missing.js',
+      `try {
+  require('herdcache/prometheus')
+  console.log(JSON.stringify({ loaded: true }))
+} catch (error) {
+  console.log(JSON.stringify({ code: error.code, message: error.message, file: require.resolve('herdcache/prometheus') }))
+}
+`,
+    )
+    const { code, message, file } = JSON.parse(missing)
+    assert.equal(code, 'MODULE_NOT_FOUND')
+    assert.match(message, /herdcache\/prometheus needs prom-client.*npm install prom-client/)
+    assert.ok(file.endsWith(path.join('herdcache', 'prometheus.js')), file)
+
+    // The user installs prom-client (here: this checkout's, linked in; the install is offline).
+    fs.symlinkSync(
+      path.join(ROOT, 'node_modules', 'prom-client'),
+      path.join(project, 'node_modules', 'prom-client'),
+      'junction',
+    )
+    const out = node(
+      'prometheus-check.mjs',
+      `import { Registry } from 'prom-client'
+import { Cache } from 'herdcache'
+import { collectInto } from 'herdcache/prometheus'
+import { createRequire } from 'node:module'
+const required = createRequire(import.meta.url)('herdcache/prometheus')
+const registry = new Registry()
+const cache = new Cache()
+collectInto(registry, cache, { name: 'users' })
+await cache.getOrLoad('k', () => 1)
+await cache.getOrLoad('k', () => 1)
+const text = await registry.metrics()
+await cache.close()
+const hits = /^herdcache_hits_total\\{cache="users"\\} (\\d+)$/m.exec(text)?.[1]
+console.log(JSON.stringify({ hits, same: collectInto === required.collectInto }))
+`,
+    )
+    assert.deepEqual(JSON.parse(out), { hits: '1', same: true })
   })
 
   it("import { Cache } from 'herdcache' works, sharing the CommonJS instance", () => {

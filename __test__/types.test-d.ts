@@ -164,3 +164,22 @@ void onCluster
 void new Cache({ redis: { cluster: 'redis://127.0.0.1:7000' } })
 // @ts-expect-error an array of URLs is not a cluster: { cluster: [...] }
 void new Cache({ redis: ['redis://127.0.0.1:7000'] })
+
+// herdcache/prometheus: the package's own subpath, with prom-client's registries.
+import { collectInto, type CollectOptions } from 'herdcache/prometheus'
+import { type OpenMetricsContentType, Registry, register } from 'prom-client'
+
+const scraped = new Cache()
+const uncollect: () => void = collectInto(register, scraped)
+const named: CollectOptions = { name: 'users' }
+collectInto(new Registry(), scraped, named)
+collectInto(new Registry<OpenMetricsContentType>(), scraped, { name: undefined })
+uncollect()
+// @ts-expect-error the registry comes first
+collectInto(scraped, register)
+// @ts-expect-error the cache is required
+collectInto(register)
+// @ts-expect-error the name is a string: the `cache` label's value
+collectInto(register, scraped, { name: 1 })
+// @ts-expect-error an unknown option
+collectInto(register, scraped, { label: 'users' })

@@ -44,4 +44,15 @@ const OUTCOMES = [undefined, ...declared.outcomes]
  */
 const NATIVE_OPTIONS = new Map(declared.options.map(({ name, jsType }) => [name, jsType]))
 
-module.exports = { codes, OUTCOMES, NATIVE_OPTIONS }
+/**
+ * The keys of `stats()` that are numbers, in order: each with its `metrics()`
+ * name and whether it is a gauge. herdcache/prometheus registers one
+ * prom-client metric per entry.
+ *
+ * @type {ReadonlyArray<Readonly<{ name: string, metric: string, gauge: boolean }>>}
+ */
+const COUNTERS = Object.freeze(
+  declared.counters.map(({ name, metric, gauge }) => Object.freeze({ name, metric, gauge })),
+)
+
+module.exports = { codes, OUTCOMES, NATIVE_OPTIONS, COUNTERS }
