@@ -44,4 +44,19 @@ const OUTCOMES = [undefined, ...declared.outcomes]
  */
 const NATIVE_OPTIONS = new Map(declared.options.map(({ name, jsType }) => [name, jsType]))
 
-module.exports = { codes, OUTCOMES, NATIVE_OPTIONS }
+/**
+ * The `node:diagnostics_channel` names herdcache publishes on (README,
+ * "Tracing"), declared here only: lib/tracing.js makes the channels from
+ * them, and `channels` is exported as they are. `getOrLoad` and `refresh` are
+ * `tracingChannel` names (their events are `tracing:<name>:start`, …); the
+ * others are plain channels.
+ */
+const channels = Object.freeze({
+  getOrLoad: 'herdcache:getOrLoad',
+  refresh: 'herdcache:refresh',
+  lock: 'herdcache:lock',
+  invalidate: 'herdcache:invalidate',
+  redisError: 'herdcache:redis:error',
+})
+
+module.exports = { codes, OUTCOMES, NATIVE_OPTIONS, channels }
