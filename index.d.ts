@@ -192,6 +192,99 @@ export interface UndeliveredError extends HerdcacheError {
   keys: string[]
 }
 
+/**
+ * The `node:diagnostics_channel` names herdcache publishes on (README, "Tracing"). `getOrLoad` and `refresh` are
+ * `tracingChannel` names (events `start`, `end`, `asyncStart`, `asyncEnd`, `error`); the others plain channels.
+ * Nobody subscribed, nothing is published.
+ */
+export declare const channels: {
+  /** `tracingChannel`: every `getOrLoad` call, start to settled; messages are {@link GetOrLoadMessage}. */
+  readonly getOrLoad: 'herdcache:getOrLoad'
+  /** `tracingChannel`: every background refresh (stale or early), led to settled; {@link RefreshMessage}. */
+  readonly refresh: 'herdcache:refresh'
+  /** With Redis: the fleet decided whether this instance runs a flight's loader; {@link LockMessage}. */
+  readonly lock: 'herdcache:lock'
+  /** A `set`, `delete` or `clear` call of this instance was accepted; {@link InvalidateMessage}. */
+  readonly invalidate: 'herdcache:invalidate'
+  /** What the cache reports about Redis (as to `onError`); {@link RedisErrorMessage}. */
+  readonly redisError: 'herdcache:redis:error'
+}
+
+/**
+ * A `herdcache:getOrLoad` message: one object for all the events of one call, filled in as it goes.
+ * `outcome` is known from `end` on; `loaded`, and `result` or `error`, from `asyncStart` (after `error`) on.
+ */
+export interface GetOrLoadMessage {
+  cache: Cache
+  /** The key as the caller passed it (for a call rejected with `ERR_HERDCACHE_INVALID_KEY`, whatever that was). */
+  key: Key
+  /**
+   * How the call was answered (as `status.outcome`): from `end`, as the call was answered at once; from `asyncStart`,
+   * with Redis, what another instance's value made of a `'miss'` or `'coalesced'`. Undefined for a rejected usage.
+   */
+  outcome: Outcome | undefined
+  /** Whether this call's own load ran its loader (a `'miss'` whose loader ran); set at `asyncStart`. */
+  loaded: boolean
+  /** The value, on `asyncStart` and `asyncEnd` of a fulfilled call. */
+  result?: unknown
+  /** The rejection (the loader's own error, or a {@link HerdcacheError}), from `error` on. */
+  error?: unknown
+}
+
+/** A `herdcache:refresh` message: one background refresh, from being led to its promise settling. */
+export interface RefreshMessage {
+  /** Undefined if the Cache object was collected meanwhile. */
+  cache: Cache | undefined
+  key: Key
+  /** Whether its loader ran (with Redis, false when another instance's value answered it, or it backed off). */
+  loaded: boolean
+  /** The refreshed value, on `asyncStart` and `asyncEnd` of a fulfilled refresh. */
+  result?: unknown
+  /** Why it failed (the loader's error, `ERR_HERDCACHE_TIMEOUT`, `_CLOSED`, `_BACKED_OFF`), from `error` on. */
+  error?: unknown
+}
+
+/** A `herdcache:lock` message: with Redis, the fleet's decision for a flight that asked it who loads. */
+export interface LockMessage {
+  cache: Cache | undefined
+  key: Key
+  /** The flight is a background refresh. */
+  background: boolean
+  /**
+   * `true`: this instance runs the loader: it won the fleet lock, or (rarely) asking Redis failed midway and it loads
+   * without it (fail-open; `stats().lockAcquired` counts won locks only). `false`: it runs none: another instance's
+   * value answered the flight, or its key backs off fleet-wide.
+   */
+  load: boolean
+  /** ms from the flight's start to the decision (its first read, the lock, any wait for the holder's fill notice). */
+  waitedMs: number
+}
+
+/** A `herdcache:invalidate` message: this instance's `set`, `delete`, `expire` or `clear` call, once accepted. */
+export interface InvalidateMessage {
+  cache: Cache
+  op: 'set' | 'delete' | 'expire' | 'clear'
+  /** Undefined for `clear`. */
+  key: Key | undefined
+}
+
+/** A `herdcache:redis:error` message: what the cache reports about Redis, as `onError` gets it. */
+export interface RedisErrorMessage {
+  cache: Cache | undefined
+  /** `ERR_HERDCACHE_REDIS_*`, or `ERR_HERDCACHE_UNDELIVERED` from `close()`. */
+  code: HerdcacheError['code']
+  error: HerdcacheError
+}
+
+/** The message of each channel, by its name. */
+export interface ChannelMessages {
+  'herdcache:getOrLoad': GetOrLoadMessage
+  'herdcache:refresh': RefreshMessage
+  'herdcache:lock': LockMessage
+  'herdcache:invalidate': InvalidateMessage
+  'herdcache:redis:error': RedisErrorMessage
+}
+
 /** Test hooks; not part of the stable API. */
 export declare const kTesting: unique symbol
 

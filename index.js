@@ -9,7 +9,8 @@ const { lead, resume, scheduleReads, reportProblem, track } = require('./lib/lea
 const { detach, softWait } = require('./lib/callers')
 const { stop } = require('./lib/deadlines')
 const { herdError, sizeProblem } = require('./lib/errors')
-const { codes, OUTCOMES, NATIVE_OPTIONS } = require('./lib/names')
+const { codes, OUTCOMES, NATIVE_OPTIONS, channels } = require('./lib/names')
+const { getOrLoadChannel, LoadTrace, traceGetOrLoad, invalidated, redisFailed } = require('./lib/tracing')
 
 const { parse, stringify } = JSON
 const noop = () => {}
@@ -54,6 +55,9 @@ function nativeForm(options) {
   const { redis } = options
   return isClusterOption(redis) ? { ...options, redis: JSON.stringify(redis) } : options
 }
+
+/** What a traced call without options passes as its options: none. */
+const NO_OPTIONS = Object.freeze({})
 
 const CALL_OPTIONS = new Set(['stale', 'ttl', 'hardTtl', 'negativeTtl', 'beta', 'signal', 'status'])
 const GET_OPTIONS = new Set(['stale'])
@@ -136,6 +140,7 @@ function reportUndelivered(ctx, undelivered, last) {
   )
   error.operations = undelivered
   error.keys = keys
+  redisFailed(ctx.cache.deref(), error)
   if (typeof ctx.onError !== 'function') {
     process.emitWarning(error)
     return
@@ -161,6 +166,7 @@ class Cache {
     this.#native = new NativeCache(nativeForm(nativeOptions))
     /** @type {import('./lib/native-contract').Context} */
     const ctx = {
+      cache: new WeakRef(this),
       waitUntil,
       onError,
       active: new Set(),
@@ -187,15 +193,24 @@ class Cache {
   }
 
   getOrLoad(key, loader, options) {
+    // Nobody tracing costs this one check (bench/tracing.js measures it).
+    if (getOrLoadChannel.hasSubscribers) return this.#traced(key, loader, options)
     // The common call is one native call: the addon answers a hit or a join
     // synchronously with a settled or shared promise.
     if (options === undefined) return this.#load(key, loader)
     const problem = callOptionsProblem(options)
     if (problem !== undefined) return Promise.reject(invalidOption(problem))
-    // Options are read here, where property access is cheap, and passed
-    // positionally. `status` goes along so that a flight another instance's
-    // value answers can say so (the addon sets its `outcome` then).
-    const { status, signal } = options
+    return this.#call(key, loader, options, options.status)
+  }
+
+  /**
+   * A call with (checked) options. They are read here, where property access
+   * is cheap, and passed positionally. `status` goes along so that a flight
+   * another instance's value answers can say so (the addon sets its
+   * `outcome` then).
+   */
+  #call(key, loader, options, status) {
+    const { signal } = options
     const promise = this.#load(
       key,
       loader,
@@ -211,6 +226,24 @@ class Cache {
       if (outcome !== undefined) status.outcome = outcome
     }
     return signal === undefined ? promise : detach(promise, signal)
+  }
+
+  /**
+   * getOrLoad while `herdcache:getOrLoad` has subscribers. It always passes
+   * a status object (the caller's, or one of its own), whose `outcome` the
+   * addon updates when another instance's value answers the flight: the
+   * outcome the message ends with.
+   */
+  #traced(key, loader, options) {
+    const call = new LoadTrace(this, key, loader)
+    return traceGetOrLoad(call, () => {
+      const problem = options === undefined ? undefined : callOptionsProblem(options)
+      if (problem !== undefined) return Promise.reject(invalidOption(problem))
+      const status = options?.status ?? {}
+      const promise = this.#call(key, call.loader, options ?? NO_OPTIONS, status)
+      call.answered(OUTCOMES[this.#outcome[0]], status)
+      return promise
+    })
   }
 
   get(key, options) {
@@ -250,20 +283,33 @@ class Cache {
       if (tooLarge !== undefined) throw tooLarge
       const write = this.#fns.set(key, parse(json), options?.ttl, options?.hardTtl, json)
       track(this.#ctx, write)
+      invalidated(this, 'set', key)
       return write?.then(noop)
     })
   }
 
   delete(key) {
-    return settle(() => this.#fns.delete(key))
+    return settle(() => {
+      const removed = this.#fns.delete(key)
+      invalidated(this, 'delete', key)
+      return removed
+    })
   }
 
   expire(key) {
-    return settle(() => this.#fns.expire(key))
+    return settle(() => {
+      const expired = this.#fns.expire(key)
+      invalidated(this, 'expire', key)
+      return expired
+    })
   }
 
   clear() {
-    return settle(() => this.#fns.clear())
+    return settle(() => {
+      const cleared = this.#fns.clear()
+      invalidated(this, 'clear', undefined)
+      return cleared
+    })
   }
 
   stats() {
@@ -317,4 +363,4 @@ class Cache {
   }
 }
 
-module.exports = { Cache, kTesting }
+module.exports = { Cache, kTesting, channels }

@@ -8,5 +8,5 @@ import { createRequire } from 'node:module'
 
 const herdcache = createRequire(import.meta.url)('./index.js')
 
-export const { Cache, kTesting } = herdcache
+export const { Cache, kTesting, channels } = herdcache
 export default herdcache

@@ -253,6 +253,47 @@ test('the outcomes: names().outcomes, index.d.ts Outcome, the README and status.
   assert.deepEqual([miss.outcome, hit.outcome], ['miss', 'hit'])
 })
 
+test('the diagnostics channels: lib/names.js, the exports, index.d.ts and the README agree', T, () => {
+  const { channels } = require('..')
+  assert.equal(channels, libNames.channels, 'the entry exports the names lib/names.js declares')
+  assert.ok(Object.isFrozen(channels))
+  const names = Object.values(channels)
+  for (const name of names) assert.match(name, /^herdcache:[a-zA-Z:]+$/)
+  const body = /export declare const channels: \{\n([\s\S]*?)\n\}/.exec(INDEX_DTS)
+  assert.ok(body, 'index.d.ts declares `channels`')
+  const typed = [...body[1].matchAll(/^ {2}readonly (\w+): '([^']+)'$/gm)].map((m) => [m[1], m[2]])
+  assert.deepEqual(Object.fromEntries(typed), { ...channels }, 'index.d.ts types each name as its literal')
+  // ChannelMessages maps each name to its message interface; the README table gives each message's fields.
+  const map = /export interface ChannelMessages \{\n([\s\S]*?)\n\}/.exec(INDEX_DTS)
+  assert.ok(map, 'index.d.ts declares ChannelMessages')
+  const messageOf = new Map([...map[1].matchAll(/^ {2}'([^']+)': (\w+)$/gm)].map((m) => [m[1], m[2]]))
+  sameNames([...messageOf.keys()], 'index.d.ts ChannelMessages', names, 'lib/names.js channels')
+  const rows = tableRows(section('## Tracing: `node:diagnostics_channel`'))
+  sameNames(
+    rows.map(([cell]) => codeSpans(cell)[0]),
+    'the README tracing table',
+    names,
+    'lib/names.js channels',
+  )
+  for (const [cell, kind, message] of rows) {
+    const name = codeSpans(cell)[0]
+    const tracing = [channels.getOrLoad, channels.refresh].includes(name)
+    assert.equal(kind, tracing ? '`tracingChannel`' : 'channel', `the README's kind of ${name}`)
+    const fields = codeSpans(message).flatMap((span) => span.match(/\w+/g))
+    const members = interfaceMembers(INDEX_DTS, messageOf.get(name), 'index.d.ts').map(([member]) => member)
+    sameNames(fields, `the README's fields of ${name}`, members, `index.d.ts ${messageOf.get(name)}`)
+  }
+  // Declared once: the code takes the names from lib/names.js.
+  for (const file of ['index.js', ...fs.readdirSync(path.join(ROOT, 'lib')).map((f) => `lib/${f}`)]) {
+    if (file === 'lib/names.js' || !file.endsWith('.js')) continue
+    const code = read(file)
+      .replace(/\/\*[\s\S]*?\*\//g, '')
+      .replace(/^\s*\/\/.*$/gm, '')
+    const spelled = code.match(/['"`]herdcache:\w[^'"`]*/g)
+    assert.equal(spelled, null, `${file} takes the channel names from lib/names.js (channels.x), not literals`)
+  }
+})
+
 test('new Cache checks the option types the addon declares', T, (t) => {
   const wrong = { number: 'x', string: 1, boolean: 'yes' }
   for (const { name, jsType } of declared.options) {

@@ -1,7 +1,19 @@
 // Type test: compiled by __test__/types.test.js with `tsc --noEmit --strict`.
 // Every public API of the README is used here; misuse is marked with @ts-expect-error
 // (tsc fails on an expect-error line that is not an error).
-import { Cache, type UndeliveredError } from '..'
+import * as diagnostics_channel from 'node:diagnostics_channel'
+import {
+  Cache,
+  type ChannelMessages,
+  channels,
+  type GetOrLoadMessage,
+  type InvalidateMessage,
+  type Key,
+  type LockMessage,
+  type RedisErrorMessage,
+  type RefreshMessage,
+  type UndeliveredError,
+} from '..'
 
 type Outcome = 'hit' | 'stale' | 'negative' | 'miss' | 'coalesced'
 
@@ -183,3 +195,75 @@ collectInto(register)
 collectInto(register, scraped, { name: 1 })
 // @ts-expect-error an unknown option
 collectInto(register, scraped, { label: 'users' })
+
+// Tracing: the channel names are literal types, and each message is typed.
+const getOrLoadName: 'herdcache:getOrLoad' = channels.getOrLoad
+const names: string[] = [channels.refresh, channels.lock, channels.invalidate, channels.redisError]
+void getOrLoadName
+void names
+// @ts-expect-error the names are read-only
+channels.lock = 'mine'
+const loads = diagnostics_channel.tracingChannel<unknown, GetOrLoadMessage>(channels.getOrLoad)
+loads.subscribe({
+  start(message) {
+    const key: Key = message.key
+    const cache: Cache = message.cache
+    void key
+    void cache
+  },
+  end() {},
+  asyncStart() {},
+  asyncEnd(message) {
+    const outcome: 'hit' | 'stale' | 'negative' | 'miss' | 'coalesced' | undefined = message.outcome
+    const loaded: boolean = message.loaded
+    const result: unknown = message.result
+    void outcome
+    void loaded
+    void result
+  },
+  error(message) {
+    const error: unknown = message.error
+    void error
+  },
+})
+diagnostics_channel.tracingChannel<unknown, RefreshMessage>(channels.refresh).subscribe({
+  start() {},
+  end() {},
+  asyncStart() {},
+  asyncEnd(message) {
+    const loaded: boolean = message.loaded
+    const cache: Cache | undefined = message.cache
+    void loaded
+    void cache
+  },
+  error() {},
+})
+diagnostics_channel.subscribe(channels.lock, (message) => {
+  const { load, waitedMs, background }: LockMessage = message as ChannelMessages[typeof channels.lock]
+  const decided: boolean = load && background
+  const ms: number = waitedMs
+  void decided
+  void ms
+})
+diagnostics_channel.subscribe(channels.invalidate, (message) => {
+  const { op, key } = message as InvalidateMessage
+  const what: 'set' | 'delete' | 'expire' | 'clear' = op
+  const which: Key | undefined = key
+  void what
+  void which
+})
+diagnostics_channel.subscribe(channels.redisError, (message) => {
+  const { code, error } = message as RedisErrorMessage
+  const coded: string = error.code
+  void code
+  void coded
+})
+// @ts-expect-error op is set, delete, expire or clear
+const evicted: InvalidateMessage['op'] = 'evict'
+void evicted
+// @ts-expect-error a lock message says load, not acquired
+const acquired: LockMessage['acquired'] = true
+void acquired
+// @ts-expect-error the outcome is one of the Outcome names
+const odd: GetOrLoadMessage['outcome'] = 'expired'
+void odd

@@ -15,6 +15,7 @@
 const { enter, leave } = require('./deadlines')
 const { herdError, describeKey, unserializable, sizeProblem } = require('./errors')
 const { codes } = require('./names')
+const { traceRefresh, fleetDecided, redisFailed } = require('./tracing')
 
 /** The code of the process warning for a failed background refresh when there is no `onError`. */
 const REFRESH_FAILED_WARNING = 'HERDCACHE_REFRESH_FAILED'
@@ -251,19 +252,31 @@ class Flight {
  */
 function lead(ctx, id, userKey, loader, background, promise, waiting, since) {
   const flight = new Flight(ctx, id, userKey, loader, background, promise, since)
-  enter(ctx, flight)
-  if (waiting) {
-    flight.waiting = true
-    ctx.waiting.set(id, flight)
-  } else {
-    flight.run(flight.started + since) // the now its constructor read
-  }
+  if (!background || !traceRefresh(flight, begin, waiting, since)) begin(flight, waiting, since)
   if (background && typeof ctx.waitUntil === 'function') {
     try {
       ctx.waitUntil(promise.then(noop, noop))
     } catch (error) {
       report(ctx, error, userKey)
     }
+  }
+}
+
+/**
+ * A led flight starts: its loader runs now, or (`waiting`) once the fleet says so.
+ *
+ * @param {Flight} flight
+ * @param {boolean} waiting
+ * @param {number} since
+ */
+function begin(flight, waiting, since) {
+  const { ctx } = flight
+  enter(ctx, flight)
+  if (waiting) {
+    flight.waiting = true
+    ctx.waiting.set(flight.id, flight)
+  } else {
+    flight.run(flight.started + since) // the now its constructor read
   }
 }
 
@@ -283,6 +296,7 @@ function resume(ctx, id, load, refresh) {
   if (flight === undefined) return
   ctx.waiting.delete(id)
   flight.waiting = false
+  fleetDecided(flight, load)
   if (load) return flight.run()
   flight.settled = true
   leave(ctx, flight)
@@ -341,6 +355,7 @@ function warnRefreshFailed(ctx, error, key) {
  */
 function reportProblem(ctx, code, message) {
   const error = herdError(Error, code, `herdcache: ${message}`)
+  redisFailed(ctx.cache.deref(), error)
   if (typeof ctx.onError === 'function') return report(ctx, error, undefined)
   if (ctx.warned.has(code)) return
   ctx.warned.add(code)

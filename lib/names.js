@@ -55,4 +55,19 @@ const COUNTERS = Object.freeze(
   declared.counters.map(({ name, metric, gauge }) => Object.freeze({ name, metric, gauge })),
 )
 
-module.exports = { codes, OUTCOMES, NATIVE_OPTIONS, COUNTERS }
+/**
+ * The `node:diagnostics_channel` names herdcache publishes on (README,
+ * "Tracing"), declared here only: lib/tracing.js makes the channels from
+ * them, and `channels` is exported as they are. `getOrLoad` and `refresh` are
+ * `tracingChannel` names (their events are `tracing:<name>:start`, …); the
+ * others are plain channels.
+ */
+const channels = Object.freeze({
+  getOrLoad: 'herdcache:getOrLoad',
+  refresh: 'herdcache:refresh',
+  lock: 'herdcache:lock',
+  invalidate: 'herdcache:invalidate',
+  redisError: 'herdcache:redis:error',
+})
+
+module.exports = { codes, OUTCOMES, NATIVE_OPTIONS, COUNTERS, channels }

@@ -112,6 +112,11 @@ export interface EntryPoints {
  * the leader's entry points on.
  */
 export interface Context {
+  /**
+   * The Cache this context belongs to, named in the diagnostics channels' messages (lib/tracing.js). Weakly: a
+   * load in flight holds the context, and must not keep a dropped Cache alive.
+   */
+  cache: WeakRef<object>
   /** The `waitUntil` option: receives every background refresh's promise. */
   waitUntil: ((promise: Promise<void>) => void) | undefined
   /** The `onError` option: background refresh failures. */
