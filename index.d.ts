@@ -10,6 +10,34 @@ export type Key = string | ReadonlyArray<string | number>
 /** How one `getOrLoad` call was answered. */
 export type Outcome = 'hit' | 'stale' | 'negative' | 'miss' | 'coalesced'
 
+/** `status.source`: this process's memory, Redis (written there before), another instance's load (this one found the lock taken), or a load in this process (this call's, or one it joined). */
+export type StatusSource = 'memory' | 'redis' | 'fleet' | 'load'
+
+/** `status.lock`: with Redis, what the fleet lock said when the call's load asked for it. */
+export type StatusLock = 'won' | 'lost'
+
+/** `status.stale`: why a stale value was served: a refresh started or running; no refresh, the key backs off after failed ones; `softTimeout` passed first; the refresh failed (stale-if-error). */
+export type StatusStale = 'refresh' | 'backoff' | 'timeout' | 'error'
+
+/**
+ * What a call that passes `status` is told of how it was answered; filled only then, so a call without one
+ * pays nothing. Fields a call's answer does not have are left as they were.
+ */
+export interface CallStatus {
+  /** How this call was answered (with Redis, updated if another instance's value answered it). */
+  outcome?: Outcome
+  /** Where the value came from. Not set when the call rejects. */
+  source?: StatusSource
+  /** With Redis, when the call's load asked the fleet lock. */
+  lock?: StatusLock
+  /** Why a stale value was served (set only then). */
+  stale?: StatusStale
+  /** ms of freshness the value had left when answered from memory or Redis (negative: stale for that long). */
+  ttl?: number
+  /** ms from the call to its answer. */
+  waitedMs?: number
+}
+
 export interface LoaderContext<K extends Key = Key> {
   /** The key as the caller passed it. */
   readonly key: K
@@ -86,8 +114,8 @@ export interface CallOptions extends EntryOptions {
   stale?: boolean
   /** Stops this caller waiting (rejects with `signal.reason`); the load goes on for others. */
   signal?: AbortSignal
-  /** Receives `outcome`: how this call was answered. */
-  status?: { outcome?: Outcome }
+  /** Receives how this call was answered: `outcome`, `source`, `lock`, `stale`, `ttl`, `waitedMs` ({@link CallStatus}). */
+  status?: CallStatus
 }
 
 export interface GetOptions {

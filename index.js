@@ -100,6 +100,18 @@ function checkCallOptions(options, known) {
 }
 
 /** Runs a synchronous native call as a promise: usage errors reject, never throw. */
+/**
+ * Sets `status.waitedMs` when `promise` settles: the ms from the call
+ * (`started`, performance.now()) to its answer. Registered before the
+ * caller can await it, so it is set when the caller resumes.
+ */
+function waited(status, promise, started) {
+  const done = () => {
+    status.waitedMs = performance.now() - started
+  }
+  promise.then(done, done)
+}
+
 function settle(run) {
   try {
     return Promise.resolve(run())
@@ -211,6 +223,7 @@ class Cache {
    */
   #call(key, loader, options, status) {
     const { signal } = options
+    const started = status === undefined ? 0 : performance.now()
     const promise = this.#load(
       key,
       loader,
@@ -224,6 +237,7 @@ class Cache {
     if (status !== undefined) {
       const outcome = OUTCOMES[this.#outcome[0]]
       if (outcome !== undefined) status.outcome = outcome
+      waited(status, promise, started)
     }
     return signal === undefined ? promise : detach(promise, signal)
   }

@@ -253,6 +253,19 @@ test('the outcomes: names().outcomes, index.d.ts Outcome, the README and status.
   assert.deepEqual([miss.outcome, hit.outcome], ['miss', 'hit'])
 })
 
+test('the status fields: names().status, index.d.ts, lib/names.js and the README agree', T, () => {
+  const fields = { source: 'StatusSource', lock: 'StatusLock', stale: 'StatusStale' }
+  const readme = section('### `cache.getOrLoad(key, loader, callOptions?)` → `Promise<value>`')
+  for (const [field, type] of Object.entries(fields)) {
+    const values = declared.status[field]
+    assert.ok(values.length > 0, field)
+    assert.deepEqual(unionMembers(INDEX_DTS, `export type ${type} =`, 'index.d.ts'), values, `index.d.ts ${type}`)
+    assert.deepEqual(Object.keys(libNames.STATUS[field]), values, `lib/names.js STATUS.${field}`)
+    for (const value of values) assert.ok(readme.includes(`'${value}'`), `the README names status.${field} '${value}'`)
+  }
+  assert.deepEqual(Object.keys(libNames.OUTCOME), declared.outcomes)
+})
+
 test('the diagnostics channels: lib/names.js, the exports, index.d.ts and the README agree', T, () => {
   const { channels } = require('..')
   assert.equal(channels, libNames.channels, 'the entry exports the names lib/names.js declares')

@@ -3,6 +3,8 @@
 // What one caller of a shared flight sees: its own abort signal, and the
 // soft wait of a stale read.
 
+const { OUTCOME, STATUS } = require('./names')
+
 const noop = () => {}
 
 /**
@@ -36,26 +38,35 @@ function detach(promise, signal) {
 
 /**
  * A stale read with `softTimeout`: answered by the refresh if it lands in
- * time, else (or if it fails) by the stale value. Called by the addon.
+ * time, else (or if it fails) by the stale value. Called by the addon; the
+ * caller's `status` (an object, or undefined) is told which, and why.
  *
  * @param {import('./native-contract').Context} ctx
  * @param {Promise<unknown>} flight the refresh's shared promise
  * @param {unknown} stale
+ * @param {{ outcome?: string, stale?: string } | undefined} status
  */
-function softWait(ctx, flight, stale) {
+function softWait(ctx, flight, stale, status) {
   return new Promise((resolve) => {
     let done = false
-    const answer = (servedStale, value) => {
+    const answer = (servedStale, value, reason) => {
       if (done) return
       done = true
       clearTimeout(timer)
       ctx.recordSoftWait(servedStale)
+      if (status !== undefined) {
+        if (servedStale) status.stale = reason
+        else {
+          status.outcome = OUTCOME.hit
+          status.stale = undefined
+        }
+      }
       resolve(servedStale ? stale : value)
     }
-    const timer = setTimeout(answer, ctx.softTimeout, true)
+    const timer = setTimeout(answer, ctx.softTimeout, true, undefined, STATUS.stale.timeout)
     flight.then(
       (value) => answer(false, value),
-      () => answer(true),
+      () => answer(true, undefined, STATUS.stale.error),
     )
   })
 }

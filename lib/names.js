@@ -36,6 +36,22 @@ const codes = Object.freeze({
  */
 const OUTCOMES = [undefined, ...declared.outcomes]
 
+/** Each name as itself, for the code that writes one: `byName(['hit']).hit === 'hit'`. */
+const byName = (names) => Object.freeze(Object.fromEntries(names.map((name) => [name, name])))
+
+/** The outcome names, by name (the addon's `names().outcomes`). */
+const OUTCOME = byName(declared.outcomes)
+
+/**
+ * The values of a caller's `status.source`, `status.lock` and `status.stale`,
+ * by name (the addon's `names().status`, `src/binding/status.rs`).
+ */
+const STATUS = Object.freeze({
+  source: byName(declared.status.source),
+  lock: byName(declared.status.lock),
+  stale: byName(declared.status.stale),
+})
+
 /**
  * The options of `new Cache(options)` the addon takes, by name, with the
  * `typeof` each value must have.
@@ -70,4 +86,4 @@ const channels = Object.freeze({
   redisError: 'herdcache:redis:error',
 })
 
-module.exports = { codes, OUTCOMES, NATIVE_OPTIONS, COUNTERS, channels }
+module.exports = { codes, OUTCOMES, OUTCOME, STATUS, NATIVE_OPTIONS, COUNTERS, channels }

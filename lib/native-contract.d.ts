@@ -170,7 +170,12 @@ export type Lead = (
 ) => void
 
 /** lib/callers.js `softWait`: a stale read with `softTimeout`, answered by `flight` if it lands in time. */
-export type SoftWait = (ctx: Context, flight: Promise<unknown>, stale: unknown) => Promise<unknown>
+export type SoftWait = (
+  ctx: Context,
+  flight: Promise<unknown>,
+  stale: unknown,
+  status: { outcome?: string; stale?: string } | undefined,
+) => Promise<unknown>
 
 /** lib/leader.js `resume`: with Redis, the fleet decided: run the loader (`load`), or the flight was answered. */
 export type Resume = (ctx: Context, id: number, load: boolean, refresh: boolean) => void

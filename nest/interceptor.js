@@ -36,13 +36,26 @@ const DEFAULT_HTTP = {
 const DEFAULT_TTL = 60_000
 
 const X_CACHE = { hit: 'HIT', stale: 'STALE', negative: 'HIT', miss: 'MISS', coalesced: 'COALESCED' }
-// RFC 9211 Cache-Status values, with `herdcache` as the cache's name.
+// RFC 9211 Cache-Status values, with `herdcache` as the cache's name; `ttl`
+// (whole seconds of freshness left, negative once stale) is added from the
+// call's `status` (`cacheStatus`).
 const CACHE_STATUS = {
   HIT: 'herdcache; hit',
-  STALE: 'herdcache; hit; detail=stale',
+  STALE: 'herdcache; hit; fwd=stale',
   MISS: 'herdcache; fwd=miss; stored',
   COALESCED: 'herdcache; fwd=miss; collapsed',
   BYPASS: 'herdcache; fwd=bypass',
+}
+
+/**
+ * The `Cache-Status` of an answer: its `CACHE_STATUS`, with `ttl` from the
+ * call's `status.ttl` (a value read from memory or Redis) or, for this
+ * request's own load, the route's ttl.
+ */
+function cacheStatus(xCache, status, options) {
+  const base = CACHE_STATUS[xCache]
+  const ttlMs = xCache === 'MISS' ? options.ttl : status?.ttl
+  return typeof ttlMs === 'number' ? `${base}; ttl=${Math.floor(ttlMs / 1000)}` : base
 }
 // herdcache errors that mean "the cache could not answer", not "the handler failed".
 const CACHE_FAILURES = new Set(['ERR_HERDCACHE_CLOSED', 'ERR_HERDCACHE_INTERNAL', 'ERR_HERDCACHE_INVALID_KEY'])
@@ -227,7 +240,7 @@ class HerdcacheInterceptor {
       }
       throw error
     }
-    this.#setHeaders(response, xCache(status.outcome, envelope, startedAt), envelope, options, isPrivate)
+    this.#setHeaders(response, xCache(status.outcome, envelope, startedAt), envelope, options, isPrivate, status)
     return of(envelope.v)
   }
 
@@ -294,12 +307,12 @@ class HerdcacheInterceptor {
     return transformer.instanceToPlain(value, serializerOptions)
   }
 
-  #setHeaders(response, xCache, envelope, options, isPrivate) {
+  #setHeaders(response, xCache, envelope, options, isPrivate, status) {
     const adapter = this.#adapterHost.httpAdapter
     const set = (name, value) => adapter.setHeader(response, name, value)
     const mode = options.headers
     if (mode === 'x-cache' || mode === 'both') set('X-Cache', xCache)
-    if (mode === 'cache-status' || mode === 'both') set('Cache-Status', CACHE_STATUS[xCache])
+    if (mode === 'cache-status' || mode === 'both') set('Cache-Status', cacheStatus(xCache, status, options))
     const served = envelope !== undefined && (xCache === 'HIT' || xCache === 'STALE')
     const ageMs = served ? Math.max(0, Date.now() - envelope.at) : undefined
     if (mode !== false && ageMs !== undefined) set('Age', String(Math.floor(ageMs / 1000)))

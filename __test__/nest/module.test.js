@@ -81,16 +81,16 @@ test('forRootAsync with ConfigModule / ConfigService', async (t) => {
   })
   assert.equal(factoryCalls, 1)
   let r = await get('/cfg')
-  assert.equal(r.headers.get('cache-status'), 'herdcache; fwd=miss; stored')
+  assert.equal(r.headers.get('cache-status'), 'herdcache; fwd=miss; stored; ttl=0')
   assert.equal(r.headers.get('x-cache'), null, "http.headers 'cache-status' only")
   app.get(HERDCACHE)[kTesting].advanceClock(150)
   r = await get('/cfg')
-  assert.equal(r.headers.get('cache-status'), 'herdcache; hit')
+  assert.equal(r.headers.get('cache-status'), 'herdcache; hit; ttl=0', '50 ms left')
   app.get(HERDCACHE)[kTesting].advanceClock(100)
   r = await get('/cfg')
   assert.equal(
     r.headers.get('cache-status'),
-    'herdcache; hit; detail=stale',
+    'herdcache; hit; fwd=stale; ttl=-1',
     'the ttl from ConfigService (200 ms) applies',
   )
   assert.deepEqual(r.body, { n: 1 }, 'the stale value, while the refresh runs')

@@ -6,6 +6,7 @@
 use super::flight::{self, FlightHandle};
 use super::key;
 use super::raw::{self, Env, Failure, JsRef, RawResult, Utf8, Value};
+use super::status::{self, Source, StaleReason};
 use super::{closed, Inner};
 use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{EntryPolicy, RawCallOptions};
@@ -216,6 +217,7 @@ unsafe fn get_or_load_impl(
     policy,
     refuse_stale: options.refuse_stale,
   };
+  let mut stale_reason = None;
   let answer = match action {
     Action::Serve(promise, outcome, refresh) => {
       if let Some(refresh) = refresh {
@@ -234,8 +236,12 @@ unsafe fn get_or_load_impl(
       } else {
         join
       };
+      stale_reason = Some(match flight {
+        Some(_) => StaleReason::Refresh,
+        None => StaleReason::Backoff,
+      });
       let promise = match flight {
-        Some(flight) if !counted => soft_wait(env, inner, flight, value)?,
+        Some(flight) if !counted => soft_wait(env, inner, flight, value, status)?,
         _ => {
           if !counted {
             inner.cache.borrow_mut().local_mut().record_soft_wait(true);
@@ -249,23 +255,27 @@ unsafe fn get_or_load_impl(
     Action::Join(promise) => (promise, Outcome::Coalesced),
     Action::Lead => (start_flight(env, inner, &call, None)?, Outcome::Miss),
   };
-  if has_options
-    && matches!(answer.1, Outcome::Miss | Outcome::Coalesced)
-    && raw::type_of(env, status) == sys::ValueType::napi_object
-  {
-    // Answered later, maybe by another instance's value: the flight sets
-    // these callers' `status.outcome` when it knows (`flight::answer`).
-    watch_status(env, inner, call.key, status)?;
+  if has_options && raw::type_of(env, status) == sys::ValueType::napi_object {
+    match answer.1 {
+      // Answered later, maybe by another instance's value: the flight
+      // fills these callers' `status` when it knows (`flight::answer`).
+      Outcome::Miss | Outcome::Coalesced => watch_status(env, inner, call.key, status)?,
+      Outcome::Hit | Outcome::Stale | Outcome::Negative => {
+        let meta = {
+          let cache = inner.cache.borrow();
+          let local = cache.local();
+          local.entry_meta(call.key).map(|meta| (meta, local.now()))
+        };
+        status::describe(env, status, Source::Memory, None, stale_reason, meta);
+      }
+    }
   }
   Ok(answer)
 }
 
-/// With a fleet, keeps a caller's `status` object with the key's flight.
+/// Keeps a caller's `status` object with the key's flight.
 unsafe fn watch_status(env: Env, inner: &Inner, key: &str, status: Value) -> RawResult<()> {
   let mut cache = inner.cache.borrow_mut();
-  if !cache.has_fleet() {
-    return Ok(());
-  }
   if let Some(flight) = cache.local_mut().flight_for_key_mut(key) {
     flight.handle.statuses.push(JsRef::strong(env, status)?);
   }
@@ -274,8 +284,10 @@ unsafe fn watch_status(env: Env, inner: &Inner, key: &str, status: Value) -> Raw
 
 /// Starts a load of `call.key` and registers it as the key's flight;
 /// returns the promise its callers share. `refresh: None` is a foreground
-/// load. The JS leader is told of it at once (its deadline runs from now);
-/// it runs the loader now, or with a fleet once the fleet says so.
+/// load. Its deadline runs from now. The JS leader is told of it at once
+/// and runs the loader now; with a fleet, a foreground load's leader is
+/// made once its first read did not answer it (`flight::defer_leader`), and
+/// runs the loader once the fleet says so.
 pub(super) unsafe fn start_flight(
   env: Env,
   inner: &Rc<Inner>,
@@ -318,8 +330,19 @@ pub(super) unsafe fn start_flight(
   Ok(promise)
 }
 
-unsafe fn soft_wait(env: Env, inner: &Rc<Inner>, flight: Value, stale: Value) -> RawResult<Value> {
+/// `softWait(ctx, flight, stale, status)`: `status` the caller's object, or undefined.
+unsafe fn soft_wait(
+  env: Env,
+  inner: &Rc<Inner>,
+  flight: Value,
+  stale: Value,
+  status: Value,
+) -> RawResult<Value> {
   let ctx = inner.helper(env, |h| &h.ctx)?;
   let wait = inner.helper(env, |h| &h.soft_wait)?;
-  raw::call(env, wait, &[ctx, flight, stale])
+  let status = match raw::type_of(env, status) {
+    sys::ValueType::napi_object => status,
+    _ => raw::undefined(env),
+  };
+  raw::call(env, wait, &[ctx, flight, stale, status])
 }

@@ -15,7 +15,9 @@ use super::entry::{self, Call, Outcome};
 use super::futures::{self, then_on_cache};
 use super::held::Held;
 use super::raw::{self, napi_try, Env, JsRef, RawResult, Value};
+use super::status::{self, Answered, Lock, Source, StaleReason};
 use super::Inner;
+use crate::core::envelope::Meta;
 use crate::core::options::RawCallOptions;
 use crate::engine::{Effect, Event, Keep, Refresh, Served, Step, Written};
 use napi::sys;
@@ -30,9 +32,12 @@ pub struct FlightHandle {
   promise: Option<JsRef>,
   /// Null once settled.
   deferred: sys::napi_deferred,
-  /// With a fleet: the `status` objects of the flight's callers, whose
-  /// `outcome` the flight sets if another instance's value answers it.
+  /// The `status` objects of the flight's callers that passed one: filled
+  /// when it settles (`answer`), `outcome` too if another instance's value
+  /// answers it.
   pub statuses: Vec<JsRef>,
+  /// What those callers are told of how it was answered.
+  answered: Answered,
   /// With a fleet: our loader's value while it is written there (an
   /// object by reference, a primitive by copy).
   answer: Option<Kept>,
@@ -71,6 +76,7 @@ impl FlightHandle {
       promise: Some(JsRef::strong(env, promise)?),
       deferred,
       statuses: Vec::new(),
+      answered: Answered::default(),
       answer: None,
       unled: None,
     };
@@ -120,17 +126,38 @@ impl Kept {
 }
 
 /// Answers a flight's callers with `value`, telling those that asked
-/// (`status`) how they were answered when it was not by a load.
-unsafe fn answer(env: Env, mut handle: FlightHandle, value: Value, served: Option<Served>) {
-  if let Some(served) = served {
-    let name = raw::string(env, Outcome::served(served).name());
-    for status in &handle.statuses {
-      if let Some(status) = status.get(env) {
-        let _ = raw::set_property(env, status, c"outcome", name);
-      }
-    }
-  }
+/// (`status`) how they were answered: `served`, when it was not by a load,
+/// by a value of `meta` (with the time now).
+unsafe fn answer(
+  env: Env,
+  mut handle: FlightHandle,
+  value: Value,
+  served: Option<Served>,
+  meta: Option<(Meta, u64)>,
+) {
+  describe(env, &handle.statuses, handle.answered, served, meta);
   handle.settle(env, Ok(value));
+}
+
+/// Fills the `statuses` of a flight's callers (see [`answer`]).
+unsafe fn describe(
+  env: Env,
+  statuses: &[JsRef],
+  answered: Answered,
+  served: Option<Served>,
+  meta: Option<(Meta, u64)>,
+) {
+  let stale = (served == Some(Served::Stale)).then_some(StaleReason::Refresh);
+  for status in statuses {
+    let Some(status) = status.get(env) else {
+      continue;
+    };
+    if let Some(served) = served {
+      let name = raw::string(env, Outcome::served(served).name());
+      let _ = raw::set_property(env, status, c"outcome", name);
+    }
+    status::describe(env, status, answered.source, answered.lock, stale, meta);
+  }
 }
 
 /// The frame of the leader's reports: the cache, the flight id, the other
@@ -175,7 +202,7 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
     match filled {
       Step::Done(flight) => {
         if let Some(flight) = flight {
-          answer(env, flight.handle, value, None);
+          answer(env, flight.handle, value, None, None);
         }
         Ok(raw::undefined(env))
       }
@@ -191,7 +218,7 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
               Some(held) => held.to_js(env),
               None => raw::undefined(env),
             };
-            answer(env, flight.handle, value, None);
+            answer(env, flight.handle, value, None, None);
           }
         })
       }
@@ -246,13 +273,17 @@ unsafe fn fill_here(
   keep: Keep,
 ) -> RawResult<Value> {
   let undefined = raw::undefined(env);
-  let deferred = match inner.cache.borrow_mut().flight_mut(id) {
-    Some(flight) => std::mem::replace(&mut flight.handle.deferred, std::ptr::null_mut()),
+  let (deferred, statuses) = match inner.cache.borrow_mut().flight_mut(id) {
+    Some(flight) => (
+      std::mem::replace(&mut flight.handle.deferred, std::ptr::null_mut()),
+      std::mem::take(&mut flight.handle.statuses),
+    ),
     None => return Ok(undefined),
   };
   if !deferred.is_null() {
     sys::napi_resolve_deferred(env, deferred, value);
   }
+  describe(env, &statuses, Answered::default(), None, None);
   let promise = match inner.cache.borrow_mut().flight_mut(id) {
     Some(flight) => flight.handle.promise.take(),
     None => return Ok(undefined),
@@ -384,7 +415,20 @@ pub unsafe extern "C" fn flush_reads(env: Env, info: sys::napi_callback_info) ->
 
 /// Hands `event` to the engine and carries out what it says.
 unsafe fn step(env: Env, inner: &Rc<Inner>, id: u64, event: Event) {
+  // A value after the flight asked for the lock: another instance won it.
+  let asked = matches!(event, Event::Claimed { .. });
   let effect = inner.cache.borrow_mut().step(id, event);
+  if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
+    let answered = &mut flight.handle.answered;
+    match &effect {
+      Effect::Load if flight.lock.is_some() => answered.lock = Some(Lock::Won),
+      Effect::Adopt(_) if asked => {
+        (answered.source, answered.lock) = (Source::Fleet, Some(Lock::Lost))
+      }
+      Effect::Adopt(_) => answered.source = Source::Redis,
+      _ => {}
+    }
+  }
   carry_out(env, inner, id, effect);
 }
 
@@ -435,13 +479,23 @@ unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::en
   let Ok((value, held)) = held else {
     return step(env, inner, id, Event::Unavailable);
   };
-  let (served, flight) = inner.cache.borrow_mut().adopt(id, held, envelope.meta);
+  let (served, flight, now) = {
+    let mut cache = inner.cache.borrow_mut();
+    let (served, flight) = cache.adopt(id, held, envelope.meta);
+    (served, flight, cache.local().now())
+  };
   let stale = served == Served::Stale;
   let Some(mut flight) = flight else {
     return resume(env, inner, id, false, stale);
   };
   let unled = flight.handle.unled.take();
-  answer(env, flight.handle, value, Some(served));
+  answer(
+    env,
+    flight.handle,
+    value,
+    Some(served),
+    Some((envelope.meta, now)),
+  );
   match unled {
     None => resume(env, inner, id, false, stale),
     Some(unled) => {

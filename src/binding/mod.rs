@@ -17,6 +17,7 @@ mod names;
 mod ops;
 mod options;
 mod raw;
+mod status;
 
 use crate::core::error::{Code, Error as CoreError, Kind};
 use crate::core::options::CacheConfig;

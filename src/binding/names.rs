@@ -4,6 +4,7 @@
 //! against them). Called once, when the package is loaded.
 
 use super::entry::Outcome;
+use super::status::{Lock, Source, StaleReason};
 use super::ENTRY_POINTS;
 use crate::core::error::Code;
 use crate::core::options::CACHE_OPTIONS;
@@ -45,6 +46,16 @@ pub struct Names {
   pub counters: Vec<CounterName>,
   /// The functions `install()` returns, besides `outcomeBuffer`.
   pub entry_points: Vec<String>,
+  /// The values of a caller's `status` fields besides `outcome`.
+  pub status: StatusNames,
+}
+
+/// The values of `status.source`, `status.lock` and `status.stale`.
+#[napi(object)]
+pub struct StatusNames {
+  pub source: Vec<String>,
+  pub lock: Vec<String>,
+  pub stale: Vec<String>,
 }
 
 /// The public names the addon declares (options, error codes, outcomes,
@@ -77,5 +88,14 @@ pub fn names() -> Names {
       .iter()
       .map(|(name, _)| name.to_string_lossy().into_owned())
       .collect(),
+    status: StatusNames {
+      source: owned(Source::NAMES),
+      lock: owned(Lock::NAMES),
+      stale: owned(StaleReason::NAMES),
+    },
   }
+}
+
+fn owned(names: &[&str]) -> Vec<String> {
+  names.iter().map(|&n| n.to_owned()).collect()
 }

@@ -554,6 +554,11 @@ impl<V, F> Engine<V, F> {
     meta
   }
 
+  /// The meta of `key`'s entry, as stored (no LRU touch, nothing counted).
+  pub fn entry_meta(&self, key: &str) -> Option<Meta> {
+    self.store.peek(key).map(|e| e.meta)
+  }
+
   /// Removes `key` and supersedes its flight; true if a live entry was there.
   pub fn delete(&mut self, key: &str) -> bool {
     let now = self.now();

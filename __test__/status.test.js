@@ -1,0 +1,84 @@
+'use strict'
+// A caller's `status` beyond `outcome` (README, getOrLoad's callOptions):
+// where the value came from, why a stale one was served, how fresh it was,
+// how long the call waited. Embedded store; the fleet's source and lock are
+// in __test__/redis/status.test.js.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { Cache } = require('..')
+const h = require('./helpers')
+
+const { T } = h
+
+// jitter 0 and beta 0: only the clock decides.
+function make(t, opts = {}) {
+  return h.track(t, new Cache({ ttl: 1000, hardTtl: 10_000, jitter: 0, beta: 0, ...opts }))
+}
+
+test('a miss, a join and a hit: source, ttl and waitedMs', T, async (t) => {
+  const cache = make(t)
+  const gate = h.gatedLoader()
+  const miss = {}
+  const join = {}
+  const calls = [cache.getOrLoad('k', gate, { status: miss }), cache.getOrLoad('k', gate, { status: join })]
+  await h.waitFor(() => gate.runs.length === 1, 'the load')
+  await h.sleep(30)
+  gate.runs[0].resolve('v')
+  await Promise.all(calls)
+  assert.deepEqual({ ...miss, waitedMs: undefined }, { outcome: 'miss', source: 'load', waitedMs: undefined })
+  assert.deepEqual({ ...join, waitedMs: undefined }, { outcome: 'coalesced', source: 'load', waitedMs: undefined })
+  for (const s of [miss, join]) assert.ok(s.waitedMs >= 25, `waited for the load: ${s.waitedMs} ms`)
+  h.advance(cache, 400)
+  const hit = {}
+  assert.equal(await cache.getOrLoad('k', gate, { status: hit }), 'v')
+  assert.deepEqual({ ...hit, waitedMs: undefined }, { outcome: 'hit', source: 'memory', ttl: 600, waitedMs: undefined })
+  assert.ok(hit.waitedMs >= 0 && hit.waitedMs < 25, `answered at once: ${hit.waitedMs} ms`)
+  const rejected = {}
+  await assert.rejects(cache.getOrLoad('other', () => Promise.reject(new Error('db down')), { status: rejected }))
+  assert.equal(rejected.source, undefined, 'not set when the call rejects')
+})
+
+test('stale answers say why: a refresh, a back-off after a failed one', T, async (t) => {
+  const cache = make(t)
+  await cache.getOrLoad('k', () => 'v1')
+  h.advance(cache, 1_500)
+  const gate = h.gatedLoader()
+  const first = {}
+  assert.equal(await cache.getOrLoad('k', gate, { status: first }), 'v1')
+  assert.deepEqual(first.outcome, 'stale')
+  assert.deepEqual([first.source, first.stale, first.ttl], ['memory', 'refresh', -500])
+  const during = {}
+  await cache.getOrLoad('k', gate, { status: during })
+  assert.equal(during.stale, 'refresh', 'a refresh is running')
+  gate.runs[0].reject(new Error('db down'))
+  await h.waitFor(() => cache.stats().backgroundErrors === 1, 'the refresh failing')
+  const after = {}
+  assert.equal(await cache.getOrLoad('k', gate, { status: after }), 'v1')
+  assert.deepEqual([after.outcome, after.stale], ['stale', 'backoff'], 'no refresh while the key backs off')
+  assert.equal(gate.runs.length, 1)
+})
+
+test(
+  'with softTimeout: a refresh in time makes a hit; one too slow, or failing, says timeout or error',
+  T,
+  async (t) => {
+    const cache = make(t, { softTimeout: 50 })
+    await cache.getOrLoad('fast', () => 'old')
+    await cache.getOrLoad('slow', () => 'old')
+    await cache.getOrLoad('failing', () => 'old')
+    h.advance(cache, 1_500)
+    const fast = {}
+    assert.equal(await cache.getOrLoad('fast', () => 'new', { status: fast }), 'new')
+    assert.deepEqual([fast.outcome, fast.stale], ['hit', undefined])
+    const slow = {}
+    const gate = h.gatedLoader()
+    assert.equal(await cache.getOrLoad('slow', gate, { status: slow }), 'old')
+    assert.deepEqual([slow.outcome, slow.stale], ['stale', 'timeout'])
+    assert.ok(slow.waitedMs >= 45, `waited softTimeout: ${slow.waitedMs} ms`)
+    gate.runs[0].resolve('late')
+    const failing = {}
+    const refused = () => Promise.reject(new Error('db down'))
+    assert.equal(await cache.getOrLoad('failing', refused, { status: failing }), 'old')
+    assert.deepEqual([failing.outcome, failing.stale], ['stale', 'error'])
+  },
+)

@@ -1,0 +1,112 @@
+//! A caller's `status` object beyond `outcome` (lru-cache's `Status` is the
+//! model): where its value came from, what the fleet lock did, why a stale
+//! value was served, how fresh the value was. Filled only for a caller that
+//! passed `status` (a call without one pays nothing); `waitedMs`, and the
+//! stale reasons a soft wait finds, are the JS wrapper's (`lib/callers.js`).
+//! Each name is declared here once; `names()` exports them.
+
+use super::raw::{self, Env, Value};
+use crate::core::envelope::Meta;
+
+/// Declares a `status` field's values once, with their names.
+macro_rules! status_field {
+  ($(#[$doc:meta])* $name:ident: $($(#[$vdoc:meta])* $variant:ident => $text:literal),* $(,)?) => {
+    $(#[$doc])*
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum $name {
+      $($(#[$vdoc])* $variant,)*
+    }
+
+    impl $name {
+      /// Every value's name, in declaration order (`names()`). Read by
+      /// `names()` only, which `cfg(test)` builds do not register.
+      #[cfg_attr(test, allow(dead_code))]
+      pub const NAMES: &'static [&'static str] = &[$($text,)*];
+
+      pub fn name(self) -> &'static str {
+        match self {
+          $($name::$variant => $text,)*
+        }
+      }
+    }
+  };
+}
+
+status_field! {
+  /// `status.source`: where the value came from.
+  Source:
+    /// This process's memory (L1), synchronously.
+    Memory => "memory",
+    /// Redis, written there before (a read, no lock asked).
+    Redis => "redis",
+    /// Another instance's load, after this one found the lock taken.
+    Fleet => "fleet",
+    /// A load in this process (this call's, or one it joined).
+    Load => "load",
+}
+
+status_field! {
+  /// `status.lock`: with Redis, what the fleet lock said when the flight asked.
+  Lock:
+    Won => "won",
+    Lost => "lost",
+}
+
+status_field! {
+  /// `status.stale`: why a stale value was served.
+  StaleReason:
+    /// A refresh started, or was running: stale-while-revalidate.
+    Refresh => "refresh",
+    /// No refresh: the key backs off after failed refreshes.
+    Backoff => "backoff",
+    /// `softTimeout` passed before the refresh landed (set by `lib/callers.js`).
+    #[allow(dead_code)] // named here, set by JS
+    Timeout => "timeout",
+    /// The refresh failed: stale-if-error (set by `lib/callers.js`).
+    #[allow(dead_code)] // named here, set by JS
+    Error => "error",
+}
+
+/// What a flight's callers are told when it settles: filled as the fleet
+/// answers ([`super::flight`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Answered {
+  pub source: Source,
+  pub lock: Option<Lock>,
+}
+
+impl Default for Answered {
+  fn default() -> Self {
+    Answered {
+      source: Source::Load,
+      lock: None,
+    }
+  }
+}
+
+/// Writes `source`, `lock`, `stale` and `ttl` (ms of freshness left at
+/// `now`, negative once stale; when `meta` is known) on `status`. What a
+/// setter throws is ignored: the call is answered all the same.
+pub unsafe fn describe(
+  env: Env,
+  status: Value,
+  source: Source,
+  lock: Option<Lock>,
+  stale: Option<StaleReason>,
+  meta: Option<(Meta, u64)>,
+) {
+  let set = |name: &std::ffi::CStr, value: Value| {
+    let _ = raw::set_property(env, status, name, value);
+  };
+  set(c"source", raw::string(env, source.name()));
+  if let Some(lock) = lock {
+    set(c"lock", raw::string(env, lock.name()));
+  }
+  if let Some(stale) = stale {
+    set(c"stale", raw::string(env, stale.name()));
+  }
+  if let Some((meta, now)) = meta {
+    let ttl = meta.fresh_until as f64 - now as f64;
+    set(c"ttl", raw::number(env, ttl));
+  }
+}
