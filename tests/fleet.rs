@@ -314,6 +314,40 @@ async fn a_late_writer_loses_to_a_newer_stamp() {
   b.stop();
 }
 
+/// A flight that read nothing (`read_first: false`: its tick's read found
+/// the key missing) and then won the lock finds the value another instance
+/// wrote in between: it is answered by it, and neither loads nor keeps the
+/// lock. (It used to let its own give-up fire before releasing, and load
+/// without the lock.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_winner_that_finds_a_value_written_meanwhile_takes_it_and_frees_the_lock() {
+  let Some(server) = Backend::start() else {
+    return;
+  };
+  let a = fleet(&server, 5_000, 10_000);
+  let b = fleet(&server, 5_000, 10_000);
+  let value = envelope(wall_ms(), "\"written meanwhile\"");
+  assert!(a.write("k", value.clone()).await);
+  for id in 1..=20 {
+    let acquired = b.acquire("k", id, terms(), false).await;
+    assert_eq!(acquired, Acquired::Value(value.clone()), "flight {id}");
+  }
+  let s = store(&server);
+  for _ in 0..100 {
+    if s.lock_lease(&s.keys("k")).await.unwrap().is_none() {
+      break;
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+  }
+  assert_eq!(
+    s.lock_lease(&s.keys("k")).await.unwrap(),
+    None,
+    "no lock left"
+  );
+  a.stop();
+  b.stop();
+}
+
 /// What instance `a` changes, `b` is told to forget (and `a` is not: it
 /// knows its own changes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -730,21 +730,19 @@ impl<S: SharedStore> Fleet<S> {
             self.release_soon(Arc::clone(&keys), token);
             return local;
           }
-          // Someone may have written between our read and our lock.
-          match self.fresh(key, &keys, self.clock.now(), newer_than).await {
-            Some(Some(e)) => {
-              self.end_steps(id);
-              let _ = self.store.release(&keys, &token).await;
-              return Acquired::Value(e);
-            }
-            None => {
-              self.end_steps(id);
-              let _ = self.store.release(&keys, &token).await;
-              return local;
-            }
-            Some(None) => {}
+          // Someone may have written between our read and our lock. The
+          // lock is let go of without an await after `end_steps`: that fires
+          // this flight's give-up, which would win `acquire_steps`' select
+          // over this answer, and the flight would load without the lock.
+          let answer = match self.fresh(key, &keys, self.clock.now(), newer_than).await {
+            Some(Some(e)) => Acquired::Value(e),
+            None => local,
+            Some(None) => return Acquired::Load { token: Some(token) },
+          };
+          if let Some((keys, token)) = self.end_steps(id) {
+            self.release_soon(keys, token);
           }
-          return Acquired::Load { token: Some(token) };
+          return answer;
         }
         Some(LockAttempt::BackingOff { failures, ms }) => {
           return Acquired::BackOff { failures, ms };
