@@ -293,7 +293,10 @@ for (const platform of PLATFORMS) {
     assert.equal(r.headers.get('vary'), 'Authorization, Cookie')
     r = await get('/items/me', alice)
     const ttl = Number(/^herdcache; hit; ttl=(\d+)$/.exec(r.headers.get('cache-status'))?.[1])
-    assert.ok(ttl >= 26 && ttl <= 33, `whole seconds left of the 30 s ttl, ±10 % jitter: ${r.headers.get('cache-status')}`)
+    assert.ok(
+      ttl >= 26 && ttl <= 33,
+      `whole seconds left of the 30 s ttl, ±10 % jitter: ${r.headers.get('cache-status')}`,
+    )
     assert.match(r.headers.get('cache-control'), /^private, max-age=(29|30)$/)
 
     r = await get('/items/search')
