@@ -86,12 +86,7 @@ pub unsafe extern "C" fn set(env: Env, info: sys::napi_callback_info) -> Value {
 pub unsafe extern "C" fn delete(env: Env, info: sys::napi_callback_info) -> Value {
   keyed::<1>(env, info, |inner, key, _| {
     let deleted = inner.cache.borrow_mut().delete(key);
-    match deleted {
-      Step::Done(removed) => Ok(raw::boolean(env, removed)),
-      Step::Later(delete) => promise_on_cache(env, inner.id, delete, |env, removed| {
-        raw::boolean(env, removed)
-      }),
-    }
+    boolean_answer(env, inner, deleted)
   })
 }
 
@@ -100,13 +95,16 @@ pub unsafe extern "C" fn delete(env: Env, info: sys::napi_callback_info) -> Valu
 pub unsafe extern "C" fn expire(env: Env, info: sys::napi_callback_info) -> Value {
   keyed::<1>(env, info, |inner, key, _| {
     let expired = inner.cache.borrow_mut().expire(key);
-    match expired {
-      Step::Done(expired) => Ok(raw::boolean(env, expired)),
-      Step::Later(expire) => promise_on_cache(env, inner.id, expire, |env, expired| {
-        raw::boolean(env, expired)
-      }),
-    }
+    boolean_answer(env, inner, expired)
   })
+}
+
+/// A yes/no answer now, or (with Redis) a promise of it.
+unsafe fn boolean_answer(env: Env, inner: &Inner, answer: Step<bool, bool>) -> RawResult<Value> {
+  match answer {
+    Step::Done(yes) => Ok(raw::boolean(env, yes)),
+    Step::Later(later) => promise_on_cache(env, inner.id, later, |env, yes| raw::boolean(env, yes)),
+  }
 }
 
 /// `clear()` (with Redis: a promise).
