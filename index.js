@@ -59,9 +59,9 @@ function nativeForm(options) {
 /** What a traced call without options passes as its options: none. */
 const NO_OPTIONS = Object.freeze({})
 
-const CALL_OPTIONS = new Set(['stale', 'ttl', 'hardTtl', 'negativeTtl', 'beta', 'signal', 'status'])
+const CALL_OPTIONS = new Set(['stale', 'ttl', 'hardTtl', 'negativeTtl', 'beta', 'signal', 'status', 'tags'])
 const GET_OPTIONS = new Set(['stale'])
-const SET_OPTIONS = new Set(['ttl', 'hardTtl'])
+const SET_OPTIONS = new Set(['ttl', 'hardTtl', 'tags'])
 
 /**
  * What is wrong with a call's options object, or undefined. Numbers and
@@ -132,7 +132,7 @@ function calls(n, op) {
  * they are never dropped silently.
  *
  * @param {import('./lib/native-contract').Context} ctx
- * @param {Array<{ op: 'set' | 'delete' | 'expire' | 'clear', key?: string }>} undelivered
+ * @param {Array<{ op: 'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear', key?: string, tag?: string }>} undelivered
  * @param {{ code: string, message: string } | null} last the last Redis failure's cause
  */
 function reportUndelivered(ctx, undelivered, last) {
@@ -142,16 +142,19 @@ function reportUndelivered(ctx, undelivered, last) {
   for (const { op } of undelivered) counts.set(op, (counts.get(op) || 0) + 1)
   const what = [...counts].map(([op, n]) => calls(n, op)).join(' and ')
   const why = last === null ? 'Redis could not be reached' : `the last Redis error: ${last.code}: ${last.message}`
-  const shown = keys.length > 10 ? `${keys.slice(0, 10).join(', ')}, …` : keys.join(', ')
+  const tags = undelivered.filter((o) => o.tag !== undefined).map((o) => o.tag)
+  const list = (names) => (names.length > 10 ? `${names.slice(0, 10).join(', ')}, …` : names.join(', '))
   const error = herdError(
     Error,
     codes.UNDELIVERED,
     `close(): ${what} could not reach Redis and ${undelivered.length === 1 ? 'was' : 'were'} given up (${why}); ` +
-      `other instances may serve the old values until they expire.${keys.length > 0 ? ` Keys: ${shown}` : ''}`,
+      `other instances may serve the old values until they expire.${keys.length > 0 ? ` Keys: ${list(keys)}` : ''}` +
+      `${tags.length > 0 ? ` Tags: ${list(tags)}` : ''}`,
     last === null ? undefined : herdError(Error, last.code, last.message),
   )
   error.operations = undelivered
   error.keys = keys
+  error.tags = tags
   redisFailed(ctx.cache.deref(), error)
   if (typeof ctx.onError !== 'function') {
     process.emitWarning(error)
@@ -233,6 +236,7 @@ class Cache {
       options.negativeTtl,
       options.beta,
       status,
+      options.tags,
     )
     if (status !== undefined) {
       const outcome = OUTCOMES[this.#outcome[0]]
@@ -295,7 +299,7 @@ class Cache {
       }
       const tooLarge = sizeProblem(json, this.#ctx.maxValueBytes)
       if (tooLarge !== undefined) throw tooLarge
-      const write = this.#fns.set(key, parse(json), options?.ttl, options?.hardTtl, json)
+      const write = this.#fns.set(key, parse(json), options?.ttl, options?.hardTtl, json, options?.tags)
       track(this.#ctx, write)
       invalidated(this, 'set', key)
       return write?.then(noop)
@@ -315,6 +319,26 @@ class Cache {
       const expired = this.#fns.expire(key)
       invalidated(this, 'expire', key)
       return expired
+    })
+  }
+
+  /**
+   * Invalidates every entry carrying `tags` (a tag, or a list of them), in
+   * this process and, with Redis, on every instance: nothing is scanned or
+   * deleted; an entry is judged by its tags' invalidation stamps as it is
+   * read. With Redis the promise settles once the fleet was told (or the
+   * invalidation was kept for auto-recovery).
+   */
+  deleteByTag(tags) {
+    return settle(() => {
+      const list = typeof tags === 'string' ? [tags] : tags
+      if (!Array.isArray(list)) {
+        const got = list === null ? 'null' : typeof list
+        throw invalidOption(`deleteByTag() takes a tag (a string) or an array of tags; got ${got}`)
+      }
+      const sent = this.#fns.deleteByTag(list)
+      invalidated(this, 'deleteByTag', undefined, list)
+      return sent
     })
   }
 

@@ -181,14 +181,17 @@ function fleetDecided(flight, load) {
 }
 
 /**
- * A `set`, `delete`, `expire` or `clear` call of this instance was accepted.
+ * A `set`, `delete`, `expire`, `deleteByTag` or `clear` call of this
+ * instance was accepted.
  *
  * @param {object} cache
- * @param {'set' | 'delete' | 'expire' | 'clear'} op
- * @param {unknown} [key] none for a clear
+ * @param {'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear'} op
+ * @param {unknown} [key] none for a clear or a deleteByTag
+ * @param {string[]} [tags] a deleteByTag's
  */
-function invalidated(cache, op, key) {
-  if (invalidateChannel.hasSubscribers) invalidateChannel.publish({ cache, op, key })
+function invalidated(cache, op, key, tags) {
+  if (!invalidateChannel.hasSubscribers) return
+  invalidateChannel.publish(tags === undefined ? { cache, op, key } : { cache, op, key, tags })
 }
 
 /**

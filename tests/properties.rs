@@ -113,8 +113,13 @@ proptest! {
   }
 
   #[test]
-  fn encode_then_decode_round_trips(meta in meta(), json in ".+") {
-    let e = Envelope { meta, json };
+  fn encode_then_decode_round_trips(
+    meta in meta(),
+    json in ".+",
+    tags in proptest::collection::vec(".{1,12}", 0..4),
+  ) {
+    let tags = herdcache::core::tags::Tags::new(tags).unwrap();
+    let e = Envelope { meta, json, tags };
     prop_assert_eq!(Envelope::decode(&e.encode()), Ok(e));
   }
 

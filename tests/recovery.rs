@@ -175,6 +175,60 @@ async fn calls_made_while_redis_is_paused_are_delivered_and_published_after_it_r
   assert_eq!(b.peek("k3", wall_ms()).await, None);
 }
 
+/// `deleteByTag` over the fleet: a value carrying the tag is served by
+/// every instance until the tag is invalidated, then by none — neither by
+/// one that heard the notice nor by one that never met the tag (it reads
+/// the tag's stamp first) — and a value written after it is served again.
+/// An invalidation made while Redis is paused lands once it resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_invalidation_hides_its_values_everywhere_and_outlives_an_outage() {
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let (a, b) = (fleet(&server), fleet(&server));
+  hears(&a, &b).await;
+  let tagged = |stamp: u64, json: &str| Envelope {
+    tags: herdcache::core::tags::Tags::new(vec!["user:1".into(), "other".into()]).unwrap(),
+    ..envelope(stamp, json)
+  };
+  let written = wall_ms() - 1_000;
+  assert!(a.write("k", tagged(written, "\"old\"")).await);
+  let json = |e: Option<Envelope>| e.map(|e| e.json);
+  assert_eq!(
+    json(b.peek("k", wall_ms()).await).as_deref(),
+    Some("\"old\"")
+  );
+
+  server.pause();
+  let at = wall_ms();
+  assert_eq!(a.invalidate_tag("user:1", at, 60_000).await, None);
+  assert_eq!(a.recovery_pending(), 1, "kept");
+  server.resume();
+  wait_until("the replay", || a.recovery_pending() == 0).await;
+  assert_eq!((recovered(&a), dropped(&a)), (1, 0));
+  let deadline = Instant::now() + Duration::from_secs(8);
+  while b.peek("k", wall_ms()).await.is_some() {
+    assert!(
+      Instant::now() < deadline,
+      "b still serves the invalidated value"
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+  }
+  let c = fleet(&server);
+  assert_eq!(
+    c.peek("k", wall_ms()).await,
+    None,
+    "a newcomer reads the stamp"
+  );
+  assert!(a.write("k", tagged(at + 1, "\"new\"")).await);
+  for f in [&b, &c] {
+    assert_eq!(
+      json(f.peek("k", wall_ms()).await).as_deref(),
+      Some("\"new\"")
+    );
+  }
+}
+
 /// A replay is reconciled by stamp: what another instance wrote after the
 /// kept call stays — a replayed `set` does not overwrite it, a replayed
 /// `delete` or `clear` does not delete it — while what is older goes.
@@ -246,11 +300,13 @@ async fn the_bounds_count_what_falls_out_and_close_reports_the_rest() {
     [
       Undelivered {
         op: "set",
-        key: Some("x".into())
+        key: Some("x".into()),
+        tag: None,
       },
       Undelivered {
         op: "delete",
-        key: Some("z".into())
+        key: Some("z".into()),
+        tag: None,
       },
     ]
   );
@@ -357,6 +413,13 @@ impl SharedStore for FlakyDeletes {
   async fn clear(&self) -> RedisResult<u64> {
     self.check()?;
     self.inner.clear().await
+  }
+  async fn invalidate_tag(&self, tag: &str, at: u64, px: u64) -> RedisResult<bool> {
+    self.check()?;
+    self.inner.invalidate_tag(tag, at, px).await
+  }
+  async fn tag_stamps(&self, tags: &[String]) -> RedisResult<Vec<u64>> {
+    self.inner.tag_stamps(tags).await
   }
   async fn delete_not_newer(&self, key: &str, keys: &Self::Keys, stamp: u64) -> RedisResult<bool> {
     self.check()?;

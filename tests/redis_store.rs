@@ -22,6 +22,7 @@ fn envelope(stamp: u64, json: &str) -> Envelope {
       negative: false,
     },
     json: json.into(),
+    tags: Default::default(),
   }
 }
 

@@ -12,6 +12,7 @@ mod support;
 use futures_util::FutureExt;
 use herdcache::core::envelope::{DecodeError, Envelope, Meta};
 use herdcache::core::fleet::{Change, Event};
+use herdcache::core::tags::Tags;
 use herdcache::engine::shared::{
   lock_token, Events, LockAttempt, Read, RedisStore, RedisTimeouts, SharedStore,
 };
@@ -37,6 +38,10 @@ trait Fixture {
   async fn plant_backoff(&self, store: &Self::Store, key: &str, garbage: Garbage);
   /// The ms `key`'s value has left to live (-1: no TTL, -2: no value).
   async fn value_ttl(&self, store: &Self::Store, key: &str) -> i64;
+  /// Stores `bytes` where `tag`'s invalidation stamp goes, without a TTL.
+  async fn plant_tag_stamp(&self, store: &Self::Store, tag: &str, bytes: &[u8]);
+  /// The ms `tag`'s invalidation stamp has left to live.
+  async fn tag_stamp_ttl(&self, store: &Self::Store, tag: &str) -> i64;
 }
 
 /// Lock keys no herdcache instance can have set.
@@ -91,6 +96,7 @@ async fn contract<F: Fixture>(f: &F) {
     clear_removes_only_this_prefix,
     replayed_deletes_and_clears_spare_newer_values_and_are_announced,
     an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl,
+    tags_are_kept_with_the_value_and_their_stamps_only_rise,
     a_failed_refresh_backs_off_background_refreshes_until_its_marker_expires,
     a_failed_refresh_releases_our_lock_but_not_someone_elses,
     a_write_ends_the_back_off,
@@ -198,6 +204,16 @@ impl Fixture for RedisFixture {
       .query(&[b"PTTL", store.keys(key).value.as_bytes()])
       .await
   }
+
+  async fn plant_tag_stamp(&self, store: &RedisStore, tag: &str, bytes: &[u8]) {
+    let name = herdcache::core::fleet::tag_stamp(store.prefix(), tag);
+    self.run(&[b"SET", name.as_bytes(), bytes]).await;
+  }
+
+  async fn tag_stamp_ttl(&self, store: &RedisStore, tag: &str) -> i64 {
+    let name = herdcache::core::fleet::tag_stamp(store.prefix(), tag);
+    self.query(&[b"PTTL", name.as_bytes()]).await
+  }
 }
 
 /// What no instance writes, planted under one name.
@@ -230,6 +246,7 @@ fn envelope(stamp: u64, json: &str) -> Envelope {
       negative: false,
     },
     json: json.into(),
+    tags: Default::default(),
   }
 }
 
@@ -465,13 +482,13 @@ async fn the_writer_and_the_reader_agree_on_near_valid_values<F: Fixture>(f: &F)
     b"\"\xff\xfe\"",
     b"1 2",
   ];
-  let (mut kept, mut kept_v2, mut replaced) = (0, 0, 0);
-  for case in 0..2_000 {
+  let (mut kept, mut kept_v2, mut kept_v3, mut replaced) = (0, 0, 0, 0);
+  for case in 0..4_000 {
     let mut pick = |list: &[&str]| list[rng.random_range(0..list.len())].to_string();
-    // hc1 has four numbers, hc2 five (refreshAt): both counts with both
-    // tags, and a version that does not exist.
-    let tag = pick(&["hc1", "hc1", "hc2", "hc2", "hc3", "HC1"]);
-    let matching = if tag == "hc2" { 5 } else { 4 };
+    // hc1 has four numbers, hc2 and hc3 five (refreshAt): both counts
+    // with each version, and versions that do not exist.
+    let tag = pick(&["hc1", "hc1", "hc2", "hc2", "hc3", "hc3", "hc4", "HC1"]);
+    let matching = if tag == "hc2" || tag == "hc3" { 5 } else { 4 };
     let count = match pick(&["other", "same", "same", "same", "same"]).as_str() {
       "other" => 9 - matching,
       _ => matching,
@@ -485,6 +502,19 @@ async fn the_writer_and_the_reader_agree_on_near_valid_values<F: Fixture>(f: &F)
     }
     let kind = pick(&["v", "n", "v", "q"]);
     let mut stored = format!("{tag} {} {kind}\n", fields.join(" ")).into_bytes();
+    if tag == "hc3" {
+      // Its line of tags: mostly valid, sometimes not, sometimes missing.
+      let tags = pick(&[
+        "[\"t\"]\n",
+        "[\"t\",\"u\"]\n",
+        "[\"t\"]\n",
+        "[]\n",
+        "[1]\n",
+        "t\n",
+        "",
+      ]);
+      stored.extend_from_slice(tags.as_bytes());
+    }
     stored.extend_from_slice(bodies[rng.random_range(0..bodies.len())]);
     let key = format!("agree{case}");
     let keys = s.keys(&key);
@@ -511,14 +541,15 @@ async fn the_writer_and_the_reader_agree_on_near_valid_values<F: Fixture>(f: &F)
     if accepted {
       kept += 1;
       kept_v2 += usize::from(tag == "hc2");
+      kept_v3 += usize::from(tag == "hc3");
     } else {
       replaced += 1;
     }
   }
   // The generator reaches both sides.
   assert!(
-    kept >= 10 && kept_v2 >= 5 && replaced >= 300,
-    "kept {kept} ({kept_v2} hc2), replaced {replaced}"
+    kept >= 10 && kept_v2 >= 5 && kept_v3 >= 3 && replaced >= 300,
+    "kept {kept} ({kept_v2} hc2, {kept_v3} hc3), replaced {replaced}"
   );
 }
 
@@ -768,7 +799,8 @@ async fn an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl<F: Fixtur
     read("live").await,
     Read::Found(Envelope {
       meta: stale,
-      json: "[1]".into()
+      json: "[1]".into(),
+      tags: Default::default(),
     })
   );
   let left = f.value_ttl(&s, "live").await;
@@ -849,6 +881,7 @@ async fn an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl<F: Fixtur
         let original = Envelope {
           meta,
           json: "null".into(),
+          tags: Default::default(),
         };
         s.write_over(key, &s.keys(key), &original, 60_000, None, Some(stamp))
           .await
@@ -864,6 +897,118 @@ async fn an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl<F: Fixtur
       }
     }
   }
+}
+
+async fn tags_are_kept_with_the_value_and_their_stamps_only_rise<F: Fixture>(f: &F) {
+  let s = f.store("tags:");
+  let recorder = Recorder::start(&s).await;
+  let tags = |list: &[&str]| Tags::new(list.iter().map(|t| t.to_string()).collect()).unwrap();
+  let tagged = Envelope {
+    tags: tags(&["user:1", "tenant 7"]),
+    ..envelope(100, "{\"a\":1}")
+  };
+  let key = "tagged";
+  assert!(s
+    .write(key, &s.keys(key), &tagged, 60_000, None)
+    .await
+    .unwrap());
+  assert_eq!(
+    s.read(&s.keys(key)).await.unwrap(),
+    Read::Found(tagged.clone())
+  );
+  // An expire rewrites the header and keeps the tags; so do batched reads.
+  assert!(s.expire(key, &s.keys(key), 200).await.unwrap());
+  let expired = Envelope {
+    meta: tagged.meta.expired_at(200).unwrap(),
+    ..tagged.clone()
+  };
+  assert_eq!(
+    s.read_many(&[s.keys(key), s.keys("none")]).await.unwrap(),
+    [Read::Found(expired), Read::Missing]
+  );
+  // A newer untagged value replaces it, tags and all.
+  assert!(s
+    .write(key, &s.keys(key), &envelope(300, "2"), 60_000, None)
+    .await
+    .unwrap());
+  assert_eq!(
+    s.read(&s.keys(key)).await.unwrap(),
+    Read::Found(envelope(300, "2"))
+  );
+  f.plant_value(&s, "bad-tags", b"hc3 1100 10100 12 100 1000 v\n[\"\"]\n1")
+    .await;
+  assert!(matches!(
+    s.read(&s.keys("bad-tags")).await.unwrap(),
+    Read::Corrupt(_)
+  ));
+
+  let all = ["user:1".to_string(), "never".to_string()];
+  assert_eq!(s.tag_stamps(&all).await.unwrap(), [0, 0]);
+  assert!(s.invalidate_tag("user:1", 500, 60_000).await.unwrap());
+  assert!(
+    !s.invalidate_tag("user:1", 400, 60_000).await.unwrap(),
+    "an older stamp never lowers it"
+  );
+  assert!(s.invalidate_tag("user:1", 600, 1_000).await.unwrap());
+  assert_eq!(s.tag_stamps(&all).await.unwrap(), [600, 0]);
+  let ttl = f.tag_stamp_ttl(&s, "user:1").await;
+  assert!(
+    ttl > 50_000 && ttl <= 60_000,
+    "a shorter life asked later does not shorten it: {ttl}"
+  );
+  f.plant_tag_stamp(&s, "junk", b"not a stamp").await;
+  assert_eq!(s.tag_stamps(&["junk".to_string()]).await.unwrap(), [0]);
+  assert!(s.invalidate_tag("junk", 700, 5_000).await.unwrap());
+  assert_eq!(s.tag_stamps(&["junk".to_string()]).await.unwrap(), [700]);
+
+  let origin = s.origin().to_string();
+  let is_tag = |e: &Event| matches!(e.change, Change::Tagged { .. });
+  wait_until("the tags' notices", || {
+    recorder
+      .seen
+      .lock()
+      .unwrap()
+      .iter()
+      .filter(|e| is_tag(e))
+      .count()
+      >= 4
+  })
+  .await;
+  let notices: Vec<Event> = recorder
+    .seen
+    .lock()
+    .unwrap()
+    .iter()
+    .filter(|e| is_tag(e))
+    .cloned()
+    .collect();
+  let mut expected: Vec<Event> = [
+    ("user:1", 500),
+    ("user:1", 400),
+    ("user:1", 600),
+    ("junk", 700),
+  ]
+  .map(|(tag, at)| {
+    Event::new(
+      &origin,
+      Change::Tagged {
+        tag: tag.into(),
+        at,
+      },
+    )
+  })
+  .to_vec();
+  let by_tag = |e: &Event| match &e.change {
+    Change::Tagged { tag, .. } => tag.clone(),
+    _ => String::new(),
+  };
+  let mut notices = notices;
+  notices.sort_by_key(by_tag);
+  expected.sort_by_key(by_tag);
+  assert_eq!(
+    notices, expected,
+    "every invalidation is announced, raised or not: an instance may hold an older stamp"
+  );
 }
 
 async fn replayed_deletes_and_clears_spare_newer_values_and_are_announced<F: Fixture>(f: &F) {

@@ -5,11 +5,12 @@
 
 use super::flight::{self, FlightHandle};
 use super::key;
-use super::raw::{self, Env, Failure, JsRef, RawResult, Utf8, Value};
+use super::raw::{self, napi_try, Env, Failure, JsRef, RawResult, Utf8, Value};
 use super::status::{self, Source, StaleReason};
 use super::{closed, Inner};
 use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{EntryPolicy, RawCallOptions};
+use crate::core::tags::{self, Tags};
 use crate::engine::{Decision, FirstStep, Refresh, Served};
 use napi::sys;
 use std::rc::Rc;
@@ -106,6 +107,32 @@ pub(super) unsafe fn read_call_options(
   })
 }
 
+/// `tags`: undefined (none), or an array of tags (`core::tags` checks them).
+pub(super) unsafe fn read_tags(env: Env, value: Value) -> RawResult<Tags> {
+  if raw::type_of(env, value) == sys::ValueType::napi_undefined {
+    return Ok(Tags::NONE);
+  }
+  let mut is_array = false;
+  napi_try!(env, sys::napi_is_array(env, value, &mut is_array));
+  if !is_array {
+    return Err(option_type("tags", "an array of strings"));
+  }
+  let mut len = 0u32;
+  napi_try!(env, sys::napi_get_array_length(env, value, &mut len));
+  // Refused before reading them: a runaway list is a bug.
+  tags::check_count(len as usize)?;
+  let mut tags = Vec::with_capacity(len as usize);
+  for i in 0..len {
+    let mut tag = std::ptr::null_mut();
+    napi_try!(env, sys::napi_get_element(env, value, i, &mut tag));
+    if raw::type_of(env, tag) != sys::ValueType::napi_string {
+      return Err(option_type("tags", "an array of strings"));
+    }
+    tags.push(raw::get_string(env, tag)?);
+  }
+  Ok(Tags::new(tags)?)
+}
+
 /// What the decision asks for, with the JS values taken out while the engine
 /// was borrowed (calling into JS may re-enter it).
 enum Action {
@@ -130,11 +157,13 @@ pub(super) struct Call<'a> {
   pub policy: EntryPolicy,
   /// The caller refuses stale values (`stale: false`).
   pub refuse_stale: bool,
+  /// The tags its value is written with.
+  pub tags: Tags,
 }
 
-/// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?, status?)`.
+/// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?, status?, tags?)`.
 pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, argc, inner) = raw::args::<8, Rc<Inner>>(env, info);
+  let (argv, argc, inner) = raw::args::<9, Rc<Inner>>(env, info);
   // SAFETY: `install_raw` made this function with `raw::function` and an
   // `Rc<Inner>` as data, so the pointer is that box. The box is freed only
   // by the function's finalizer, which cannot run while the function is
@@ -155,10 +184,10 @@ pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) ->
 unsafe fn get_or_load_impl(
   env: Env,
   inner: &Rc<Inner>,
-  argv: [Value; 8],
+  argv: [Value; 9],
   has_options: bool,
 ) -> RawResult<(Value, Outcome)> {
-  let [key_js, loader, stale, ttl, hard_ttl, negative_ttl, beta, status] = argv;
+  let [key_js, loader, stale, ttl, hard_ttl, negative_ttl, beta, status, tags] = argv;
   if inner.cache.borrow().is_closed() {
     return Err(closed());
   }
@@ -187,6 +216,10 @@ unsafe fn get_or_load_impl(
     .config()
     .entry
     .with(&options.overrides)?;
+  let tags = match has_options {
+    true => read_tags(env, tags)?,
+    false => Tags::NONE,
+  };
   let action = {
     let mut cache = inner.cache.borrow_mut();
     match cache.decide(key.as_str(), !options.refuse_stale) {
@@ -216,6 +249,7 @@ unsafe fn get_or_load_impl(
     loader,
     policy,
     refuse_stale: options.refuse_stale,
+    tags,
   };
   let mut stale_reason = None;
   let answer = match action {
@@ -295,11 +329,14 @@ pub(super) unsafe fn start_flight(
   refresh: Option<Refresh>,
 ) -> RawResult<Value> {
   let (handle, promise) = FlightHandle::new(env)?;
-  let (id, first) =
-    inner
-      .cache
-      .borrow_mut()
-      .begin(call.key, handle, refresh, call.policy, call.refuse_stale);
+  let (id, first) = {
+    let mut cache = inner.cache.borrow_mut();
+    let begun = cache.begin(call.key, handle, refresh, call.policy, call.refuse_stale);
+    if !call.tags.is_empty() || refresh.is_some() {
+      cache.local_mut().tag_flight(begun.0, call.tags.clone());
+    }
+    begun
+  };
   let waiting = first == FirstStep::ReadShared;
   let started = if waiting && refresh.is_none() {
     // A background refresh leads at once: `waitUntil` gets its promise now.

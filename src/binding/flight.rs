@@ -19,6 +19,7 @@ use super::status::{self, Answered, Lock, Source, StaleReason};
 use super::Inner;
 use crate::core::envelope::Meta;
 use crate::core::options::RawCallOptions;
+use crate::core::tags::Tags;
 use crate::engine::{Effect, Event, Keep, Refresh, Served, Step, Written};
 use napi::sys;
 use std::rc::Rc;
@@ -367,7 +368,9 @@ unsafe fn refresh_stale(
       loader,
       policy,
       refuse_stale: false,
+      tags: Tags::NONE,
     };
+    // Its tags are the stale value's (`Engine::tag_flight`).
     entry::start_flight(env, inner, &call, Some(Refresh::Stale))?;
   }
   Ok(due)
@@ -481,7 +484,7 @@ unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::en
   };
   let (served, flight, now) = {
     let mut cache = inner.cache.borrow_mut();
-    let (served, flight) = cache.adopt(id, held, envelope.meta);
+    let (served, flight) = cache.adopt(id, held, envelope.meta, envelope.tags.clone());
     (served, flight, cache.local().now())
   };
   let stale = served == Served::Stale;

@@ -418,7 +418,7 @@ unsafe fn problem_to_js(env: raw::Env, problem: &crate::engine::shared::Problem)
   object
 }
 
-/// `[{ op, key }]` (no `key` for a clear).
+/// `[{ op, key }]` (no `key` for a clear; `tag` for a `deleteByTag`).
 unsafe fn undelivered_to_js(env: raw::Env, left: Vec<Undelivered>) -> raw::Value {
   use napi::sys;
   let mut array = std::ptr::null_mut();
@@ -430,6 +430,9 @@ unsafe fn undelivered_to_js(env: raw::Env, left: Vec<Undelivered>) -> raw::Value
     if let Some(key) = &item.key {
       let _ = raw::set_property(env, object, c"key", raw::string(env, key));
     }
+    if let Some(tag) = &item.tag {
+      let _ = raw::set_property(env, object, c"tag", raw::string(env, tag));
+    }
     sys::napi_set_element(env, array, index as u32, object);
   }
   array
@@ -440,7 +443,7 @@ type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) 
 /// The raw functions `install()` returns (with `outcomeBuffer`), by JS name.
 /// `lib/native-contract.d.ts` describes each for the JS side, and
 /// `__test__/native-contract.test.js` checks that it lists these.
-const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 14] = [
+const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 15] = [
   (c"getOrLoad", entry::get_or_load),
   (c"fill", flight::fill),
   (c"fail", flight::fail),
@@ -451,6 +454,7 @@ const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 14] = [
   (c"set", ops::set),
   (c"delete", ops::delete),
   (c"expire", ops::expire),
+  (c"deleteByTag", ops::delete_by_tag),
   (c"clear", ops::clear),
   (c"peek", ops::peek),
   (c"stats", ops::stats),

@@ -2,7 +2,7 @@
 //! `clear`, `peek` (get past memory, with Redis), `stats` and `metrics`.
 //! With a fleet, the ones that reach Redis return a promise.
 
-use super::entry::read_call_options;
+use super::entry::{read_call_options, read_tags};
 use super::flight::optional_string;
 use super::futures::promise_on_cache;
 use super::held::Held;
@@ -58,19 +58,20 @@ pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
   })
 }
 
-/// `set(key, value, ttl?, hardTtl?, json?)`: `value` is already the
+/// `set(key, value, ttl?, hardTtl?, json?, tags?)`: `value` is already the
 /// JSON-normalised copy, `json` its text (for Redis). Returns the Redis
 /// write's promise, or undefined.
 pub unsafe extern "C" fn set(env: Env, info: sys::napi_callback_info) -> Value {
-  keyed::<5>(env, info, |inner, key, argv| {
+  keyed::<6>(env, info, |inner, key, argv| {
     let undefined = raw::undefined(env);
     let options = read_call_options(env, [undefined, argv[2], argv[3], undefined, undefined])?;
+    let tags = read_tags(env, argv[5])?;
     let held = Held::from_js(env, argv[1])?;
     let json = optional_string(env, argv[4])?.unwrap_or_else(|| "null".to_string());
     let write = {
       let mut cache = inner.cache.borrow_mut();
       let policy = cache.config().entry.with(&options.overrides)?;
-      cache.set(key, held, policy, json)
+      cache.set(key, held, policy, json, tags)
     };
     match write {
       Some(write) => promise_on_cache(env, inner.id, write, |env, written| {
@@ -105,6 +106,28 @@ unsafe fn boolean_answer(env: Env, inner: &Inner, answer: Step<bool, bool>) -> R
     Step::Done(yes) => Ok(raw::boolean(env, yes)),
     Step::Later(later) => promise_on_cache(env, inner.id, later, |env, yes| raw::boolean(env, yes)),
   }
+}
+
+/// `deleteByTag(tags)`: every entry carrying one of `tags` is invalid from
+/// now on (with Redis: a promise, settled once every instance was told, or
+/// the invalidations were kept for auto-recovery).
+pub unsafe extern "C" fn delete_by_tag(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<1, Rc<Inner>>(env, info);
+  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
+  // this callback, while its function is alive (as in `entry::get_or_load`).
+  let inner: &Inner = &*inner;
+  let run = || {
+    if inner.cache.borrow().is_closed() {
+      return Err(closed());
+    }
+    let tags = read_tags(env, argv[0])?;
+    let sent = inner.cache.borrow_mut().delete_by_tag(tags.as_slice());
+    match sent {
+      Some(sent) => promise_on_cache(env, inner.id, sent, |env, ()| raw::undefined(env)),
+      None => Ok(raw::undefined(env)),
+    }
+  };
+  run().unwrap_or_else(|failure| raw::throw(env, failure))
 }
 
 /// `clear()` (with Redis: a promise).

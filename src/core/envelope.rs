@@ -18,6 +18,19 @@
 //!   as one instance would, not as early as the earliest of N draws.
 //! - `v` a value, `n` a "not found" marker (then the value line is `null`).
 //!
+//! A tagged entry (`Tags`, `core::tags`) is an `hc3` entry: the same header,
+//! then its tags as one JSON array of strings on their own line, then the
+//! value:
+//!
+//! ```text
+//! hc3 <freshUntil> <hardUntil> <computeMs> <stamp> <refreshAt> <v|n>
+//! ["tenant:7","user:42"]
+//! <value as JSON text>
+//! ```
+//!
+//! An untagged entry is still written `hc2`, so a reader that knows only
+//! `hc2` reads every untagged entry (a tagged one is a miss to it).
+//!
 //! Rules (the write script's too, see `fleet::scripts::WRITE_SCRIPT`): every
 //! number has 1 to [`MAX_DIGITS`] ASCII digits, `hardUntil >= freshUntil`,
 //! `refreshAt <= freshUntil`. The previous version, `hc1`, is the same
@@ -28,12 +41,15 @@
 //! Anything else (another program's value, a truncated write, a future
 //! version) decodes to an error, which callers count and treat as a miss.
 
+use super::tags::Tags;
 use std::fmt;
 
 /// The version every writer writes.
 pub const VERSION_TAG: &str = "hc2";
 /// The version before `refreshAt`, still read.
 pub const VERSION_TAG_V1: &str = "hc1";
+/// The version of a tagged entry: `hc2`'s header, then a line of tags.
+pub const VERSION_TAG_TAGGED: &str = "hc3";
 
 /// Header numbers have at most this many digits (below 10^15 ms, the year
 /// 33658): exact as doubles, so the write script (Lua) compares stamps
@@ -74,6 +90,8 @@ pub struct Envelope {
   pub meta: Meta,
   /// The value as JSON text (`null` for a negative marker).
   pub json: String,
+  /// The tags the value was written with (`deleteByTag`).
+  pub tags: Tags,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,8 +123,17 @@ impl std::error::Error for DecodeError {}
 impl Envelope {
   pub fn encode(&self) -> String {
     let m = &self.meta;
-    let mut out = String::with_capacity(self.json.len() + 64);
-    out.push_str(VERSION_TAG);
+    let tags = match self.tags.is_empty() {
+      true => None,
+      // Strings serialize infallibly.
+      false => Some(serde_json::to_string(self.tags.as_slice()).unwrap_or_default()),
+    };
+    let mut out =
+      String::with_capacity(self.json.len() + 64 + tags.as_ref().map_or(0, String::len));
+    out.push_str(match tags {
+      Some(_) => VERSION_TAG_TAGGED,
+      None => VERSION_TAG,
+    });
     // A writer without a moment of its own (none in herdcache) writes
     // "never early"; one past freshUntil would make the entry unreadable.
     let refresh_at = m.refresh_at.unwrap_or(m.fresh_until).min(m.fresh_until);
@@ -121,6 +148,10 @@ impl Envelope {
       out.push_str(&n.to_string());
     }
     out.push_str(if m.negative { " n\n" } else { " v\n" });
+    if let Some(tags) = tags {
+      out.push_str(&tags);
+      out.push('\n');
+    }
     out.push_str(&self.json);
     out
   }
@@ -128,20 +159,39 @@ impl Envelope {
   pub fn decode(text: &str) -> Result<Envelope, DecodeError> {
     let (header, json) = text.split_once('\n').ok_or(DecodeError::NotAnEnvelope)?;
     let meta = Envelope::decode_header(header)?;
+    let (tags, json) = Envelope::decode_tags(header, json)?;
     if json.is_empty() {
       return Err(DecodeError::BadHeader("value"));
     }
     Ok(Envelope {
       meta,
       json: json.to_string(),
+      tags,
     })
+  }
+
+  /// What follows a valid `header`: an `hc3` entry's tags, and the value's
+  /// text (the rest of `body`).
+  pub fn decode_tags<'a>(header: &str, body: &'a str) -> Result<(Tags, &'a str), DecodeError> {
+    if !header.starts_with(VERSION_TAG_TAGGED) {
+      return Ok((Tags::NONE, body));
+    }
+    let (line, json) = body
+      .split_once('\n')
+      .ok_or(DecodeError::BadHeader("tags"))?;
+    let tags = serde_json::from_str::<Vec<String>>(line)
+      .ok()
+      .and_then(|tags| Tags::new(tags).ok())
+      .filter(|tags| !tags.is_empty())
+      .ok_or(DecodeError::BadHeader("tags"))?;
+    Ok((tags, json))
   }
 
   /// The first line of an envelope, without its newline.
   pub fn decode_header(header: &str) -> Result<Meta, DecodeError> {
     let mut fields = header.split(' ');
     let has_refresh_at = match fields.next() {
-      Some(VERSION_TAG) => true,
+      Some(VERSION_TAG | VERSION_TAG_TAGGED) => true,
       Some(VERSION_TAG_V1) => false,
       Some(tag) if tag.starts_with("hc") && tag.len() <= 8 => {
         return Err(DecodeError::UnknownVersion(tag.to_string()))
@@ -250,7 +300,31 @@ mod tests {
       } else {
         "{\"a\":[1,2],\"s\":\"x\\ny\"}".into()
       },
+      tags: Tags::NONE,
     }
+  }
+
+  #[test]
+  fn a_tagged_entry_is_hc3_with_its_tags_on_their_own_line() {
+    let mut e = sample(false);
+    e.tags = Tags::new(vec!["user:42".into(), "a \"b\"\nc".into()]).unwrap();
+    let text = e.encode();
+    assert!(text.starts_with(
+      "hc3 1700000060000 1700000600000 612 1700000000000 1700000059400 v\n[\"a \\\"b\\\"\\nc\",\"user:42\"]\n{"
+    ));
+    assert_eq!(Envelope::decode(&text).unwrap(), e);
+    for bad in ["[]", "[1]", "[\"\"]", "nope", "{}"] {
+      let text = format!("hc3 1 2 3 4 1 v\n{bad}\n1");
+      assert_eq!(
+        Envelope::decode(&text).unwrap_err(),
+        DecodeError::BadHeader("tags"),
+        "{text:?}"
+      );
+    }
+    assert_eq!(
+      Envelope::decode("hc3 1 2 3 4 1 v\n[\"a\"]").unwrap_err(),
+      DecodeError::BadHeader("tags")
+    );
   }
 
   #[test]

@@ -9,3 +9,4 @@ pub mod fleet;
 pub mod key;
 pub mod options;
 pub mod policy;
+pub mod tags;

@@ -28,6 +28,7 @@ use crate::core::envelope::{Envelope, Meta};
 use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{CacheConfig, EntryPolicy, RedisEndpoint};
 use crate::core::policy;
+use crate::core::tags::Tags;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -168,8 +169,12 @@ impl<V, F> Cache<V, F> {
 
   /// A cache on `clock`; `fleet`, when given, must run on the same clock.
   pub fn new(config: CacheConfig, clock: Clock, fleet: Option<Arc<Fleet>>) -> Self {
+    let mut local = Engine::with_clock(config, clock);
+    if let Some(fleet) = &fleet {
+      local.share_tag_stamps(fleet.tag_stamps());
+    }
     Cache {
-      local: Engine::with_clock(config, clock),
+      local,
       invalidations: fleet.as_ref().map(|f| f.invalidations()),
       fleet,
       released: None,
@@ -396,8 +401,14 @@ impl<V, F> Cache<V, F> {
   /// Flight `id` was answered by another instance's value (`value` parsed
   /// from `meta`'s envelope): stored with its own deadlines, the flight
   /// ended. Returns what its callers got, and the flight.
-  pub fn adopt(&mut self, id: u64, value: V, meta: Meta) -> (Served, Option<Flight<F>>) {
-    let served = self.local.adopt(id, value, meta);
+  pub fn adopt(
+    &mut self,
+    id: u64,
+    value: V,
+    meta: Meta,
+    tags: Tags,
+  ) -> (Served, Option<Flight<F>>) {
+    let served = self.local.adopt(id, value, meta, tags);
     (served, self.local.end_flight(id))
   }
 
@@ -419,14 +430,15 @@ impl<V, F> Cache<V, F> {
       return Step::Done(self.local.end_flight(id));
     };
     self.local.count_loader_run();
-    let (key, lock) = match self.local.flight_mut(id) {
-      Some(flight) => (flight.key.clone(), flight.lock.take()),
+    let (key, lock, tags) = match self.local.flight_mut(id) {
+      Some(flight) => (flight.key.clone(), flight.lock.take(), flight.tags.clone()),
       None => return Step::Done(None),
     };
     Step::Later(Box::pin(async move {
       match (stored, json) {
         (Some(meta), Some(json)) => {
-          match fleet.settle(&key, id, Envelope { meta, json }, lock).await {
+          let envelope = Envelope { meta, json, tags };
+          match fleet.settle(&key, id, envelope, lock).await {
             Some(true) => Written::Stored,
             Some(false) => Written::Superseded,
             None => Written::Skipped,
@@ -496,12 +508,30 @@ impl<V, F> Cache<V, F> {
     value: V,
     policy: EntryPolicy,
     json: String,
+    tags: Tags,
   ) -> Option<impl Future<Output = bool> + Send + 'static> {
     self.apply_invalidations();
-    let meta = self.local.set(key, value, policy);
+    let meta = self.local.set(key, value, policy, tags.clone());
     let fleet = self.fleet.clone()?;
     let key = key.to_string();
-    Some(async move { fleet.write(&key, Envelope { meta, json }).await })
+    Some(async move { fleet.write(&key, Envelope { meta, json, tags }).await })
+  }
+
+  /// `deleteByTag`: every entry carrying one of `tags` is invalid from now
+  /// on, here and (with a fleet, the future) on every instance; delivered
+  /// later if the store cannot be reached.
+  pub fn delete_by_tag(
+    &mut self,
+    tags: &[String],
+  ) -> Option<impl Future<Output = ()> + Send + 'static> {
+    self.apply_invalidations();
+    let at = self.local.delete_by_tag(tags);
+    let fleet = self.fleet.clone()?;
+    let (tags, px) = (tags.to_vec(), self.local.longest_hard_ttl());
+    Some(async move {
+      let sent = tags.iter().map(|tag| fleet.invalidate_tag(tag, at, px));
+      futures_util::future::join_all(sent).await;
+    })
   }
 
   /// `delete`: whether a live entry was removed here (or, with a fleet,
@@ -681,6 +711,7 @@ mod tests {
         negative: false,
       },
       json: "\"theirs\"".into(),
+      tags: Tags::NONE,
     }
   }
 
@@ -786,7 +817,12 @@ mod tests {
       assert!(matches!(c.decide("k", true), Decision::Join { .. }));
     }
     let now = c.local().now();
-    let (served, flight) = c.adopt(id, "theirs".into(), envelope(now, 1_000, 10_000).meta);
+    let (served, flight) = c.adopt(
+      id,
+      "theirs".into(),
+      envelope(now, 1_000, 10_000).meta,
+      Tags::NONE,
+    );
     assert_eq!(served, Served::Fresh);
     assert_eq!(flight.map(|f| f.handle), Some("p"));
     let (metrics, gauges) = c.snapshot();
@@ -815,7 +851,13 @@ mod tests {
     let (id, _) = c.begin("k", "p3", None, policy, false);
     c.local_mut().fill(id, "mine".into(), false, 1);
     c.local_mut().advance_clock(1);
-    let _ = c.set("k", "direct".into(), policy, "\"direct\"".into());
+    let _ = c.set(
+      "k",
+      "direct".into(),
+      policy,
+      "\"direct\"".into(),
+      Tags::NONE,
+    );
     assert!(c.written(id, Written::Superseded).is_some());
     assert_eq!(
       c.get("k", true).map(String::as_str),

@@ -22,6 +22,7 @@ use crate::core::breaker::Breaker;
 use crate::core::envelope::{DecodeError, Envelope};
 use crate::core::fleet::{loser_step, Change, Lease, LoserStep};
 use crate::core::policy::{self, Answers};
+use crate::core::tags::{TagStamps, TAG_STAMPS_CAPACITY};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -44,6 +45,12 @@ pub struct FleetCounters {
   pub recovered: AtomicU64,
   /// Queued operations given up: past the bounds, or undelivered at close.
   pub recovery_dropped: AtomicU64,
+}
+
+/// The tag stamps, locked; a panic elsewhere while they were held left
+/// them whole (every change is one assignment).
+pub fn lock(tags: &SharedTagStamps) -> std::sync::MutexGuard<'_, TagStamps> {
+  tags.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn bump(counter: &AtomicU64) {
@@ -94,6 +101,12 @@ pub struct FleetConfig {
 /// The fleet protocol over the store `S`; `Fleet` alone is the Redis one.
 pub struct Fleet<S: SharedStore = RedisStore> {
   store: S,
+  /// The tags' invalidation stamps, shared with the local engine (which
+  /// judges its entries by them on every hit of a tagged one).
+  tags: SharedTagStamps,
+  /// The longest life a tag's stamp is kept in the store for (ms): the
+  /// longest a `deleteByTag` asked for, for its replay.
+  tag_ttl: AtomicU64,
   events: Arc<Events>,
   breaker: Mutex<Breaker>,
   lease: Lease,
@@ -137,11 +150,12 @@ pub struct Fleet<S: SharedStore = RedisStore> {
 }
 
 /// What `close()` could not deliver: the operation (`set`, `delete`,
-/// `clear`) and its key (none for a clear).
+/// `expire`, `deleteByTag`, `clear`) and its key (none for a clear) or tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Undelivered {
   pub op: &'static str,
   pub key: Option<String>,
+  pub tag: Option<String>,
 }
 
 /// One flight's fleet steps ([`Fleet::steps`]).
@@ -201,6 +215,10 @@ const MIN_REPLAY_PAUSE: Duration = Duration::from_millis(100);
 /// Past this many remembered corrupt stamps the memo starts afresh.
 const MAX_CORRUPT_STAMPS: usize = 10_000;
 
+/// The tags' invalidation stamps, where the fleet's tasks and the thread
+/// that owns the L1 both reach them.
+pub type SharedTagStamps = Arc<Mutex<TagStamps>>;
+
 /// What the thread that owns the L1 must forget.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Invalidation {
@@ -249,9 +267,16 @@ impl<S: SharedStore> Fleet<S> {
     let invalidations = Arc::new(Invalidations::default());
     let subscription = Arc::new(Flag::default());
     let origin = store.origin().to_string();
+    let tags: SharedTagStamps = Arc::new(Mutex::new(TagStamps::new(TAG_STAMPS_CAPACITY)));
     let events = {
       let invalidations = Arc::clone(&invalidations);
+      let tags = Arc::clone(&tags);
       Events::new(move |event| {
+        if let Change::Tagged { tag, at } = &event.change {
+          // At once, for the fleet's reads too; the L1's flights hear of
+          // it with the invalidations.
+          lock(&tags).invalidated(tag, *at);
+        }
         if event.origin != origin {
           invalidations.push(Invalidation::Changed(event.change.clone()));
         }
@@ -284,12 +309,17 @@ impl<S: SharedStore> Fleet<S> {
       clock_passed_over: AtomicU64::new(0),
       clock_syncing: tokio::sync::Mutex::new(()),
       corrupt_stamps: Mutex::new(HashMap::new()),
+      tags: Arc::clone(&tags),
+      tag_ttl: AtomicU64::new(0),
       store,
     });
     // While the subscription is down, changes elsewhere go unseen: each
     // (re)connection clears the L1, so nothing missed is served from it.
     let ever_connected = AtomicBool::new(false);
     let handle = fleet.store.subscribe(&fleet.events, move |connected| {
+      // Down, invalidations may be missed; up again, a read of the stamps
+      // begun while it was down may predate one.
+      lock(&tags).unconfirm_all();
       subscription.set(connected);
       if connected && ever_connected.swap(true, Ordering::Relaxed) {
         invalidations.push(Invalidation::Resubscribed);
@@ -470,7 +500,64 @@ impl<S: SharedStore> Fleet<S> {
   }
 
   async fn read(&self, keys: &S::Keys) -> Option<Read> {
-    self.track(self.store.read(keys).await)
+    let mut read = self.track(self.store.read(keys).await)?;
+    self.judge_tags(std::slice::from_mut(&mut read)).await;
+    Some(read)
+  }
+
+  /// The tag stamps of this instance (shared with its L1).
+  pub fn tag_stamps(&self) -> SharedTagStamps {
+    Arc::clone(&self.tags)
+  }
+
+  /// Turns every value in `reads` that a `deleteByTag` invalidated into a
+  /// miss. The stamps of its tags not known as the fleet's are read first
+  /// (one batch for all of `reads`); when they cannot be, such a value is
+  /// a miss too: it is never served past an invalidation it could not
+  /// check.
+  async fn judge_tags(&self, reads: &mut [Read]) {
+    let tagged = |read: &Read| matches!(read, Read::Found(e) if !e.tags.is_empty());
+    if !reads.iter().any(tagged) {
+      return;
+    }
+    let (mut wanted, epoch) = {
+      let stamps = lock(&self.tags);
+      let mut wanted: Vec<String> = Vec::new();
+      for read in reads.iter() {
+        if let Read::Found(e) = read {
+          wanted.extend(stamps.unconfirmed(&e.tags).cloned());
+        }
+      }
+      (wanted, stamps.epoch())
+    };
+    wanted.sort_unstable();
+    wanted.dedup();
+    let live = self.subscription.is_set();
+    let just_read = match wanted.is_empty() {
+      true => Vec::new(),
+      false => {
+        let answer = self.store.tag_stamps(&wanted).await;
+        match self.track(answer) {
+          Some(stamps) => wanted.into_iter().zip(stamps).collect(),
+          None => Vec::new(),
+        }
+      }
+    };
+    let mut stamps = lock(&self.tags);
+    for (tag, at) in &just_read {
+      match live {
+        true => stamps.confirm(tag, *at, epoch),
+        false => stamps.invalidated(tag, *at),
+      }
+    }
+    let read_now: Vec<&str> = just_read.iter().map(|(tag, _)| tag.as_str()).collect();
+    for read in reads.iter_mut() {
+      if let Read::Found(e) = read {
+        if !stamps.admits_shared(&e.tags, e.meta.stamp, &read_now) {
+          *read = Read::Missing;
+        }
+      }
+    }
   }
 
   /// Counts a corrupt value where a flight first meets it (re-reads of the
@@ -556,10 +643,12 @@ impl<S: SharedStore> Fleet<S> {
     // Bounded by the loads' deadline: the binding may leave a flight without
     // a JS leader (and its hardTimeout timer) while this read is out.
     let bound = Duration::from_millis(self.hard_timeout);
-    let Ok(read) = tokio::time::timeout(bound, self.store.read_many(&keys)).await else {
-      return requests.iter().map(|_| local()).collect();
+    let judged = async {
+      let mut reads = self.track(self.store.read_many(&keys).await)?;
+      self.judge_tags(&mut reads).await;
+      Some(reads)
     };
-    let Some(reads) = self.track(read) else {
+    let Ok(Some(reads)) = tokio::time::timeout(bound, judged).await else {
       return requests.iter().map(|_| local()).collect();
     };
     reads
@@ -1008,6 +1097,33 @@ impl<S: SharedStore> Fleet<S> {
     expired
   }
 
+  /// `deleteByTag` at `at`: whether the store's stamp of `tag` was raised
+  /// (`None`: not reached; it is kept for auto-recovery). The stamp lives at
+  /// least `px` ms there.
+  pub async fn invalidate_tag(&self, tag: &str, at: u64, px: u64) -> Option<bool> {
+    self.tag_ttl.fetch_max(px, Ordering::Relaxed);
+    let keep = |fleet: &Self| {
+      let now = fleet.clock.now();
+      let dropped = fleet.with_recovery(|queue| queue.push_tag(tag, at, now));
+      fleet.dropped(dropped);
+      fleet.start_replayer();
+    };
+    if !self.allowed() {
+      keep(self);
+      return None;
+    }
+    let result = self.store.invalidate_tag(tag, at, px).await;
+    let raised = self.track(result);
+    match raised {
+      Some(_) if self.recovery_pending() > 0 => {
+        self.with_recovery(|queue| queue.settled_tag(tag, at));
+      }
+      Some(_) => {}
+      None => keep(self),
+    }
+    raised
+  }
+
   /// `clear`: how many values the store removed (`None`: not reached; the
   /// clear is kept for auto-recovery).
   pub async fn clear(&self) -> Option<u64> {
@@ -1124,6 +1240,10 @@ impl<S: SharedStore> Fleet<S> {
     for (seq, replay) in batch {
       let result = match &replay {
         Replay::Clear { stamp } => self.store.clear_not_newer(*stamp).await.map(drop),
+        Replay::Tag { tag, stamp } => {
+          let px = self.tag_ttl.load(Ordering::Relaxed);
+          self.store.invalidate_tag(tag, *stamp, px).await.map(drop)
+        }
         Replay::Key { key, op } => match op {
           KeyOp::Set(envelope) if envelope.meta.hard_until > self.clock.now() => {
             self.write_envelope(key, envelope, None).await.map(drop)
@@ -1177,6 +1297,12 @@ impl<S: SharedStore> Fleet<S> {
         Replay::Clear { .. } => Undelivered {
           op: "clear",
           key: None,
+          tag: None,
+        },
+        Replay::Tag { tag, .. } => Undelivered {
+          op: "deleteByTag",
+          key: None,
+          tag: Some(tag),
         },
         Replay::Key { key, op } => Undelivered {
           op: match op {
@@ -1185,6 +1311,7 @@ impl<S: SharedStore> Fleet<S> {
             KeyOp::Expire { .. } => "expire",
           },
           key: Some(key),
+          tag: None,
         },
       })
       .collect()

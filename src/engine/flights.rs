@@ -7,6 +7,7 @@
 //! still wait for its answer.
 
 use crate::core::options::EntryPolicy;
+use crate::core::tags::Tags;
 // hashbrown's default hasher (foldhash, randomly seeded): fast for short
 // keys, unlike std's SipHash, and not open to chosen-collision keys like FxHash.
 use hashbrown::HashMap;
@@ -34,6 +35,8 @@ pub struct Flight<F> {
   pub lock: Option<String>,
   /// `set`, `delete` or `clear` came while it ran: its result is not stored.
   pub superseded: bool,
+  /// The tags its value is written with (its leader's call options).
+  pub tags: Tags,
 }
 
 /// The flights, in a slab: an id is a slot and that slot's generation, so a
@@ -122,6 +125,7 @@ impl<F> FlightTable<F> {
       joined: 0,
       lock: None,
       superseded: false,
+      tags: Tags::NONE,
     };
     let slot = match self.free.pop() {
       Some(slot) => slot,
@@ -191,6 +195,21 @@ impl<F> FlightTable<F> {
     if let Some(slot) = self.by_key.remove(key) {
       if let Some(flight) = self.slots[slot as usize].flight.as_mut() {
         flight.superseded = true;
+      }
+    }
+  }
+
+  /// Supersedes every flight carrying `tag` that started by `at`: its
+  /// load may have read what the `deleteByTag` invalidated.
+  pub fn supersede_tagged(&mut self, tag: &str, at: u64) {
+    if self.by_key.is_empty() {
+      return;
+    }
+    let by_key = &mut self.by_key;
+    for flight in self.slots.iter_mut().filter_map(|s| s.flight.as_mut()) {
+      if !flight.superseded && flight.started_at <= at && flight.tags.contains(tag) {
+        flight.superseded = true;
+        by_key.remove(&flight.key);
       }
     }
   }

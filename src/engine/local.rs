@@ -15,6 +15,9 @@ use super::metrics::{Gauges, Metrics};
 use crate::core::envelope::Meta;
 use crate::core::options::{CacheConfig, EntryPolicy};
 use crate::core::policy::{self, Freshness};
+use crate::core::tags::{TagStamps, Tags, TAG_STAMPS_CAPACITY};
+use crate::engine::fleet::{lock as lock_tags, SharedTagStamps};
+use std::sync::{Arc, Mutex};
 
 /// Why a background refresh starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +120,15 @@ pub struct Engine<V, F> {
   fixed_xfetch_u: Option<f64>,
   draws: Draws,
   closed: bool,
+  /// The tags' invalidation stamps (with a fleet, its own: shared).
+  tags: SharedTagStamps,
+  /// The latest `deleteByTag` made here: a load or `set` in the same
+  /// millisecond is stamped after it, so it survives the invalidation it
+  /// followed (stamps are ms, and an entry stamped `at` is invalidated).
+  last_tag_invalidation: u64,
+  /// The longest life an entry written here, or read from the fleet, can
+  /// have (ms): how long a tag's stamp must outlive its `deleteByTag`.
+  longest_hard_ttl: u64,
 }
 
 impl<V, F> Engine<V, F> {
@@ -128,7 +140,6 @@ impl<V, F> Engine<V, F> {
   pub fn with_clock(config: CacheConfig, clock: Clock) -> Self {
     Engine {
       store: MemoryStore::new(config.max_entries),
-      config,
       flights: FlightTable::default(),
       metrics: Metrics::default(),
       running: 0,
@@ -137,7 +148,22 @@ impl<V, F> Engine<V, F> {
       fixed_xfetch_u: None,
       draws: Draws::seeded(),
       closed: false,
+      tags: Arc::new(Mutex::new(TagStamps::new(TAG_STAMPS_CAPACITY))),
+      last_tag_invalidation: 0,
+      longest_hard_ttl: config.entry.hard_ttl.max(config.entry.ttl),
+      config,
     }
+  }
+
+  /// Judges tagged entries by `tags` (the fleet's) from now on.
+  pub fn share_tag_stamps(&mut self, tags: SharedTagStamps) {
+    self.tags = tags;
+  }
+
+  /// A stamp for a load or write starting now: after the latest
+  /// `deleteByTag` made here.
+  fn stamp_now(&self) -> u64 {
+    self.now().max(self.last_tag_invalidation.saturating_add(1))
   }
 
   pub fn config(&self) -> &CacheConfig {
@@ -202,6 +228,11 @@ impl<V, F> Engine<V, F> {
     let Some(entry) = entry else {
       return join_or_lead(metrics, flight);
     };
+    // Invalidated by a tag: a miss. The entry stays until the load's value
+    // replaces it (its stamp is older), as an expired one does.
+    if !entry.tags.is_empty() && lock_tags(&self.tags).invalidates(&entry.tags, entry.meta.stamp) {
+      return join_or_lead(metrics, flight);
+    }
     let may_refresh = flight.is_none() && now >= entry.retry_after;
     match policy::classify(&entry.meta, now) {
       Freshness::Fresh if entry.meta.negative => {
@@ -274,7 +305,6 @@ impl<V, F> Engine<V, F> {
     refresh: Option<Refresh>,
     policy: EntryPolicy,
   ) -> u64 {
-    let now = self.now();
     self.running += 1;
     self.metrics.loads += u64::from(self.config.redis.is_none());
     match refresh {
@@ -291,7 +321,7 @@ impl<V, F> Engine<V, F> {
     };
     let id = self
       .flights
-      .begin(key, handle, refresh.is_some(), policy, now);
+      .begin(key, handle, refresh.is_some(), policy, self.stamp_now());
     if let Some(flight) = self.flights.get_mut(id) {
       flight.replaces = replaces;
     }
@@ -340,7 +370,7 @@ impl<V, F> Engine<V, F> {
   /// The flight's callers were counted as `misses` and `coalesced` when they
   /// came; answered from the shared store, they are recounted as what they
   /// got: `hits`, `staleServed` or `negativeHits`.
-  pub fn adopt(&mut self, id: u64, value: V, meta: Meta) -> Served {
+  pub fn adopt(&mut self, id: u64, value: V, meta: Meta, tags: Tags) -> Served {
     let now = self.now();
     let freshness = policy::classify(&meta, now);
     let served = match freshness {
@@ -376,7 +406,11 @@ impl<V, F> Engine<V, F> {
       Some(at) => at,
       None => draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, beta),
     };
-    let entry = Entry::new(meta, value, refresh_at);
+    self.longest_hard_ttl = self
+      .longest_hard_ttl
+      .max(meta.hard_until.saturating_sub(now));
+    let mut entry = Entry::new(meta, value, refresh_at);
+    entry.tags = tags;
     let reclaimed = self.store.insert(key, entry, now);
     self.count(reclaimed);
     served
@@ -401,6 +435,11 @@ impl<V, F> Engine<V, F> {
           self.expire(&key, at);
         }
         Invalidation::Changed(Change::Cleared) => self.clear(),
+        // Its stamp is in the shared stamps already (the fleet put it
+        // there as it came): the loads it concerns are left.
+        Invalidation::Changed(Change::Tagged { tag, at }) => {
+          self.flights.supersede_tagged(&tag, at);
+        }
         Invalidation::Resubscribed => {
           self.store.clear();
         }
@@ -432,6 +471,7 @@ impl<V, F> Engine<V, F> {
     };
     let (policy, stamp) = (own_policy.unwrap_or(flight.policy), flight.started_at);
     let key = flight.key.as_str();
+    let tags = flight.tags.clone();
     let now = self.now();
     if negative && policy.negative_ttl == 0 {
       // Not found, and not-found is not cached: what was there is gone.
@@ -460,8 +500,10 @@ impl<V, F> Engine<V, F> {
     };
     let refresh_at = draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, policy.beta);
     meta.refresh_at = Some(refresh_at);
+    self.longest_hard_ttl = self.longest_hard_ttl.max(hard_until.saturating_sub(now));
     if self.keeps_values() {
-      let entry = Entry::new(meta, value, refresh_at);
+      let mut entry = Entry::new(meta, value, refresh_at);
+      entry.tags = tags;
       let key = key.to_string();
       let reclaimed = self.store.insert(key, entry, now);
       self.count(reclaimed);
@@ -525,8 +567,9 @@ impl<V, F> Engine<V, F> {
 
   /// Writes a value directly. A flight in flight for the key is superseded:
   /// its result, loaded from older data, will not be stored.
-  pub fn set(&mut self, key: &str, value: V, policy: EntryPolicy) -> Meta {
+  pub fn set(&mut self, key: &str, value: V, policy: EntryPolicy, tags: Tags) -> Meta {
     let now = self.now();
+    let stamp = self.stamp_now();
     self.flights.supersede(key);
     let (fresh_until, hard_until) = policy::deadlines(
       now,
@@ -539,14 +582,16 @@ impl<V, F> Engine<V, F> {
       fresh_until,
       hard_until,
       compute_ms: 0,
-      stamp: now,
+      stamp,
       refresh_at: None,
       negative: false,
     };
     // No compute time: never early, whatever the draw.
     let refresh_at = draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, policy.beta);
     meta.refresh_at = Some(refresh_at);
-    let entry = Entry::new(meta, value, refresh_at);
+    self.longest_hard_ttl = self.longest_hard_ttl.max(hard_until.saturating_sub(now));
+    let mut entry = Entry::new(meta, value, refresh_at);
+    entry.tags = tags;
     if self.keeps_values() {
       let reclaimed = self.store.insert(key.to_string(), entry, now);
       self.count(reclaimed);
@@ -598,6 +643,43 @@ impl<V, F> Engine<V, F> {
     self.store.clear();
   }
 
+  /// `deleteByTag` now: every entry carrying one of `tags` is invalid from
+  /// here on (judged as it is read), and the loads carrying one are
+  /// superseded. Returns the invalidation's stamp.
+  pub fn delete_by_tag(&mut self, tags: &[String]) -> u64 {
+    let at = self.stamp_now();
+    let mut stamps = lock_tags(&self.tags);
+    for tag in tags {
+      stamps.invalidated(tag, at);
+      self.flights.supersede_tagged(tag, at);
+    }
+    drop(stamps);
+    self.last_tag_invalidation = at;
+    at
+  }
+
+  /// The tags flight `id`'s value is written with. A background refresh
+  /// given none keeps those of the entry it refreshes.
+  pub fn tag_flight(&mut self, id: u64, tags: Tags) {
+    let Some(flight) = self.flights.get_mut(id) else {
+      return;
+    };
+    flight.tags = match (tags.is_empty(), flight.background) {
+      (true, true) => self
+        .store
+        .peek(&flight.key)
+        .map(|e| e.tags.clone())
+        .unwrap_or_default(),
+      _ => tags,
+    };
+  }
+
+  /// How long a tag's invalidation stamp must be kept in a shared store:
+  /// the longest life an entry carrying it can have.
+  pub fn longest_hard_ttl(&self) -> u64 {
+    self.longest_hard_ttl
+  }
+
   /// A cached value, fresh or (when allowed) stale; not-found markers and
   /// misses are `None`. Loads nothing and counts nothing.
   pub fn get(&mut self, key: &str, allow_stale: bool) -> Option<&V> {
@@ -605,6 +687,9 @@ impl<V, F> Engine<V, F> {
     let (entry, reclaimed) = self.store.touch(key, now);
     let found = match entry {
       Some(e) if e.meta.negative => None,
+      Some(e) if !e.tags.is_empty() && lock_tags(&self.tags).invalidates(&e.tags, e.meta.stamp) => {
+        None
+      }
       Some(e) => match policy::classify(&e.meta, now) {
         Freshness::Fresh => Some(&e.value),
         Freshness::Stale if allow_stale => Some(&e.value),
@@ -669,7 +754,10 @@ mod tests {
   fn adopt(e: &mut TestEngine, key: &str, meta: Meta) {
     let policy = e.config().entry;
     let id = e.begin_flight(key, "adopt", None, policy);
-    assert_eq!(e.adopt(id, "theirs".into(), meta), Served::Fresh);
+    assert_eq!(
+      e.adopt(id, "theirs".into(), meta, Tags::NONE),
+      Served::Fresh
+    );
     e.end_flight(id);
   }
 
@@ -693,7 +781,7 @@ mod tests {
     assert_eq!(meta.refresh_at, Some(meta.fresh_until));
     // set() has no compute time: never early.
     e.set_random(Some(0.5), Some(0.0));
-    let meta = e.set("s", "v".into(), e.config().entry);
+    let meta = e.set("s", "v".into(), e.config().entry, Tags::NONE);
     assert_eq!(meta.refresh_at, Some(meta.fresh_until));
     // Nor is a not-found marker.
     let id = e.begin_flight("gone", "p", None, e.config().entry);
@@ -790,6 +878,7 @@ mod tests {
         stamp: now,
         ..meta
       },
+      Tags::NONE,
     );
     e.end_flight(id);
     assert!(!early(&mut e, "off"));
@@ -1135,7 +1224,7 @@ mod tests {
   fn set_and_delete_supersede_a_flight() {
     let mut e = engine();
     let id = e.begin_flight("k", "old", None, e.config().entry);
-    e.set("k", "direct".into(), e.config().entry);
+    e.set("k", "direct".into(), e.config().entry, Tags::NONE);
     assert!(e.fill(id, "from-old-data".into(), false, 1).is_none());
     assert!(
       e.end_flight(id).unwrap().superseded,
@@ -1195,7 +1284,7 @@ mod tests {
     };
     let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
     for i in 0..10 {
-      e.set(&format!("k{i}"), "v".into(), e.config().entry);
+      e.set(&format!("k{i}"), "v".into(), e.config().entry, Tags::NONE);
     }
     assert_eq!(e.gauges().size, 3);
     assert_eq!(e.metrics().evictions, 7);

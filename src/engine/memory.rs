@@ -4,6 +4,7 @@
 //! tests can keep strings.
 
 use crate::core::envelope::Meta;
+use crate::core::tags::Tags;
 use hashlink::LinkedHashMap;
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
@@ -32,6 +33,9 @@ pub struct Entry<V> {
   /// instance: the earliest of N instances' draws would refresh a fleet
   /// `H(N)` times earlier than one instance.
   pub refresh_at: u64,
+  /// The tags it was written with: judged against their invalidation
+  /// stamps on every read (`core::tags`).
+  pub tags: Tags,
 }
 
 impl<V> Entry<V> {
@@ -43,6 +47,7 @@ impl<V> Entry<V> {
       failures: 0,
       retry_after: 0,
       refresh_at,
+      tags: Tags::NONE,
     }
   }
 }
@@ -231,6 +236,7 @@ mod tests {
 
   fn entry(value: &str, hard_until: u64) -> Entry<String> {
     Entry {
+      tags: Tags::NONE,
       failures: 0,
       meta: Meta {
         fresh_until: hard_until / 2,

@@ -1,7 +1,8 @@
-//! Auto-recovery: the `set`, `delete`, `expire` and `clear` calls that could not reach
-//! the shared store (breaker open, command failed or timed out), kept until
-//! the fleet delivers them. One operation per key, the latest (a later
-//! set or delete of the key replaces the earlier one); a clear supersedes
+//! Auto-recovery: the `set`, `delete`, `expire`, `deleteByTag` and `clear`
+//! calls that could not reach the shared store (breaker open, command
+//! failed or timed out), kept until the fleet delivers them. One operation
+//! per key, the latest (a later set or delete of the key replaces the
+//! earlier one), and one per tag, the latest; a clear supersedes
 //! everything queued before it. Bounded in count and in age: what falls out
 //! is counted as dropped, never silently. In memory only.
 
@@ -40,6 +41,18 @@ pub enum Replay {
   Clear {
     stamp: u64,
   },
+  /// A `deleteByTag` at `stamp`: the tag's invalidation stamp raised to it.
+  Tag {
+    tag: String,
+    stamp: u64,
+  },
+}
+
+/// What a sequence number holds: a key's operation or a tag's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Queued {
+  Key(String),
+  Tag(String),
 }
 
 /// A queued operation's place: its sequence number (the order the calls
@@ -57,8 +70,10 @@ pub struct RecoveryQueue {
   max_age: u64,
   next_seq: u64,
   keys: HashMap<String, (Slot, KeyOp)>,
-  /// The queued keys by sequence number: the oldest goes first.
-  order: BTreeMap<u64, String>,
+  /// Each tag's latest `deleteByTag` stamp.
+  tags: HashMap<String, (Slot, u64)>,
+  /// The queued keys and tags by sequence number: the oldest goes first.
+  order: BTreeMap<u64, Queued>,
   clear: Option<(Slot, u64)>,
 }
 
@@ -71,13 +86,14 @@ impl RecoveryQueue {
       max_age,
       next_seq: 0,
       keys: HashMap::new(),
+      tags: HashMap::new(),
       order: BTreeMap::new(),
       clear: None,
     }
   }
 
   pub fn len(&self) -> usize {
-    self.keys.len() + usize::from(self.clear.is_some())
+    self.keys.len() + self.tags.len() + usize::from(self.clear.is_some())
   }
 
   pub fn is_empty(&self) -> bool {
@@ -103,13 +119,64 @@ impl RecoveryQueue {
     if let Some((old, _)) = self.keys.insert(key.to_string(), (slot, op)) {
       self.order.remove(&old.seq);
     }
-    self.order.insert(slot.seq, key.to_string());
+    self.order.insert(slot.seq, Queued::Key(key.to_string()));
+    self.bound()
+  }
+
+  /// Keeps a `deleteByTag` of `tag` at `stamp` (the later of it and one
+  /// queued before: stamps only rise). Returns what [`RecoveryQueue::push`]
+  /// does.
+  pub fn push_tag(&mut self, tag: &str, stamp: u64, now: u64) -> u64 {
+    if self.max_entries == 0 {
+      return 1;
+    }
+    let slot = self.slot(now);
+    let stamp = match self.tags.insert(tag.to_string(), (slot, stamp)) {
+      Some((old, queued)) => {
+        self.order.remove(&old.seq);
+        stamp.max(queued)
+      }
+      None => stamp,
+    };
+    self.tags.insert(tag.to_string(), (slot, stamp));
+    self.order.insert(slot.seq, Queued::Tag(tag.to_string()));
+    self.bound()
+  }
+
+  /// A live `deleteByTag` of `tag` at `stamp` reached the store: a queued
+  /// one not newer is superseded.
+  pub fn settled_tag(&mut self, tag: &str, stamp: u64) {
+    if let Some(&(slot, queued)) = self.tags.get(tag) {
+      if queued <= stamp {
+        self.tags.remove(tag);
+        self.order.remove(&slot.seq);
+      }
+    }
+  }
+
+  /// Drops the oldest past the count bound; returns how many.
+  fn bound(&mut self) -> u64 {
     let mut dropped = 0;
     while self.len() > self.max_entries {
       self.drop_oldest();
       dropped += 1;
     }
     dropped
+  }
+
+  fn forget(&mut self, queued: &Queued) {
+    match queued {
+      Queued::Key(key) => drop(self.keys.remove(key)),
+      Queued::Tag(tag) => drop(self.tags.remove(tag)),
+    }
+  }
+
+  /// The slot `queued` holds now, if it is still queued.
+  fn slot_of(&self, queued: &Queued) -> Option<Slot> {
+    match queued {
+      Queued::Key(key) => self.keys.get(key).map(|(slot, _)| *slot),
+      Queued::Tag(tag) => self.tags.get(tag).map(|(slot, _)| *slot),
+    }
   }
 
   /// Keeps an `expire` of `key` at `at`. It does not replace a queued set
@@ -146,6 +213,7 @@ impl RecoveryQueue {
       return 1;
     }
     self.keys.clear();
+    self.tags.clear();
     self.order.clear();
     let slot = self.slot(now);
     self.clear = Some((slot, stamp));
@@ -158,8 +226,8 @@ impl RecoveryQueue {
     if self.clear.take().is_some() {
       return;
     }
-    if let Some((_, key)) = self.order.pop_first() {
-      self.keys.remove(&key);
+    if let Some((_, queued)) = self.order.pop_first() {
+      self.forget(&queued);
     }
   }
 
@@ -172,20 +240,19 @@ impl RecoveryQueue {
       self.clear = None;
       dropped += 1;
     }
-    let expired: Vec<(u64, String)> = self
+    let expired: Vec<(u64, Queued)> = self
       .order
       .iter()
-      .take_while(|(seq, key)| {
+      .take_while(|(seq, queued)| {
         self
-          .keys
-          .get(*key)
-          .is_some_and(|(slot, _)| slot.seq == **seq && old(slot))
+          .slot_of(queued)
+          .is_some_and(|slot| slot.seq == **seq && old(&slot))
       })
-      .map(|(seq, key)| (*seq, key.clone()))
+      .map(|(seq, queued)| (*seq, queued.clone()))
       .collect();
-    for (seq, key) in expired {
+    for (seq, queued) in expired {
       self.order.remove(&seq);
-      self.keys.remove(&key);
+      self.forget(&queued);
       dropped += 1;
     }
     dropped
@@ -198,15 +265,30 @@ impl RecoveryQueue {
     if let Some((slot, stamp)) = self.clear {
       out.push((slot.seq, Replay::Clear { stamp }));
     }
-    for (seq, key) in &self.order {
-      if let Some((_, op)) = self.keys.get(key) {
-        out.push((
-          *seq,
-          Replay::Key {
-            key: key.clone(),
-            op: op.clone(),
-          },
-        ));
+    for (seq, queued) in &self.order {
+      match queued {
+        Queued::Key(key) => {
+          if let Some((_, op)) = self.keys.get(key) {
+            out.push((
+              *seq,
+              Replay::Key {
+                key: key.clone(),
+                op: op.clone(),
+              },
+            ));
+          }
+        }
+        Queued::Tag(tag) => {
+          if let Some(&(_, stamp)) = self.tags.get(tag) {
+            out.push((
+              *seq,
+              Replay::Tag {
+                tag: tag.clone(),
+                stamp,
+              },
+            ));
+          }
+        }
       }
     }
     out
@@ -226,6 +308,14 @@ impl RecoveryQueue {
       Replay::Key { key, .. } => {
         if self.keys.get(key).is_some_and(|(slot, _)| slot.seq == seq) {
           self.keys.remove(key);
+          self.order.remove(&seq);
+          return true;
+        }
+        false
+      }
+      Replay::Tag { tag, .. } => {
+        if self.tags.get(tag).is_some_and(|(slot, _)| slot.seq == seq) {
+          self.tags.remove(tag);
           self.order.remove(&seq);
           return true;
         }
@@ -251,6 +341,17 @@ impl RecoveryQueue {
   pub fn settled_clear(&mut self, stamp: u64) {
     if self.clear.is_some_and(|(_, s)| s <= stamp) {
       self.clear = None;
+    }
+    let tags: Vec<String> = self
+      .tags
+      .iter()
+      .filter(|(_, (_, queued))| *queued <= stamp)
+      .map(|(tag, _)| tag.clone())
+      .collect();
+    for tag in tags {
+      if let Some((slot, _)) = self.tags.remove(&tag) {
+        self.order.remove(&slot.seq);
+      }
     }
     let superseded: Vec<String> = self
       .keys
@@ -280,6 +381,7 @@ impl RecoveryQueue {
   pub fn take_all(&mut self) -> Vec<Replay> {
     let all = self.snapshot().into_iter().map(|(_, r)| r).collect();
     self.keys.clear();
+    self.tags.clear();
     self.order.clear();
     self.clear = None;
     all
@@ -310,6 +412,7 @@ mod tests {
         refresh_at: None,
       },
       json: "1".into(),
+      tags: crate::core::tags::Tags::NONE,
     })
   }
 
@@ -319,6 +422,7 @@ mod tests {
       .map(|(_, r)| match r {
         Replay::Key { key, .. } => key,
         Replay::Clear { .. } => "<clear>".into(),
+        Replay::Tag { tag, .. } => format!("<tag {tag}>"),
       })
       .collect()
   }
@@ -370,6 +474,45 @@ mod tests {
       panic!("the set stays queued")
     };
     assert_eq!(envelope.meta.fresh_until, 112);
+  }
+
+  #[test]
+  fn a_tag_keeps_its_latest_invalidation_in_call_order_with_the_keys() {
+    let mut q = RecoveryQueue::new(3, 100);
+    q.push_tag("user:1", 50, 0);
+    q.push("user:1", set(40), 0);
+    q.push_tag("user:1", 30, 10);
+    assert_eq!(
+      keys(&q),
+      ["user:1", "<tag user:1>"],
+      "a tag and a key of the same name are apart; the tag moved last"
+    );
+    let (seq, replay) = q.snapshot().remove(1);
+    assert_eq!(
+      replay,
+      Replay::Tag {
+        tag: "user:1".into(),
+        stamp: 50
+      },
+      "the later stamp of the two is kept"
+    );
+    q.settled_tag("user:1", 49);
+    assert_eq!(q.len(), 2, "an older live invalidation supersedes nothing");
+    assert!(q.delivered(seq, &replay));
+    assert_eq!(keys(&q), ["user:1"]);
+    q.push_tag("a", 1, 20);
+    q.push_tag("b", 1, 30);
+    assert_eq!(q.push_tag("c", 1, 40), 1, "the oldest (the key) falls out");
+    assert_eq!(keys(&q), ["<tag a>", "<tag b>", "<tag c>"]);
+    assert_eq!(q.expire(125), 1, "a is older than 100 ms");
+    q.settled_tag("b", 5);
+    assert_eq!(keys(&q), ["<tag c>"]);
+    q.settled_clear(1);
+    assert!(q.is_empty(), "a live clear covers the tags queued before");
+    q.push_tag("d", 1, 0);
+    q.push_clear(2, 0);
+    assert_eq!(keys(&q), ["<clear>"]);
+    assert_eq!(q.take_all().len(), 1);
   }
 
   #[test]

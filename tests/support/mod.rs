@@ -230,6 +230,7 @@ pub fn envelope(stamp: u64, json: &str) -> herdcache::core::envelope::Envelope {
       negative: false,
     },
     json: json.into(),
+    tags: Default::default(),
   }
 }
 

@@ -13,6 +13,10 @@ pub enum Change {
   Expired { key: String, at: u64 },
   /// Every key of the prefix was cleared.
   Cleared,
+  /// Every entry carrying `tag` written by `at` (epoch ms) was invalidated
+  /// (`deleteByTag`): its stamp there, for every instance's
+  /// `core::tags::TagStamps`.
+  Tagged { tag: String, at: u64 },
 }
 
 /// A message on the events channel: a change, and the instance that made it
@@ -32,7 +36,7 @@ impl Event {
   }
 
   /// `f <origin> <key>`, `d <origin> <key>`, `e <origin> <at> <key>`,
-  /// `c <origin>`; origins have no spaces.
+  /// `c <origin>`, `t <origin> <at> <tag>`; origins have no spaces.
   pub fn encode(&self) -> String {
     let origin = &self.origin;
     match &self.change {
@@ -40,6 +44,7 @@ impl Event {
       Change::Deleted(key) => format!("d {origin} {key}"),
       Change::Expired { key, at } => format!("e {origin} {at} {key}"),
       Change::Cleared => format!("c {origin}"),
+      Change::Tagged { tag, at } => format!("t {origin} {at} {tag}"),
     }
   }
 
@@ -57,13 +62,17 @@ impl Event {
       ("f", Some(key)) if !key.is_empty() => Change::Filled(key.to_string()),
       ("d", Some(key)) if !key.is_empty() => Change::Deleted(key.to_string()),
       ("e", Some(rest)) => {
-        let (at, key) = rest.split_once(' ')?;
-        if key.is_empty() || at.is_empty() || !at.bytes().all(|b| b.is_ascii_digit()) {
-          return None;
-        }
+        let (at, key) = stamped(rest)?;
         Change::Expired {
           key: key.to_string(),
-          at: at.parse().ok()?,
+          at,
+        }
+      }
+      ("t", Some(rest)) => {
+        let (at, tag) = stamped(rest)?;
+        Change::Tagged {
+          tag: tag.to_string(),
+          at,
         }
       }
       ("c", None) => Change::Cleared,
@@ -72,13 +81,23 @@ impl Event {
     Some(Event::new(origin, change))
   }
 
-  /// The key the change is about (`None`: all of them).
+  /// The key the change is about (`None`: all of them, or, for a tag, the
+  /// ones carrying it).
   pub fn key(&self) -> Option<&str> {
     match &self.change {
       Change::Filled(key) | Change::Deleted(key) | Change::Expired { key, .. } => Some(key),
-      Change::Cleared => None,
+      Change::Cleared | Change::Tagged { .. } => None,
     }
   }
+}
+
+/// `<at> <name>`: a stamp of digits, then a non-empty name.
+fn stamped(rest: &str) -> Option<(u64, &str)> {
+  let (at, name) = rest.split_once(' ')?;
+  if name.is_empty() || at.is_empty() || !at.bytes().all(|b| b.is_ascii_digit()) {
+    return None;
+  }
+  Some((at.parse().ok()?, name))
 }
 
 #[cfg(test)]
@@ -95,6 +114,10 @@ mod tests {
         at: 1_733_000_000_123,
       },
       Change::Cleared,
+      Change::Tagged {
+        tag: "user:42 x".into(),
+        at: 1_733_000_000_124,
+      },
     ] {
       let event = Event::new("p1", change);
       assert_eq!(Event::decode(&event.encode()), Some(event));
@@ -117,6 +140,10 @@ mod tests {
       "e p1  key",
       "e p1 -1 key",
       "e p1 99999999999999999999999 key",
+      "t p1",
+      "t p1 12",
+      "t p1 12 ",
+      "t p1 x tag",
     ] {
       assert_eq!(Event::decode(junk), None, "{junk:?}");
     }

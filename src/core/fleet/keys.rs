@@ -28,6 +28,15 @@ impl RedisKeys {
   }
 }
 
+/// The Redis name of `tag`'s invalidation stamp (`deleteByTag`): hash-tagged
+/// by the tag, so tags spread over a cluster's slots. It ends in `}:tag`,
+/// which no key's name does (those end in `}`, `}:lock` or `}:backoff`), and
+/// it starts as they do, so the ACL pattern and a `clear` of the prefix
+/// cover it.
+pub fn tag_stamp(prefix: &str, tag: &str) -> String {
+  format!("{{{prefix}{tag}}}:tag")
+}
+
 /// The channel that carries fill notices and invalidations for one prefix.
 pub fn events_channel(prefix: &str) -> String {
   format!("herdcache:events:{prefix}")

@@ -142,22 +142,24 @@ pub const ANNOUNCE_REFUSED: i64 = 2;
 /// The header rules of `Envelope::decode_header`, in Lua, declared once and
 /// put in front of every script that must tell a valid envelope's stamp:
 /// `envelope_header(stored, digits)` is a valid header's fields (digit
-/// strings, `kind` 'v' or 'n'; an `hc1` header's refresh is its fresh), or
-/// nil; `envelope_stamp(stored, digits)` its stamp, or nil.
+/// strings, `kind` 'v' or 'n', `version` 'hc2' or 'hc3' (tagged: a line of
+/// tags follows); an `hc1` header's refresh is its fresh and its version
+/// 'hc2'), or nil; `envelope_stamp(stored, digits)` its stamp, or nil.
 macro_rules! envelope_stamp_lua {
   () => {
     r#"
 local function envelope_header(stored, digits)
-  local fresh, hard, compute, stamp, refresh, kind =
-    string.match(stored, '^hc2 (%d+) (%d+) (%d+) (%d+) (%d+) ([vn])\n')
+  local version, fresh, hard, compute, stamp, refresh, kind =
+    string.match(stored, '^(hc[23]) (%d+) (%d+) (%d+) (%d+) (%d+) ([vn])\n')
   if stamp == nil then
     fresh, hard, compute, stamp, kind = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) ([vn])\n')
     refresh = fresh
+    version = 'hc2'
   end
   if stamp ~= nil and #fresh <= digits and #hard <= digits and #compute <= digits
     and #stamp <= digits and #refresh <= digits and tonumber(hard) >= tonumber(fresh)
     and tonumber(refresh) <= tonumber(fresh) then
-    return { fresh = fresh, hard = hard, compute = compute, stamp = stamp, refresh = refresh, kind = kind }
+    return { version = version, fresh = fresh, hard = hard, compute = compute, stamp = stamp, refresh = refresh, kind = kind }
   end
   return nil
 end
@@ -240,7 +242,8 @@ return 1 + announce(ARGV[2], ARGV[3])
 /// for its header, or another Redis type, is left alone (it reads as
 /// corrupt: a miss). Announces the expire in any case: another instance's
 /// L1 may hold a copy Redis no longer has. The header rules are
-/// [`WRITE_SCRIPT`]'s; an `hc1` entry is rewritten as `hc2`.
+/// [`WRITE_SCRIPT`]'s; an `hc1` entry is rewritten as `hc2`, an `hc3` one
+/// keeps its tags.
 /// KEYS[1] value; ARGV[1] the expire's moment (epoch ms), ARGV[2] channel,
 /// ARGV[3] expire message, ARGV[4] the digit limit.
 /// Returns 1 if expired, else 0; plus [`ANNOUNCE_REFUSED`] if the PUBLISH
@@ -262,11 +265,43 @@ if h ~= nil and tonumber(h.stamp) <= at and tonumber(h.fresh) > at then
     refresh = ARGV[1]
   end
   local value = string.sub(stored, string.find(stored, '\n', 1, true) + 1)
-  local header = 'hc2 ' .. ARGV[1] .. ' ' .. h.hard .. ' ' .. h.compute .. ' ' .. h.stamp .. ' ' .. refresh .. ' ' .. h.kind
+  local header = h.version .. ' ' .. ARGV[1] .. ' ' .. h.hard .. ' ' .. h.compute .. ' ' .. h.stamp .. ' ' .. refresh .. ' ' .. h.kind
   redis.call('SET', KEYS[1], header .. '\n' .. value, 'KEEPTTL')
   expired = 1
 end
 return expired + announce(ARGV[2], ARGV[3])
+"#
+);
+
+/// `deleteByTag`, live or replayed: the tag's invalidation stamp raised to
+/// ARGV[1] (never lowered: a replayed or skewed older one changes nothing),
+/// living at least ARGV[2] ms (the longest hard TTL an entry carrying it can
+/// have: no entry written before the stamp outlives it); a stamp that is
+/// not a number (another program's value) is replaced. Announces in any
+/// case: an instance may hold an older stamp. KEYS[1] the tag's stamp
+/// name; ARGV[3] channel, ARGV[4] message.
+/// Returns 1 if raised, else 0; plus [`ANNOUNCE_REFUSED`] if the PUBLISH was
+/// refused.
+pub const TAG_SCRIPT: &str = concat!(
+  announce_lua!(),
+  r#"
+local raised = 0
+local stored = redis.pcall('GET', KEYS[1])
+local at = tonumber(ARGV[1])
+local current = nil
+if type(stored) == 'string' and string.match(stored, '^%d+$') then
+  current = tonumber(stored)
+end
+if current == nil or current < at then
+  local ttl = redis.call('PTTL', KEYS[1])
+  local px = tonumber(ARGV[2])
+  if ttl > px then
+    px = ttl
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', px)
+  raised = 1
+end
+return raised + announce(ARGV[3], ARGV[4])
 "#
 );
 
@@ -313,10 +348,12 @@ mod tests {
         negative: false,
       },
       json: "{}".into(),
+      tags: crate::core::tags::Tags::NONE,
     }
     .encode();
     assert!(text.starts_with("hc2 1 2 3 1700000000123 1 v\n"));
-    assert!(WRITE_SCRIPT.contains(r"'^hc2 (%d+) (%d+) (%d+) (%d+) (%d+) ([vn])\n'"));
+    // A tagged entry has the same header under its own version.
+    assert!(WRITE_SCRIPT.contains(r"'^(hc[23]) (%d+) (%d+) (%d+) (%d+) (%d+) ([vn])\n'"));
     // The previous version is still read, so the script still knows it.
     assert!(WRITE_SCRIPT.contains(r"'^hc1 (%d+) (%d+) (%d+) (%d+) ([vn])\n'"));
   }

@@ -275,6 +275,23 @@ pub trait SharedStore: Send + Sync + 'static {
     at: u64,
   ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
+  /// `deleteByTag` at `at` (epoch ms), live or replayed: raises `tag`'s
+  /// invalidation stamp to `at` (never lowers it), keeping it at least `px`
+  /// ms, and announces it. True if raised.
+  fn invalidate_tag(
+    &self,
+    tag: &str,
+    at: u64,
+    px: u64,
+  ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+  /// The invalidation stamps of `tags` (0: never invalidated, or another
+  /// program's value), in `tags`' order.
+  fn tag_stamps(
+    &self,
+    tags: &[String],
+  ) -> impl Future<Output = Result<Vec<u64>, Self::Error>> + Send;
+
   /// Removes every value of this store's prefix (and no other) and
   /// announces it. Returns how many were removed.
   fn clear(&self) -> impl Future<Output = Result<u64, Self::Error>> + Send;
@@ -364,14 +381,18 @@ impl Events {
       .map_or(0, |list| list.iter().filter(|w| !w.is_closed()).count())
   }
 
-  /// Wakes the waiters of the event's key (all of them for a clear), then
+  /// Wakes the waiters of the event's key (all of them for a clear, none
+  /// for a tag), then
   /// hands the event to the handler.
   pub fn dispatch(&self, event: &Event) {
     let woken: Vec<oneshot::Sender<()>> = {
       let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
-      match event.key() {
-        Some(key) => waiters.remove(key).unwrap_or_default(),
-        None => waiters.drain().flat_map(|(_, w)| w).collect(),
+      match (event.key(), &event.change) {
+        (Some(key), _) => waiters.remove(key).unwrap_or_default(),
+        // A winner whose load a tag invalidated writes nothing: its
+        // lock's lease tells the waiters, as for any load that failed.
+        (None, crate::core::fleet::Change::Tagged { .. }) => Vec::new(),
+        (None, _) => waiters.drain().flat_map(|(_, w)| w).collect(),
       }
     };
     for waiter in woken {

@@ -70,6 +70,7 @@ pub struct RedisStore {
   delete: Script,
   delete_not_newer: Script,
   expire: Script,
+  tag: Script,
   clear_not_newer: Script,
 }
 
@@ -180,8 +181,14 @@ impl RedisStore {
       delete: Script::new(protocol::DELETE_SCRIPT),
       delete_not_newer: Script::new(protocol::DELETE_NOT_NEWER_SCRIPT),
       expire: Script::new(protocol::EXPIRE_SCRIPT),
+      tag: Script::new(protocol::TAG_SCRIPT),
       clear_not_newer: Script::new(protocol::CLEAR_NOT_NEWER_SCRIPT),
     })
+  }
+
+  /// The prefix of every name this store uses.
+  pub fn prefix(&self) -> &str {
+    &self.prefix
   }
 
   /// The events channel of this store's prefix.
@@ -742,6 +749,58 @@ impl SharedStore for RedisStore {
     Ok(expired)
   }
 
+  /// `TAG_SCRIPT`: the stamp raised and announced in one round trip.
+  /// Retried: raising to the same stamp again changes nothing.
+  async fn invalidate_tag(&self, tag: &str, at: u64, px: u64) -> RedisResult<bool> {
+    let name = &protocol::tag_stamp(&self.prefix, tag);
+    let event = &self.event(Change::Tagged {
+      tag: tag.to_string(),
+      at,
+    });
+    let raise = |mut c: Connection| async move {
+      self
+        .tag
+        .key(name)
+        .arg(at)
+        .arg(px.max(1))
+        .arg(self.script_channel())
+        .arg(event)
+        .invoke_async::<i64>(&mut c)
+        .await
+    };
+    let raised = self.announced(self.retried(raise).await?) == 1;
+    self.announce_on_cluster(name, event).await?;
+    Ok(raised)
+  }
+
+  /// One GET per tag, sent together: the connection pipelines them (on a
+  /// cluster, per node). Retried: reads.
+  async fn tag_stamps(&self, tags: &[String]) -> RedisResult<Vec<u64>> {
+    let reads = tags.iter().map(|tag| {
+      let name = protocol::tag_stamp(&self.prefix, tag);
+      let get = move |mut c: Connection| {
+        let name = name.clone();
+        async move {
+          redis::cmd("GET")
+            .arg(&name)
+            .query_async::<Option<Vec<u8>>>(&mut c)
+            .await
+        }
+      };
+      async move {
+        match self.retried(get).await {
+          Ok(stamp) => Ok(parse_stamp(stamp.as_deref())),
+          Err(e) if e.code() == Some("WRONGTYPE") => Ok(0),
+          Err(e) => Err(e),
+        }
+      }
+    });
+    futures_util::future::join_all(reads)
+      .await
+      .into_iter()
+      .collect()
+  }
+
   /// SCAN, then UNLINK in batches, then PUBLISH. Retried: removing what
   /// is gone already is harmless.
   async fn clear(&self) -> RedisResult<u64> {
@@ -838,6 +897,8 @@ impl SharedStore for RedisStore {
       &self.write,
       &self.delete,
       &self.delete_not_newer,
+      &self.expire,
+      &self.tag,
       &self.clear_not_newer,
     ] {
       script.prepare_invoke().load_async(&mut c).await?;
@@ -1038,18 +1099,37 @@ pub(super) fn read_reply(reply: RedisResult<Option<Vec<u8>>>) -> RedisResult<Rea
   let Some(newline) = bytes.iter().position(|&b| b == b'\n') else {
     return Ok(Read::Corrupt(DecodeError::NotAnEnvelope));
   };
-  let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| DecodeError::NotAnEnvelope);
-  let meta = match header.and_then(Envelope::decode_header) {
+  let Ok(header) = std::str::from_utf8(&bytes[..newline]) else {
+    return Ok(Read::Corrupt(DecodeError::NotAnEnvelope));
+  };
+  let meta = match Envelope::decode_header(header) {
     Ok(meta) => meta,
     Err(e) => return Ok(Read::Corrupt(e)),
   };
-  Ok(match std::str::from_utf8(&bytes[newline + 1..]) {
-    Ok(json) if is_json(json) => Read::Found(Envelope {
+  let Ok(body) = std::str::from_utf8(&bytes[newline + 1..]) else {
+    return Ok(Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp }));
+  };
+  // A valid header over a bad line of tags is a bad value: the write
+  // script, which reads the header only, replaces it by its stamp.
+  let Ok((tags, json)) = Envelope::decode_tags(header, body) else {
+    return Ok(Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp }));
+  };
+  Ok(match is_json(json) {
+    true => Read::Found(Envelope {
       meta,
       json: json.to_string(),
+      tags,
     }),
-    _ => Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp }),
+    false => Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp }),
   })
+}
+
+/// A tag's stored stamp: digits (`TAG_SCRIPT`), else none (0).
+fn parse_stamp(bytes: Option<&[u8]>) -> u64 {
+  bytes
+    .filter(|b| !b.is_empty() && b.len() <= MAX_DIGITS && b.iter().all(u8::is_ascii_digit))
+    .and_then(|b| std::str::from_utf8(b).ok()?.parse().ok())
+    .unwrap_or(0)
 }
 
 /// Whether `text` is one JSON value: an envelope whose value line is not
