@@ -103,6 +103,11 @@ export interface EntryOptions {
   ttl?: number
   /** Hard TTL, ms, of the entry this call writes; defaults keep the cache's hardTtl/ttl ratio. */
   hardTtl?: number
+  /**
+   * Tags of the entry this call writes (at most 64 non-empty strings of at most 1024 bytes): `deleteByTag(tag)`
+   * invalidates every entry carrying one, on every instance. A background refresh given none keeps the entry's.
+   */
+  tags?: readonly string[]
 }
 
 export interface CallOptions extends EntryOptions {
@@ -215,9 +220,11 @@ export interface HerdcacheError extends Error {
 export interface UndeliveredError extends HerdcacheError {
   code: 'ERR_HERDCACHE_UNDELIVERED'
   /** The calls given up, in call order; `key` is the key's string form (none for a clear). */
-  operations: Array<{ op: 'set' | 'delete' | 'expire' | 'clear'; key?: string }>
+  operations: Array<{ op: 'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear'; key?: string; tag?: string }>
   /** The keys of the `set`, `delete` and `expire` calls among them. */
   keys: string[]
+  /** The tags of the `deleteByTag` calls among them. */
+  tags: string[]
 }
 
 /**
@@ -288,12 +295,17 @@ export interface LockMessage {
   waitedMs: number
 }
 
-/** A `herdcache:invalidate` message: this instance's `set`, `delete`, `expire` or `clear` call, once accepted. */
+/**
+ * A `herdcache:invalidate` message: this instance's `set`, `delete`, `expire`, `deleteByTag` or `clear` call, once
+ * accepted.
+ */
 export interface InvalidateMessage {
   cache: Cache
-  op: 'set' | 'delete' | 'expire' | 'clear'
-  /** Undefined for `clear`. */
+  op: 'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear'
+  /** Undefined for `clear` and `deleteByTag`. */
   key: Key | undefined
+  /** A `deleteByTag`'s tags. */
+  tags?: readonly string[]
 }
 
 /** A `herdcache:redis:error` message: what the cache reports about Redis, as `onError` gets it. */
@@ -343,6 +355,13 @@ export declare class Cache {
    * in flight for the key is not stored. `true` if a fresh value was made stale.
    */
   expire(key: Key): Promise<boolean>
+
+  /**
+   * Invalidates every entry carrying `tags` (one tag, or several), on every instance, without scanning or deleting
+   * keys: each entry is judged by its tags' invalidation stamps as it is read, and a load in flight carrying one is
+   * not stored. With Redis, settles once the fleet was told (or the invalidation was kept for auto-recovery).
+   */
+  deleteByTag(tags: string | readonly string[]): Promise<void>
 
   /** Removes every entry. */
   clear(): Promise<void>

@@ -208,7 +208,7 @@ class Cache {
   }
 
   getOrLoad(key, loader, options) {
-    // Nobody tracing costs this one check (bench/tracing.js measures it).
+    // Nobody tracing costs this one check (bench/hitpath.js measures it).
     if (getOrLoadChannel.hasSubscribers) return this.#traced(key, loader, options)
     // The common call is one native call: the addon answers a hit or a join
     // synchronously with a settled or shared promise.

@@ -39,7 +39,11 @@ async function main(): Promise<void> {
       if ((error as UndeliveredError).code === 'ERR_HERDCACHE_UNDELIVERED') {
         const undelivered = error as UndeliveredError
         const keys: string[] = undelivered.keys
-        const ops: Array<'set' | 'delete' | 'expire' | 'clear'> = undelivered.operations.map((o) => o.op)
+        const ops: Array<'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear'> = undelivered.operations.map(
+          (o) => o.op,
+        )
+        const tags: string[] = undelivered.tags
+        void tags
         void keys
         void ops
       }
@@ -108,6 +112,11 @@ async function main(): Promise<void> {
   void removed
   const expired: boolean = await cache.expire(['k', 1])
   void expired
+  await cache.set('k', 'v', { tags: ['user:1'] })
+  const tagged: number = await cache.getOrLoad('k', () => 1, { tags: ['user:1', 'tenant:7'] as const })
+  void tagged
+  await cache.deleteByTag('user:1')
+  await cache.deleteByTag(['user:1', 'tenant:7'])
   await cache.clear()
 
   const s = cache.stats()
@@ -157,6 +166,10 @@ async function main(): Promise<void> {
   cache.delete()
   // @ts-expect-error expire needs a key
   cache.expire()
+  // @ts-expect-error tags are strings
+  cache.getOrLoad('k', () => 1, { tags: [1] })
+  // @ts-expect-error deleteByTag needs a tag
+  cache.deleteByTag()
   // @ts-expect-error stats are read-only numbers, not strings
   const bad: string = cache.stats().hits
   void bad
@@ -247,7 +260,7 @@ diagnostics_channel.subscribe(channels.lock, (message) => {
 })
 diagnostics_channel.subscribe(channels.invalidate, (message) => {
   const { op, key } = message as InvalidateMessage
-  const what: 'set' | 'delete' | 'expire' | 'clear' = op
+  const what: 'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear' = op
   const which: Key | undefined = key
   void what
   void which

@@ -873,6 +873,15 @@ async function main() {
       { stdio: 'inherit' },
     )
     if (memory.status !== 0) process.exitCode = memory.status || 1
+    const hitPath = require('node:child_process').spawnSync(
+      process.execPath,
+      [
+        path.join(__dirname, 'hitpath.js'),
+        ...(QUICK ? ['--seconds=1', `--out=${path.join(__dirname, 'out', 'hitpath-quick.md')}`] : []),
+      ],
+      { stdio: 'inherit' },
+    )
+    if (hitPath.status !== 0) process.exitCode = hitPath.status || 1
   }
   // Only a full run has every figure the README shows.
   if (OUT === path.join(__dirname, 'RESULTS.md') && !ONLY && !SCENARIOS) require('./readme').updateReadmeAfterBench()

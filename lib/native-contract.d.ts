@@ -57,6 +57,7 @@ export interface EntryPoints {
     negativeTtl?: unknown,
     beta?: unknown,
     status?: unknown,
+    tags?: unknown,
   ): Promise<unknown>
   /**
    * The loader's result: `value` (its JSON-normalised copy), `json` its text;
@@ -88,11 +89,20 @@ export interface EntryPoints {
   /** The value in memory, or undefined; never loads. `stale: false` refuses a stale one. */
   get(key: unknown, stale?: unknown): unknown
   /** Stores `value` (JSON-normalised; `json` its text, for Redis); with Redis, the write's promise. */
-  set(key: unknown, value: unknown, ttl?: unknown, hardTtl?: unknown, json?: string): Promise<boolean> | undefined
+  set(
+    key: unknown,
+    value: unknown,
+    ttl?: unknown,
+    hardTtl?: unknown,
+    json?: string,
+    tags?: unknown,
+  ): Promise<boolean> | undefined
   /** Whether a live entry was removed; with Redis, a promise of whether Redis or memory had one. */
   delete(key: unknown): boolean | Promise<boolean>
   /** Whether a fresh entry was made stale; with Redis, a promise of whether Redis or memory had one. */
   expire(key: unknown): boolean | Promise<boolean>
+  /** Invalidates every entry carrying one of `tags` (an array); with Redis, a promise settled once the fleet was told or the invalidations kept. */
+  deleteByTag(tags: unknown): Promise<void> | undefined
   /** Removes every entry; with Redis, a promise. */
   clear(): Promise<void> | undefined
   /** With Redis: `get` past the L1: a promise of the value's JSON text, or null. */
@@ -209,7 +219,9 @@ export interface NativeCache {
    * With Redis, at close (once loads and writes settled): one more attempt to deliver what could not
    * reach Redis; fulfils with what is still undelivered (given up), never rejects.
    */
-  flushRecovery(): Promise<Array<{ op: 'set' | 'delete' | 'expire' | 'clear'; key?: string }>>
+  flushRecovery(): Promise<
+    Array<{ op: 'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear'; key?: string; tag?: string }>
+  >
   /** Drops every entry and flight, once the flights settled. */
   release(): void
   advanceClock(ms: number): void

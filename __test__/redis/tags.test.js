@@ -166,8 +166,8 @@ test(
     )
     await waitFor(async () => (await b.get('k1')) === undefined, "B's L1 hearing it", 3000)
     // The paused call may land as Redis resumes; the replay still runs.
-  await waitFor(() => a.stats().recoveryPending === 0, 'the replay', 3000)
-  assert.equal(a.stats().recovered, 1)
+    await waitFor(() => a.stats().recoveryPending === 0, 'the replay', 3000)
+    assert.equal(a.stats().recovered, 1)
     assert.equal((await b.get('k2')).key, 'k2', 'the other tag is kept')
 
     redis.pause()

@@ -107,16 +107,26 @@ pub(super) unsafe fn read_call_options(
   })
 }
 
+/// Whether `tags` is undefined or an array: what a call checks before its
+/// entry is known (a hit reads no tags: they are read when a flight starts).
+pub(super) unsafe fn check_tags_shape(env: Env, value: Value) -> RawResult<()> {
+  if raw::type_of(env, value) == sys::ValueType::napi_undefined {
+    return Ok(());
+  }
+  let mut is_array = false;
+  napi_try!(env, sys::napi_is_array(env, value, &mut is_array));
+  match is_array {
+    true => Ok(()),
+    false => Err(option_type("tags", "an array of strings")),
+  }
+}
+
 /// `tags`: undefined (none), or an array of tags (`core::tags` checks them).
 pub(super) unsafe fn read_tags(env: Env, value: Value) -> RawResult<Tags> {
   if raw::type_of(env, value) == sys::ValueType::napi_undefined {
     return Ok(Tags::NONE);
   }
-  let mut is_array = false;
-  napi_try!(env, sys::napi_is_array(env, value, &mut is_array));
-  if !is_array {
-    return Err(option_type("tags", "an array of strings"));
-  }
+  check_tags_shape(env, value)?;
   let mut len = 0u32;
   napi_try!(env, sys::napi_get_array_length(env, value, &mut len));
   // Refused before reading them: a runaway list is a bug.
@@ -157,8 +167,9 @@ pub(super) struct Call<'a> {
   pub policy: EntryPolicy,
   /// The caller refuses stale values (`stale: false`).
   pub refuse_stale: bool,
-  /// The tags its value is written with.
-  pub tags: Tags,
+  /// The tags its value is written with, as passed (read by
+  /// [`start_flight`]: a hit needs none).
+  pub tags: Value,
 }
 
 /// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?, status?, tags?)`.
@@ -217,8 +228,11 @@ unsafe fn get_or_load_impl(
     .entry
     .with(&options.overrides)?;
   let tags = match has_options {
-    true => read_tags(env, tags)?,
-    false => Tags::NONE,
+    true => {
+      check_tags_shape(env, tags)?;
+      tags
+    }
+    false => raw::undefined(env),
   };
   let action = {
     let mut cache = inner.cache.borrow_mut();
@@ -328,12 +342,13 @@ pub(super) unsafe fn start_flight(
   call: &Call<'_>,
   refresh: Option<Refresh>,
 ) -> RawResult<Value> {
+  let tags = read_tags(env, call.tags)?;
   let (handle, promise) = FlightHandle::new(env)?;
   let (id, first) = {
     let mut cache = inner.cache.borrow_mut();
     let begun = cache.begin(call.key, handle, refresh, call.policy, call.refuse_stale);
-    if !call.tags.is_empty() || refresh.is_some() {
-      cache.local_mut().tag_flight(begun.0, call.tags.clone());
+    if !tags.is_empty() || refresh.is_some() {
+      cache.local_mut().tag_flight(begun.0, tags);
     }
     begun
   };

@@ -19,7 +19,6 @@ use super::status::{self, Answered, Lock, Source, StaleReason};
 use super::Inner;
 use crate::core::envelope::Meta;
 use crate::core::options::RawCallOptions;
-use crate::core::tags::Tags;
 use crate::engine::{Effect, Event, Keep, Refresh, Served, Step, Written};
 use napi::sys;
 use std::rc::Rc;
@@ -368,7 +367,7 @@ unsafe fn refresh_stale(
       loader,
       policy,
       refuse_stale: false,
-      tags: Tags::NONE,
+      tags: raw::undefined(env),
     };
     // Its tags are the stale value's (`Engine::tag_flight`).
     entry::start_flight(env, inner, &call, Some(Refresh::Stale))?;
