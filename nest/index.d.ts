@@ -122,6 +122,8 @@ export interface CachedMethodOptions<A extends any[] = any[]> {
   stale?: boolean
   /** The name of the cache to use. */
   cache?: string
+  /** Tags of each result (for `cache.deleteByTag`): fixed, or per call; `this` is the instance. */
+  tags?: readonly string[] | ((this: any, ...args: A) => readonly string[])
 }
 
 /** Caches a method's results through `getOrLoad`; the method then returns a promise. */

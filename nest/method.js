@@ -17,15 +17,21 @@ const { DEFAULT_NAME, requireEntry } = require('./registry')
  * method's name and length, and its Reflect metadata. It always returns a
  * promise. The cache is the one HerdcacheModule made (`cache` names another);
  * without one the call rejects with ERR_HERDCACHE_NEST_NO_CACHE.
+ * `tags` (an array, or `tags(...args)` called with the instance as `this`)
+ * gives each result its tags, for `cache.deleteByTag`.
  * @param {{ key?: (...args: any[]) => string | (string | number)[], ttl?: number, hardTtl?: number,
- *   stale?: boolean, cache?: string }} [options]
+ *   stale?: boolean, cache?: string, tags?: string[] | ((...args: any[]) => string[]) }} [options]
  */
 function CachedMethod(options = {}) {
   checkOptions(options, METHOD, '@CachedMethod')
-  const { key, cache: cacheName = DEFAULT_NAME } = options
+  const { key, tags, cache: cacheName = DEFAULT_NAME } = options
   const callOptions = {}
   for (const name of ['ttl', 'hardTtl', 'stale']) if (options[name] !== undefined) callOptions[name] = options[name]
+  if (Array.isArray(tags)) callOptions.tags = tags
   const passOptions = Object.keys(callOptions).length > 0 ? callOptions : undefined
+  /** The call options of one call: the static ones, or with its own tags. */
+  const optionsFor =
+    typeof tags === 'function' ? (self, args) => ({ ...callOptions, tags: tags.apply(self, args) }) : () => passOptions
 
   return (target, propertyKey, descriptor) => {
     if (!descriptor || typeof descriptor.value !== 'function') {
@@ -41,7 +47,7 @@ function CachedMethod(options = {}) {
         try {
           const { cache } = requireEntry(cacheName, `@CachedMethod ${label}`)
           const entryKey = key === undefined ? methodKey(className, methodName, args) : key.apply(this, args)
-          return cache.getOrLoad(entryKey, () => original.apply(this, args), passOptions)
+          return cache.getOrLoad(entryKey, () => original.apply(this, args), optionsFor(this, args))
         } catch (error) {
           return Promise.reject(error)
         }

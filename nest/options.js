@@ -67,6 +67,7 @@ const METHOD = {
   stale: ROUTE.stale,
   cache: ROUTE.cache,
   key: (v) => typeof v === 'function' || 'a function (...args) => key',
+  tags: (v) => isStringArray(v) || typeof v === 'function' || 'an array of tags or a function (...args) => tags',
 }
 
 function isStringArray(v) {

@@ -44,6 +44,12 @@ class UsersService {
   byEmail(email, options) {
     return this.repo.find(this.table, `${email}/${options.active}`)
   }
+  posts(userId) {
+    return this.repo.find('posts', userId)
+  }
+  settings(userId) {
+    return this.repo.find('settings', userId)
+  }
 }
 Injectable()(UsersService)
 inject(UsersService, Repo)
@@ -51,6 +57,16 @@ inject(UsersService, Repo)
 Reflect.defineMetadata(CUSTOM, 'kept', UsersService.prototype.findOne)
 decorate(UsersService, 'findOne', CachedMethod({ ttl: 60_000 }), SetMetadata('role', 'admin'))
 decorate(UsersService, 'findTwin', CachedMethod())
+decorate(
+  UsersService,
+  'posts',
+  CachedMethod({
+    tags(userId) {
+      return [`user:${userId}`, this.table]
+    },
+  }),
+)
+decorate(UsersService, 'settings', CachedMethod({ tags: ['settings'] }))
 decorate(
   UsersService,
   'byEmail',
@@ -144,6 +160,28 @@ test('@CachedMethod keeps this, the arguments and the metadata, and coalesces', 
   assert.deepEqual(r.body, { at: 2 })
   await assert.rejects(evictRoute(ProfileController, 'profile'), (e) => e.code === 'ERR_HERDCACHE_NEST_NOT_CACHED')
   assert.ok(app.get(HERDCACHE).stats().misses >= 5)
+})
+
+test('@CachedMethod tags: per call (this and the arguments) or fixed, invalidated by cache.deleteByTag', async (t) => {
+  const { app } = await startApp(t, { imports: [HerdcacheModule.forRoot()], providers: [Repo, UsersService] })
+  const users = app.get(UsersService)
+  const repo = app.get(Repo)
+  const cache = app.get(HERDCACHE)
+  await Promise.all([users.posts(1), users.posts(2), users.settings(1), users.settings(2), users.findOne(1)])
+  assert.equal(repo.queries.length, 5)
+  await cache.deleteByTag('user:1')
+  await Promise.all([users.posts(1), users.posts(2), users.settings(1), users.findOne(1)])
+  assert.deepEqual(repo.queries.slice(5), ['posts:1'], "only user 1's posts ran again")
+  await cache.deleteByTag('settings')
+  await Promise.all([users.settings(1), users.settings(2), users.posts(1)])
+  assert.deepEqual(repo.queries.slice(6).sort(), ['settings:1', 'settings:2'])
+  await cache.deleteByTag('users')
+  await users.posts(2)
+  assert.deepEqual(repo.queries.slice(8), ['posts:2'], 'the tag from `this.table`')
+  assert.throws(
+    () => CachedMethod({ tags: 'user' }),
+    (e) => e.code === 'ERR_HERDCACHE_INVALID_OPTION' && /tags/.test(e.message),
+  )
 })
 
 test('@CachedMethod without HerdcacheModule rejects with ERR_HERDCACHE_NEST_NO_CACHE', async () => {

@@ -28,8 +28,19 @@ class Users {
     return { id }
   }
 
+  @CachedMethod({ tags: (id: number) => [`user:${id}`] })
+  async posts(id: number): Promise<number[]> {
+    return [id]
+  }
+
+  @CachedMethod({ tags: ['settings'] })
+  async settings(): Promise<{ dark: boolean }> {
+    return { dark: true }
+  }
+
   async rename(id: number): Promise<void> {
     await evictCached(this, 'find', id)
+    await this.cache.deleteByTag(`user:${id}`)
   }
 }
 

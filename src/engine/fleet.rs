@@ -318,9 +318,17 @@ impl<S: SharedStore> Fleet<S> {
     let ever_connected = AtomicBool::new(false);
     let handle = fleet.store.subscribe(&fleet.events, move |connected| {
       // Down, invalidations may be missed; up again, a read of the stamps
-      // begun while it was down may predate one.
+      // begun while it was down may predate one. The flag goes down before
+      // the stamps are unconfirmed, and up after: a read that saw it up
+      // and began after the stamps were unconfirmed confirms only while
+      // the subscription is live.
+      if !connected {
+        subscription.set(false);
+      }
       lock(&tags).unconfirm_all();
-      subscription.set(connected);
+      if connected {
+        subscription.set(true);
+      }
       if connected && ever_connected.swap(true, Ordering::Relaxed) {
         invalidations.push(Invalidation::Resubscribed);
       }
