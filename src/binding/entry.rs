@@ -227,13 +227,10 @@ unsafe fn get_or_load_impl(
     .config()
     .entry
     .with(&options.overrides)?;
-  let tags = match has_options {
-    true => {
-      check_tags_shape(env, tags)?;
-      tags
-    }
-    false => raw::undefined(env),
-  };
+  // Without options every argument past the loader is undefined already.
+  if has_options {
+    check_tags_shape(env, tags)?;
+  }
   let action = {
     let mut cache = inner.cache.borrow_mut();
     match cache.decide(key.as_str(), !options.refuse_stale) {

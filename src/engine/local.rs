@@ -63,6 +63,15 @@ fn draw_refresh_at(draws: &mut Draws, fixed: Option<f64>, meta: &Meta, beta: f64
   policy::xfetch_refresh_at(meta.stamp, meta.fresh_until, meta.compute_ms, beta, u)
 }
 
+/// Whether an entry carrying `tags`, stamped `stamp`, was invalidated by a
+/// tag. Out of line: an untagged hit, the common one, pays only the check
+/// that it has none.
+#[cold]
+#[inline(never)]
+fn tag_invalidated(stamps: &SharedTagStamps, tags: &Tags, stamp: u64) -> bool {
+  lock_tags(stamps).invalidates(tags, stamp)
+}
+
 /// No usable entry: join the key's flight, or lead one.
 fn join_or_lead<'a, V, F>(
   metrics: &mut Metrics,
@@ -230,7 +239,7 @@ impl<V, F> Engine<V, F> {
     };
     // Invalidated by a tag: a miss. The entry stays until the load's value
     // replaces it (its stamp is older), as an expired one does.
-    if !entry.tags.is_empty() && lock_tags(&self.tags).invalidates(&entry.tags, entry.meta.stamp) {
+    if !entry.tags.is_empty() && tag_invalidated(&self.tags, &entry.tags, entry.meta.stamp) {
       return join_or_lead(metrics, flight);
     }
     let may_refresh = flight.is_none() && now >= entry.retry_after;
@@ -687,9 +696,7 @@ impl<V, F> Engine<V, F> {
     let (entry, reclaimed) = self.store.touch(key, now);
     let found = match entry {
       Some(e) if e.meta.negative => None,
-      Some(e) if !e.tags.is_empty() && lock_tags(&self.tags).invalidates(&e.tags, e.meta.stamp) => {
-        None
-      }
+      Some(e) if !e.tags.is_empty() && tag_invalidated(&self.tags, &e.tags, e.meta.stamp) => None,
       Some(e) => match policy::classify(&e.meta, now) {
         Freshness::Fresh => Some(&e.value),
         Freshness::Stale if allow_stale => Some(&e.value),
