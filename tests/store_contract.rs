@@ -298,6 +298,16 @@ impl Recorder {
     Recorder { seen, events, task }
   }
 
+  /// Waits for `n` events that `kind` picks, and returns those so far.
+  async fn of_kind(&self, n: usize, kind: impl Fn(&Event) -> bool) -> Vec<Event> {
+    let picked = || -> Vec<Event> {
+      let seen = self.seen.lock().unwrap();
+      seen.iter().filter(|e| kind(e)).cloned().collect()
+    };
+    wait_until(&format!("{n} events of a kind"), || picked().len() >= n).await;
+    picked()
+  }
+
   /// Waits for `n` events, and returns the first `n`.
   async fn first(&self, n: usize) -> Vec<Event> {
     wait_until(&format!("{n} events"), || {
@@ -821,25 +831,9 @@ async fn an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl<F: Fixtur
     "no TTL was given to a value that had none"
   );
   let origin = s.origin().to_string();
-  wait_until("the expires' notices", || {
-    recorder
-      .seen
-      .lock()
-      .unwrap()
-      .iter()
-      .filter(|e| matches!(e.change, Change::Expired { .. }))
-      .count()
-      >= 6
-  })
-  .await;
-  let notices: Vec<Event> = recorder
-    .seen
-    .lock()
-    .unwrap()
-    .iter()
-    .filter(|e| matches!(e.change, Change::Expired { .. }))
-    .cloned()
-    .collect();
+  let notices = recorder
+    .of_kind(6, |e| matches!(e.change, Change::Expired { .. }))
+    .await;
   let expected = [
     ("live", 200),
     ("live", 250),
@@ -962,26 +956,9 @@ async fn tags_are_kept_with_the_value_and_their_stamps_only_rise<F: Fixture>(f: 
   assert_eq!(s.tag_stamps(&["junk".to_string()]).await.unwrap(), [700]);
 
   let origin = s.origin().to_string();
-  let is_tag = |e: &Event| matches!(e.change, Change::Tagged { .. });
-  wait_until("the tags' notices", || {
-    recorder
-      .seen
-      .lock()
-      .unwrap()
-      .iter()
-      .filter(|e| is_tag(e))
-      .count()
-      >= 4
-  })
-  .await;
-  let notices: Vec<Event> = recorder
-    .seen
-    .lock()
-    .unwrap()
-    .iter()
-    .filter(|e| is_tag(e))
-    .cloned()
-    .collect();
+  let notices = recorder
+    .of_kind(4, |e| matches!(e.change, Change::Tagged { .. }))
+    .await;
   let mut expected: Vec<Event> = [
     ("user:1", 500),
     ("user:1", 400),

@@ -1083,12 +1083,7 @@ impl<S: SharedStore> Fleet<S> {
   /// `expire` at `at`: whether the store's value was made stale (`None`:
   /// not reached; the expire is kept for auto-recovery).
   pub async fn expire(&self, key: &str, at: u64) -> Option<bool> {
-    let keep = |fleet: &Self| {
-      let now = fleet.clock.now();
-      let dropped = fleet.with_recovery(|queue| queue.push_expire(key, at, now));
-      fleet.dropped(dropped);
-      fleet.start_replayer();
-    };
+    let keep = |fleet: &Self| fleet.kept(|queue, now| queue.push_expire(key, at, now));
     if !self.allowed() {
       keep(self);
       return None;
@@ -1110,12 +1105,7 @@ impl<S: SharedStore> Fleet<S> {
   /// least `px` ms there.
   pub async fn invalidate_tag(&self, tag: &str, at: u64, px: u64) -> Option<bool> {
     self.tag_ttl.fetch_max(px, Ordering::Relaxed);
-    let keep = |fleet: &Self| {
-      let now = fleet.clock.now();
-      let dropped = fleet.with_recovery(|queue| queue.push_tag(tag, at, now));
-      fleet.dropped(dropped);
-      fleet.start_replayer();
-    };
+    let keep = |fleet: &Self| fleet.kept(|queue, now| queue.push_tag(tag, at, now));
     if !self.allowed() {
       keep(self);
       return None;
@@ -1192,15 +1182,18 @@ impl<S: SharedStore> Fleet<S> {
   }
 
   fn keep(&self, key: &str, op: KeyOp) {
-    let now = self.clock.now();
-    let dropped = self.with_recovery(|queue| queue.push(key, op, now));
-    self.dropped(dropped);
-    self.start_replayer();
+    self.kept(|queue, now| queue.push(key, op, now));
   }
 
   fn keep_clear(&self, stamp: u64) {
+    self.kept(|queue, now| queue.push_clear(stamp, now));
+  }
+
+  /// Queues an operation for auto-recovery (`push` answers how many fell
+  /// out of the bounds, given the time), and makes sure it is replayed.
+  fn kept(&self, push: impl FnOnce(&mut RecoveryQueue, u64) -> u64) {
     let now = self.clock.now();
-    let dropped = self.with_recovery(|queue| queue.push_clear(stamp, now));
+    let dropped = self.with_recovery(|queue| push(queue, now));
     self.dropped(dropped);
     self.start_replayer();
   }
