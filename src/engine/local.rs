@@ -675,6 +675,27 @@ mod tests {
     e
   }
 
+  /// The load bulkhead's reports add to the counters and replace the gauges.
+  #[test]
+  fn load_queue_reports_add_counts_and_set_gauges() {
+    let mut e = engine();
+    e.record_load_queue([1, 0, 0, 0], 2, 1);
+    e.record_load_queue([1, 15, 1, 0], 2, 2);
+    e.record_load_queue([0, 7, 0, 1], 1, 0);
+    let m = e.metrics();
+    assert_eq!(
+      (
+        m.loads_queued,
+        m.load_queue_wait_ms,
+        m.loads_rejected,
+        m.refreshes_skipped
+      ),
+      (2, 22, 1, 1)
+    );
+    let g = e.gauges();
+    assert_eq!((g.load_slots_used, g.load_queue_length), (1, 0));
+  }
+
   /// A load of `key` over what is there (no decide: it may be fresh).
   fn load_over(e: &mut TestEngine, key: &str, compute_ms: u64) -> Meta {
     let policy = e.config().entry;
