@@ -188,6 +188,18 @@ export interface CacheStats {
   redisConnected: number
   /** With Redis: 1 while the events subscription is live. */
   redisSubscribed: number
+  /** With `maxConcurrentLoads`: loads that waited in its queue for a slot. */
+  loadsQueued: number
+  /** With `maxConcurrentLoads`: ms loads waited in that queue, all of them together. */
+  loadQueueWaitMs: number
+  /** With `maxConcurrentLoads`: cold loads refused because the queue was full (`ERR_HERDCACHE_LOAD_QUEUE_FULL`). */
+  loadsRejected: number
+  /** With `maxConcurrentLoads`: background refreshes not run because the queue was full. */
+  refreshesSkipped: number
+  /** With `maxConcurrentLoads`: loaders running now. */
+  loadSlotsUsed: number
+  /** With `maxConcurrentLoads`: loads waiting now for a slot. */
+  loadQueueLength: number
   /** With Redis: the code of the last Redis failure's cause (`ERR_HERDCACHE_REDIS_*`), kept once Redis answers again; else null. */
   lastRedisError: string | null
 }
@@ -214,6 +226,7 @@ export interface HerdcacheError extends Error {
     | 'ERR_HERDCACHE_REDIS_FAILED'
     | 'ERR_HERDCACHE_INTERNAL'
     | 'ERR_HERDCACHE_NO_BINARY'
+    | 'ERR_HERDCACHE_LOAD_QUEUE_FULL'
 }
 
 /** What `close()` reports to `onError` when writes or invalidations could not reach Redis. */

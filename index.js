@@ -8,6 +8,7 @@ const { NativeCache } = require('./lib/native')
 const { lead, resume, scheduleReads, reportProblem, track } = require('./lib/leader')
 const { detach, softWait } = require('./lib/callers')
 const { stop } = require('./lib/deadlines')
+const { bulkheadOf } = require('./lib/bulkhead')
 const { herdError, sizeProblem } = require('./lib/errors')
 const { codes, OUTCOMES, NATIVE_OPTIONS, channels } = require('./lib/names')
 const { getOrLoadChannel, LoadTrace, traceGetOrLoad, invalidated, redisFailed } = require('./lib/tracing')
@@ -196,11 +197,17 @@ class Cache {
       softTimeout: 0,
       maxValueBytes: 0,
       redis: false,
+      maxConcurrentLoads: 0,
+      maxQueuedLoads: 0,
+      bulkhead: undefined,
     }
     ctx.self = new WeakRef(ctx)
     // The raw entry points: lib/native-contract.d.ts says what each takes and gives.
     const fns = this.#native.install(ctx, lead, softWait, resume, scheduleReads, reportProblem)
-    for (const name of ['fill', 'fail', 'recordSoftWait', 'startRefresh', 'flushReads']) ctx[name] = fns[name]
+    for (const name of ['fill', 'fail', 'recordSoftWait', 'startRefresh', 'flushReads', 'recordLoadQueue']) {
+      ctx[name] = fns[name]
+    }
+    ctx.bulkhead = bulkheadOf(ctx)
     this.#fns = fns
     this.#ctx = ctx
     this.#load = fns.getOrLoad

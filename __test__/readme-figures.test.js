@@ -48,6 +48,7 @@ test('the check is not vacuous: a figure changed in a results file changes the R
     ['demo', /(^expiry under load .*│ )(300)( stale)/m, '299'],
     ['demo-nest', /(^steady hits +\d+ +)([\d.]+)( )/m, '4321'],
     ['demo-nest', /(, )(200)( concurrent requests per phase)/, '150'],
+    ['bulkhead', /(\| maxConcurrentLoads: \d+ \| \d+ \| )(\d+)( \| )/, '49'],
   ]
   for (const [file, pattern, figure] of changes) {
     assert.match(results[file], pattern, `the ${file} file has the figure this test changes`)

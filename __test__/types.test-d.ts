@@ -29,6 +29,8 @@ async function main(): Promise<void> {
     hardTimeout: 30_000,
     refreshBackoff: 10_000,
     maxEntries: 10_000,
+    maxConcurrentLoads: 50,
+    maxQueuedLoads: 1_000,
     prefix: 'app:',
     waitUntil: (promise) => {
       collected.push(promise)
@@ -138,7 +140,13 @@ async function main(): Promise<void> {
     s.inFlight +
     s.recovered +
     s.recoveryDropped +
-    s.recoveryPending
+    s.recoveryPending +
+    s.loadsQueued +
+    s.loadQueueWaitMs +
+    s.loadsRejected +
+    s.refreshesSkipped +
+    s.loadSlotsUsed +
+    s.loadQueueLength
   void total
   const text: string = cache.metrics()
   void text
@@ -162,6 +170,8 @@ async function main(): Promise<void> {
   new Cache({ ttl: '1000' })
   // @ts-expect-error unknown option (typo)
   new Cache({ tll: 1000 })
+  // @ts-expect-error maxConcurrentLoads is a number
+  new Cache({ maxConcurrentLoads: '50' })
   // @ts-expect-error delete needs a key
   cache.delete()
   // @ts-expect-error expire needs a key

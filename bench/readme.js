@@ -24,6 +24,7 @@ const RESULT_FILES = {
   fleet: 'bench/FLEET.md',
   cluster: 'bench/CLUSTER.md',
   nest: 'bench/NEST.md',
+  bulkhead: 'bench/BULKHEAD.md',
   demo: 'demo/OUTPUT.md',
   'demo-nest': 'demo/NEST-OUTPUT.md',
 }
@@ -391,7 +392,35 @@ function demoNest({ 'demo-nest': md }) {
   ].join('\n')
 }
 
-const SECTIONS = { speed, memory, fleet, cluster, nest, demo, 'demo-nest': demoNest }
+function bulkhead({ bulkhead: md }) {
+  const file = 'bench/BULKHEAD.md'
+  const table = tableWith(md, ['variant', 'at once, max', 'total (ms)', 'ideal (ms)', 'errors'], file)
+  const date = capture(md, /^- date: (\S+)/m, `${file} date`)[1]
+  const [, keys, callers, loaderMs] = capture(
+    md,
+    /^- what: ([\d,]+) distinct cold keys × (\d+) callers.*?the loader takes (\d+ ms)/m,
+    `${file} setup`,
+  )
+  const capped = row(table, (r) => r.variant.startsWith('maxConcurrentLoads'), `${file} capped`)
+  const free = row(table, (r) => r.variant === 'no cap', `${file} no cap`)
+  const cells = (r) =>
+    `| ${r.variant} | ${r['at once, max']} | ${r['total (ms)']} | ${r['ideal (ms)']} | ${r['÷ ideal']} | ${r.errors} |`
+  return [
+    `\`npm run bench:bulkhead\` (also run by \`npm run bench\`) makes a cold storm of ${keys} distinct keys × ${callers} ` +
+      `callers each in one process, with a ${loaderMs} loader that counts how many run at once, and writes ` +
+      `[bench/BULKHEAD.md](bench/BULKHEAD.md). From the last run (${date}):`,
+    '',
+    '| variant | loaders at once, max | total (ms) | ideal (ms) | ÷ ideal | errors |',
+    '|---|---:|---:|---:|---:|---:|',
+    cells(capped),
+    cells(free),
+    '',
+    'No peer has a bulkhead to compare with: without the cap herdcache, like each of them, runs every ' +
+      `load at once (${free['at once, max']} at the peak).`,
+  ].join('\n')
+}
+
+const SECTIONS = { speed, memory, fleet, cluster, nest, demo, 'demo-nest': demoNest, bulkhead }
 
 /** README text with every bench section rendered from `results` (the results files' texts). */
 function render(readme, results) {

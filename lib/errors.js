@@ -13,6 +13,8 @@ const JS_CODES = Object.freeze({
   VALUE_TOO_LARGE: 'ERR_HERDCACHE_VALUE_TOO_LARGE',
   /** No native binary loads (lib/native.js): the addon cannot say so itself. */
   NO_BINARY: 'ERR_HERDCACHE_NO_BINARY',
+  /** A cold load past `maxConcurrentLoads` found the queue full (`maxQueuedLoads`; lib/bulkhead.js). */
+  LOAD_QUEUE_FULL: 'ERR_HERDCACHE_LOAD_QUEUE_FULL',
 })
 
 /** Codes of `herdcache/nest` (nest/). */

@@ -114,6 +114,12 @@ class Flight {
     this.settled = false
     /** With Redis: the fleet has not said yet whether our loader runs. */
     this.waiting = false
+    /** With `maxConcurrentLoads` (lib/bulkhead.js): `performance.now()` it queued at, while it waits for a slot. */
+    this.queued = undefined
+    /** It holds a slot of the bulkhead. */
+    this.slot = false
+    /** The bulkhead skipped this background refresh (its queue was full): nobody to tell. */
+    this.skipped = false
     this.loaderStarted = undefined
     this.controller = undefined
     this.abortReason = undefined
@@ -141,7 +147,7 @@ class Flight {
 
   /** close(): a running loader's signal aborts; a load whose loader has not started is given up. */
   abort(reason) {
-    if (this.waiting) this.failWith(reason, false)
+    if (this.waiting || this.queued !== undefined) this.failWith(reason, false)
     else this.abortSignal(reason)
   }
 
@@ -165,11 +171,22 @@ class Flight {
     return performance.now() >= this.deadline
   }
 
-  /** @param {number} [now] `performance.now()`, when the caller just read it */
+  /**
+   * The loader may run: now, or with `maxConcurrentLoads` once the bulkhead
+   * gives it a slot (lib/bulkhead.js calls `call` then).
+   *
+   * @param {number} [now] `performance.now()`, when the caller just read it
+   */
   run(now = performance.now()) {
     this.waiting = false
     // Redis steps may have used up the deadline (the timer may be late).
     if (now >= this.deadline) return this.expire()
+    const { bulkhead } = this.ctx
+    if (bulkhead === undefined || bulkhead.acquire(this, now)) this.call(now)
+  }
+
+  /** Calls the loader (its slot, if there is a bulkhead, taken). @param {number} now */
+  call(now) {
     this.loaderStarted = now
     let result
     try {
@@ -184,9 +201,23 @@ class Flight {
         } catch (error) {
           this.failWith(error, false)
         }
+        // The slot is freed when the loader settles, not when its load is
+        // given up (hardTimeout, close()): a loader that ignores its aborted
+        // signal still loads the database, and the cap is what protects it.
+        if (this.slot) this.ctx.bulkhead.release(this)
       },
-      (error) => (this.late() ? this.expire() : this.failWith(error, false)),
+      (error) => {
+        if (this.late()) this.expire()
+        else this.failWith(error, false)
+        if (this.slot) this.ctx.bulkhead.release(this)
+      },
     )
+  }
+
+  /** The bulkhead had no place for this load: its callers reject with `error`, a refresh is skipped. */
+  refuse(error) {
+    this.skipped = this.background
+    this.failWith(error, false)
   }
 
   succeed(value) {
@@ -227,12 +258,15 @@ class Flight {
       this.waiting = false
       ctx.waiting.delete(this.id)
     }
+    if (this.queued !== undefined) ctx.bulkhead.leave(this)
     leave(ctx, this)
     if (timedOut) this.abortSignal(error)
     // A background flight's rejection may have no other listener.
     this.promise.then(undefined, noop)
     ctx.fail(this.id, error, timedOut, this.loaderStarted !== undefined)
-    if (this.background) report(ctx, error, this.userKey)
+    // A skipped refresh is counted (refreshesSkipped), not reported: under a
+    // cold storm it would be one report per stale read.
+    if (this.background && !this.skipped) report(ctx, error, this.userKey)
   }
 }
 

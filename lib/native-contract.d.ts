@@ -27,7 +27,7 @@
 // the members of `EntryPoints`, that `ctx` holds exactly the members of
 // `Context`, and that index.js and lib/ use no other name.
 
-/** One load in flight, as lib/leader.js keeps it in `ctx.active`. */
+/** One load in flight, as lib/leader.js keeps it in `ctx.active` (and lib/bulkhead.js in its queue). */
 export interface Flight {
   /** The promise every caller of the flight shares (the addon settles it). */
   promise: Promise<unknown>
@@ -86,6 +86,18 @@ export interface EntryPoints {
   startRefresh(key: unknown, loader: unknown): boolean
   /** With Redis: sends the first reads the addon queued (`scheduleReads`), in one pipeline. */
   flushReads(): void
+  /**
+   * lib/bulkhead.js: what the load bulkhead did since its last report (loads queued, whole ms they waited,
+   * loads refused, refreshes skipped: added to the counters) and its state now (the gauges).
+   */
+  recordLoadQueue(
+    queued: number,
+    waitedMs: number,
+    rejected: number,
+    skipped: number,
+    slotsUsed: number,
+    queueLength: number,
+  ): void
   /** The value in memory, or undefined; never loads. `stale: false` refuses a stale one. */
   get(key: unknown, stale?: unknown): unknown
   /** Stores `value` (JSON-normalised; `json` its text, for Redis); with Redis, the write's promise. */
@@ -155,11 +167,21 @@ export interface Context {
   maxValueBytes: number
   /** Whether the cache has Redis (written by `install`). */
   redis: boolean
+  /** Validated, loaders at once; 0: no cap (written by `install`). */
+  maxConcurrentLoads: number
+  /** Validated, loads waiting for a slot at most (written by `install`). */
+  maxQueuedLoads: number
+  /**
+   * The load bulkhead (lib/bulkhead.js), when `maxConcurrentLoads` is set: a slot before a loader runs (false:
+   * queued, or refused), freed when it settles; a queued flight given up leaves.
+   */
+  bulkhead: { acquire(flight: Flight, now: number): boolean; release(flight: Flight): void; leave(flight: Flight): void } | undefined
   fill: EntryPoints['fill']
   fail: EntryPoints['fail']
   recordSoftWait: EntryPoints['recordSoftWait']
   startRefresh: EntryPoints['startRefresh']
   flushReads: EntryPoints['flushReads']
+  recordLoadQueue: EntryPoints['recordLoadQueue']
 }
 
 /**

@@ -327,6 +327,37 @@ pub unsafe extern "C" fn record_soft_wait(env: Env, info: sys::napi_callback_inf
   raw::undefined(env)
 }
 
+/// `recordLoadQueue(queued, waitedMs, rejected, skipped, slotsUsed,
+/// queueLength)`: what the load bulkhead (lib/bulkhead.js) did since its
+/// last report, and its state now. Numbers JS made, never negative; a
+/// non-number reads as 0.
+pub unsafe extern "C" fn record_load_queue(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, _, inner) = raw::args::<6, Rc<Inner>>(env, info);
+  let count = |value: Value| {
+    let n = raw::get_number(env, value);
+    if n.is_finite() && n > 0.0 {
+      n.round() as u64
+    } else {
+      0
+    }
+  };
+  let added = [
+    count(argv[0]),
+    count(argv[1]),
+    count(argv[2]),
+    count(argv[3]),
+  ];
+  let (slots_used, queue_length) = (count(argv[4]), count(argv[5]));
+  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
+  // this callback, while its function is alive (as in `entry::get_or_load`).
+  (&*inner)
+    .cache
+    .borrow_mut()
+    .local_mut()
+    .record_load_queue(added, slots_used, queue_length);
+  raw::undefined(env)
+}
+
 /// `startRefresh(key, loader)`: a flight was answered with a stale value
 /// from the shared store; start the background refresh that value calls
 /// for (unless a flight is already there, or the key backs off after a

@@ -443,13 +443,14 @@ type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) 
 /// The raw functions `install()` returns (with `outcomeBuffer`), by JS name.
 /// `lib/native-contract.d.ts` describes each for the JS side, and
 /// `__test__/native-contract.test.js` checks that it lists these.
-const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 15] = [
+const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 16] = [
   (c"getOrLoad", entry::get_or_load),
   (c"fill", flight::fill),
   (c"fail", flight::fail),
   (c"recordSoftWait", flight::record_soft_wait),
   (c"startRefresh", flight::start_refresh),
   (c"flushReads", flight::flush_reads),
+  (c"recordLoadQueue", flight::record_load_queue),
   (c"get", ops::get),
   (c"set", ops::set),
   (c"delete", ops::delete),
@@ -514,6 +515,19 @@ impl NativeCache {
       ctx,
       c"redis",
       raw::boolean(env, config.redis.is_some()),
+    )?;
+    // 0: no cap (lib/bulkhead.js makes no bulkhead then).
+    raw::set_property(
+      env,
+      ctx,
+      c"maxConcurrentLoads",
+      raw::number(env, config.max_concurrent_loads.unwrap_or(0) as f64),
+    )?;
+    raw::set_property(
+      env,
+      ctx,
+      c"maxQueuedLoads",
+      raw::number(env, config.max_queued_loads as f64),
     )?;
     let mut object = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));

@@ -27,6 +27,10 @@ pub const DEFAULT_RECOVERY_MAX_AGE: u64 = 300_000;
 pub const DEFAULT_MAX_VALUE_BYTES: u64 = 8 << 20;
 /// Redis's own limit of a string value.
 pub const MAX_VALUE_BYTES: f64 = (512u64 << 20) as f64;
+/// Loads that wait for a slot of `maxConcurrentLoads`: enough for a cold
+/// start of a thousand keys behind a small cap, bounded so a storm past it
+/// gets a coded error at once instead of an ever longer wait.
+pub const DEFAULT_MAX_QUEUED_LOADS: u64 = 1_000;
 
 /// TTLs up to ~34 years: far past any use, and epoch + TTL cannot overflow.
 pub const MAX_TTL: f64 = (1u64 << 40) as f64;
@@ -113,6 +117,15 @@ macro_rules! cache_options {
       #[doc = " runaway result is not copied into Redis and every instance's memory."]
       #[doc = " Default 8 MiB (8 388 608); at most 512 MiB, Redis's limit."]
       max_value_bytes: f64 => "maxValueBytes", default = Some("8388608");
+      #[doc = " The most loaders running at once in this process, across distinct"]
+      #[doc = " keys (an integer >= 1); loads past it wait in a FIFO queue (callers"]
+      #[doc = " with a stale value are answered at once). Default: no cap."]
+      max_concurrent_loads: f64 => "maxConcurrentLoads", default = None;
+      #[doc = " Bound of that queue (an integer >= 0; 0: no queue): a cold load past"]
+      #[doc = " it rejects its callers with `ERR_HERDCACHE_LOAD_QUEUE_FULL`, a"]
+      #[doc = " background refresh is skipped. Only with `maxConcurrentLoads`."]
+      #[doc = " Default 1 000."]
+      max_queued_loads: f64 => "maxQueuedLoads", default = Some("1000");
     }
   };
 }
@@ -221,6 +234,10 @@ pub struct CacheConfig {
   pub max_entries: usize,
   /// Bound of a value's JSON text, UTF-8 bytes (checked where it is made).
   pub max_value_bytes: u64,
+  /// The load bulkhead (lib/bulkhead.js): loaders running at once, and the
+  /// queue behind them; `None`: no cap.
+  pub max_concurrent_loads: Option<u64>,
+  pub max_queued_loads: u64,
   pub prefix: String,
   pub redis: Option<RedisConfig>,
 }
@@ -393,6 +410,31 @@ impl CacheConfig {
         ))
       }
     };
+    let max_concurrent_loads = match raw.max_concurrent_loads {
+      None => None,
+      Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => {
+        Some(n as u64)
+      }
+      Some(n) => return Err(range("maxConcurrentLoads", "an integer >= 1", n)),
+    };
+    let max_queued_loads = match raw.max_queued_loads {
+      None => DEFAULT_MAX_QUEUED_LOADS,
+      Some(_) if max_concurrent_loads.is_none() => {
+        return Err(Error::new(
+          Code::InvalidOption,
+          Kind::Type,
+          "option `maxQueuedLoads` bounds the queue of `maxConcurrentLoads`; give `maxConcurrentLoads` too, or leave it out",
+        ))
+      }
+      Some(n) if n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => n as u64,
+      Some(n) => {
+        return Err(range(
+          "maxQueuedLoads",
+          "an integer >= 0 (0: no queue, loads past maxConcurrentLoads are refused)",
+          n,
+        ))
+      }
+    };
     Ok(CacheConfig {
       entry: EntryPolicy {
         ttl,
@@ -430,6 +472,8 @@ impl CacheConfig {
       )?,
       max_entries: max_entries as usize,
       max_value_bytes,
+      max_concurrent_loads,
+      max_queued_loads,
       prefix: raw.prefix.clone().unwrap_or_default(),
       redis,
     })
@@ -578,7 +622,7 @@ mod tests {
       assert!(seen.insert(option.name), "{} declared twice", option.name);
       assert!(!option.doc.trim().is_empty(), "{} has no doc", option.name);
     }
-    assert_eq!(CACHE_OPTIONS.len(), 18);
+    assert_eq!(CACHE_OPTIONS.len(), 20);
     let types: Vec<_> = CACHE_OPTIONS.iter().map(|o| (o.name, o.js_type)).collect();
     assert!(types.contains(&("ttl", "number")));
     assert!(types.contains(&("redis", "string")));
@@ -615,6 +659,8 @@ mod tests {
         "recoveryMaxEntries" => Some(redis.recovery_max_entries.to_string()),
         "recoveryMaxAge" => Some(redis.recovery_max_age.to_string()),
         "maxValueBytes" => Some(local.max_value_bytes.to_string()),
+        "maxConcurrentLoads" => local.max_concurrent_loads.map(|n| n.to_string()),
+        "maxQueuedLoads" => Some(local.max_queued_loads.to_string()),
         other => panic!("option `{other}`: check its declared default here"),
       };
       assert_eq!(
@@ -638,6 +684,57 @@ mod tests {
     assert_eq!(c.hard_timeout, 30_000);
     assert_eq!(c.max_entries, 10_000);
     assert_eq!(c.max_value_bytes, 8 * 1024 * 1024);
+  }
+
+  #[test]
+  fn load_bulkhead_options() {
+    let c = CacheConfig::from_raw(&RawCacheOptions::default()).unwrap();
+    assert_eq!((c.max_concurrent_loads, c.max_queued_loads), (None, 1_000));
+    let raw = RawCacheOptions {
+      max_concurrent_loads: Some(50.0),
+      max_queued_loads: Some(0.0),
+      ..Default::default()
+    };
+    let c = CacheConfig::from_raw(&raw).unwrap();
+    assert_eq!((c.max_concurrent_loads, c.max_queued_loads), (Some(50), 0));
+    for bad in [0.0, -1.0, 1.5, f64::NAN, f64::INFINITY, 1e12] {
+      let raw = RawCacheOptions {
+        max_concurrent_loads: Some(bad),
+        ..Default::default()
+      };
+      let err = CacheConfig::from_raw(&raw).unwrap_err();
+      assert_eq!(
+        (err.code, err.kind),
+        (Code::InvalidOption, Kind::Range),
+        "{bad}"
+      );
+      assert!(
+        err.message.contains("maxConcurrentLoads"),
+        "{}",
+        err.message
+      );
+    }
+    for bad in [-1.0, 2.5, f64::NAN] {
+      let raw = RawCacheOptions {
+        max_concurrent_loads: Some(4.0),
+        max_queued_loads: Some(bad),
+        ..Default::default()
+      };
+      let err = CacheConfig::from_raw(&raw).unwrap_err();
+      assert_eq!(
+        (err.code, err.kind),
+        (Code::InvalidOption, Kind::Range),
+        "{bad}"
+      );
+      assert!(err.message.contains("maxQueuedLoads"), "{}", err.message);
+    }
+    // A queue bound without a cap would bound nothing: a mistake, said so.
+    let raw = RawCacheOptions {
+      max_queued_loads: Some(10.0),
+      ..Default::default()
+    };
+    let err = CacheConfig::from_raw(&raw).unwrap_err();
+    assert_eq!((err.code, err.kind), (Code::InvalidOption, Kind::Type));
   }
 
   #[test]

@@ -124,6 +124,8 @@ pub struct Engine<V, F> {
   flights: FlightTable<F>,
   metrics: Metrics,
   running: u64,
+  /// What the load bulkhead (lib/bulkhead.js) last reported: slots in use, queue length.
+  load_queue: (u64, u64),
   clock: Clock,
   fixed_jitter_u: Option<f64>,
   fixed_xfetch_u: Option<f64>,
@@ -152,6 +154,7 @@ impl<V, F> Engine<V, F> {
       flights: FlightTable::default(),
       metrics: Metrics::default(),
       running: 0,
+      load_queue: (0, 0),
       clock,
       fixed_jitter_u: None,
       fixed_xfetch_u: None,
@@ -286,6 +289,20 @@ impl<V, F> Engine<V, F> {
     } else {
       self.metrics.hits += 1;
     }
+  }
+
+  /// What the load bulkhead did since its last report (loads queued, ms
+  /// they waited, loads refused, refreshes skipped) and its state now
+  /// (slots in use, queue length). The bulkhead runs in JavaScript, where
+  /// the loaders are called; its counts are kept here with the others so
+  /// that `stats()` and `metrics()` have one source.
+  pub fn record_load_queue(&mut self, added: [u64; 4], slots_used: u64, queue_length: u64) {
+    let [queued, waited_ms, rejected, skipped] = added;
+    self.metrics.loads_queued += queued;
+    self.metrics.load_queue_wait_ms += waited_ms;
+    self.metrics.loads_rejected += rejected;
+    self.metrics.refreshes_skipped += skipped;
+    self.load_queue = (slots_used, queue_length);
   }
 
   /// Whether values are kept in memory: always, except with Redis and
@@ -717,6 +734,8 @@ impl<V, F> Engine<V, F> {
     Gauges {
       size: self.store.len() as u64,
       in_flight: self.running,
+      load_slots_used: self.load_queue.0,
+      load_queue_length: self.load_queue.1,
       ..Gauges::default()
     }
   }
@@ -746,6 +765,27 @@ mod tests {
     let mut e = Engine::new(CacheConfig::from_raw(&raw).unwrap());
     e.set_random(Some(0.5), Some(1.0));
     e
+  }
+
+  /// The load bulkhead's reports add to the counters and replace the gauges.
+  #[test]
+  fn load_queue_reports_add_counts_and_set_gauges() {
+    let mut e = engine();
+    e.record_load_queue([1, 0, 0, 0], 2, 1);
+    e.record_load_queue([1, 15, 1, 0], 2, 2);
+    e.record_load_queue([0, 7, 0, 1], 1, 0);
+    let m = e.metrics();
+    assert_eq!(
+      (
+        m.loads_queued,
+        m.load_queue_wait_ms,
+        m.loads_rejected,
+        m.refreshes_skipped
+      ),
+      (2, 22, 1, 1)
+    );
+    let g = e.gauges();
+    assert_eq!((g.load_slots_used, g.load_queue_length), (1, 0));
   }
 
   /// A load of `key` over what is there (no decide: it may be fresh).

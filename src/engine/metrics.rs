@@ -41,6 +41,10 @@ counters! {
   corrupt_values => "corruptValues", "herdcache_corrupt_values_total", "Values in Redis that were not herdcache entries (treated as misses).";
   recovered => "recovered", "herdcache_recovered_total", "Writes and invalidations that could not reach Redis, delivered later.";
   recovery_dropped => "recoveryDropped", "herdcache_recovery_dropped_total", "Writes and invalidations that could not reach Redis, given up (past the recovery bounds, or at close).";
+  loads_queued => "loadsQueued", "herdcache_loads_queued_total", "Loads that waited in the maxConcurrentLoads queue for a slot.";
+  load_queue_wait_ms => "loadQueueWaitMs", "herdcache_load_queue_wait_ms_total", "Milliseconds loads waited in that queue, all of them together.";
+  loads_rejected => "loadsRejected", "herdcache_loads_rejected_total", "Loads refused because that queue was full (ERR_HERDCACHE_LOAD_QUEUE_FULL).";
+  refreshes_skipped => "refreshesSkipped", "herdcache_refreshes_skipped_total", "Background refreshes not run because that queue was full.";
 }
 
 /// Gauges reported beside the counters.
@@ -52,10 +56,12 @@ pub struct Gauges {
   pub recovery_pending: u64,
   pub redis_connected: u64,
   pub redis_subscribed: u64,
+  pub load_slots_used: u64,
+  pub load_queue_length: u64,
 }
 
 impl Gauges {
-  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 6] {
+  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 8] {
     [
       ("size", "herdcache_entries", "Entries held now.", self.size),
       (
@@ -87,6 +93,18 @@ impl Gauges {
         "herdcache_redis_subscribed",
         "1 while the events subscription is live (fill notices and invalidations arrive).",
         self.redis_subscribed,
+      ),
+      (
+        "loadSlotsUsed",
+        "herdcache_load_slots_used",
+        "Loaders running now under maxConcurrentLoads.",
+        self.load_slots_used,
+      ),
+      (
+        "loadQueueLength",
+        "herdcache_load_queue_length",
+        "Loads waiting now for a slot of maxConcurrentLoads.",
+        self.load_queue_length,
       ),
     ]
   }
