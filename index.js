@@ -11,6 +11,7 @@ const { stop } = require('./lib/deadlines')
 const { herdError, sizeProblem } = require('./lib/errors')
 const { codes, OUTCOMES, NATIVE_OPTIONS, channels } = require('./lib/names')
 const { getOrLoadChannel, LoadTrace, traceGetOrLoad, invalidated, redisFailed } = require('./lib/tracing')
+const { openNamespace } = require('./lib/namespace')
 
 const { parse, stringify } = JSON
 const noop = () => {}
@@ -132,7 +133,8 @@ function calls(n, op) {
  * they are never dropped silently.
  *
  * @param {import('./lib/native-contract').Context} ctx
- * @param {Array<{ op: 'set' | 'delete' | 'expire' | 'clear', key?: string }>} undelivered
+ * @param {Array<{ op: 'set' | 'delete' | 'expire' | 'clear', key?: string, namespace?: string }>} undelivered
+ *   (a namespace's clear has its encoded names as `namespace`, no `key`)
  * @param {{ code: string, message: string } | null} last the last Redis failure's cause
  */
 function reportUndelivered(ctx, undelivered, last) {
@@ -143,11 +145,13 @@ function reportUndelivered(ctx, undelivered, last) {
   const what = [...counts].map(([op, n]) => calls(n, op)).join(' and ')
   const why = last === null ? 'Redis could not be reached' : `the last Redis error: ${last.code}: ${last.message}`
   const shown = keys.length > 10 ? `${keys.slice(0, 10).join(', ')}, …` : keys.join(', ')
+  const namespaces = undelivered.filter((o) => o.namespace !== undefined).map((o) => o.namespace)
   const error = herdError(
     Error,
     codes.UNDELIVERED,
     `close(): ${what} could not reach Redis and ${undelivered.length === 1 ? 'was' : 'were'} given up (${why}); ` +
-      `other instances may serve the old values until they expire.${keys.length > 0 ? ` Keys: ${shown}` : ''}`,
+      `other instances may serve the old values until they expire.${keys.length > 0 ? ` Keys: ${shown}` : ''}` +
+      `${namespaces.length > 0 ? ` Namespaces cleared: ${namespaces.join(', ')}` : ''}`,
     last === null ? undefined : herdError(Error, last.code, last.message),
   )
   error.operations = undelivered
@@ -324,6 +328,20 @@ class Cache {
       invalidated(this, 'clear', undefined)
       return cleared
     })
+  }
+
+  /**
+   * A view whose keys all start with `name` (README, "Namespaces"), sharing
+   * this cache's memory, Redis connection and counters.
+   */
+  namespace(name, defaults) {
+    return openNamespace(this, name, defaults, (names, namespace) =>
+      settle(() => {
+        const cleared = this.#fns.clearPrefix(names)
+        invalidated(this, 'clear', undefined, namespace)
+        return cleared
+      }),
+    )
   }
 
   stats() {

@@ -95,6 +95,11 @@ export interface EntryPoints {
   expire(key: unknown): boolean | Promise<boolean>
   /** Removes every entry; with Redis, a promise. */
   clear(): Promise<void> | undefined
+  /**
+   * A namespace's clear: `names` (an array key, the view's names) encoded, and `:`, is the prefix of the keys
+   * removed; with Redis, a promise.
+   */
+  clearPrefix(names: unknown): Promise<void> | undefined
   /** With Redis: `get` past the L1: a promise of the value's JSON text, or null. */
   peek(key: unknown, stale?: unknown): Promise<string | null>
   /** The counters and gauges (`names().counters`). */
@@ -209,7 +214,7 @@ export interface NativeCache {
    * With Redis, at close (once loads and writes settled): one more attempt to deliver what could not
    * reach Redis; fulfils with what is still undelivered (given up), never rejects.
    */
-  flushRecovery(): Promise<Array<{ op: 'set' | 'delete' | 'expire' | 'clear'; key?: string }>>
+  flushRecovery(): Promise<Array<{ op: 'set' | 'delete' | 'expire' | 'clear'; key?: string; namespace?: string }>>
   /** Drops every entry and flight, once the flights settled. */
   release(): void
   advanceClock(ms: number): void

@@ -186,9 +186,11 @@ function fleetDecided(flight, load) {
  * @param {object} cache
  * @param {'set' | 'delete' | 'expire' | 'clear'} op
  * @param {unknown} [key] none for a clear
+ * @param {string} [namespace] a namespace's clear: its encoded names (`users`, `users:eu`)
  */
-function invalidated(cache, op, key) {
-  if (invalidateChannel.hasSubscribers) invalidateChannel.publish({ cache, op, key })
+function invalidated(cache, op, key, namespace) {
+  if (!invalidateChannel.hasSubscribers) return
+  invalidateChannel.publish(namespace === undefined ? { cache, op, key } : { cache, op, key, namespace })
 }
 
 /**

@@ -13,6 +13,9 @@ pub enum Change {
   Expired { key: String, at: u64 },
   /// Every key of the prefix was cleared.
   Cleared,
+  /// Every key starting with this encoded sub-prefix (a namespace's
+  /// `users:`, ending with the `:` after its name) was cleared.
+  PrefixCleared(String),
 }
 
 /// A message on the events channel: a change, and the instance that made it
@@ -32,7 +35,7 @@ impl Event {
   }
 
   /// `f <origin> <key>`, `d <origin> <key>`, `e <origin> <at> <key>`,
-  /// `c <origin>`; origins have no spaces.
+  /// `c <origin>`, `p <origin> <sub-prefix>`; origins have no spaces.
   pub fn encode(&self) -> String {
     let origin = &self.origin;
     match &self.change {
@@ -40,6 +43,7 @@ impl Event {
       Change::Deleted(key) => format!("d {origin} {key}"),
       Change::Expired { key, at } => format!("e {origin} {at} {key}"),
       Change::Cleared => format!("c {origin}"),
+      Change::PrefixCleared(prefix) => format!("p {origin} {prefix}"),
     }
   }
 
@@ -67,16 +71,18 @@ impl Event {
         }
       }
       ("c", None) => Change::Cleared,
+      ("p", Some(prefix)) if !prefix.is_empty() => Change::PrefixCleared(prefix.to_string()),
       _ => return None,
     };
     Some(Event::new(origin, change))
   }
 
-  /// The key the change is about (`None`: all of them).
+  /// The key the change is about (`None`: all of them, or for a prefix
+  /// clear all keys of its prefix).
   pub fn key(&self) -> Option<&str> {
     match &self.change {
       Change::Filled(key) | Change::Deleted(key) | Change::Expired { key, .. } => Some(key),
-      Change::Cleared => None,
+      Change::Cleared | Change::PrefixCleared(_) => None,
     }
   }
 }
@@ -95,6 +101,8 @@ mod tests {
         at: 1_733_000_000_123,
       },
       Change::Cleared,
+      Change::PrefixCleared("users:".into()),
+      Change::PrefixCleared("a\\:b c:".into()),
     ] {
       let event = Event::new("p1", change);
       assert_eq!(Event::decode(&event.encode()), Some(event));
@@ -117,11 +125,19 @@ mod tests {
       "e p1  key",
       "e p1 -1 key",
       "e p1 99999999999999999999999 key",
+      "p p1",
+      "p p1 ",
+      "p  users:",
     ] {
       assert_eq!(Event::decode(junk), None, "{junk:?}");
     }
     assert_eq!(Event::decode("f p1 k").unwrap().key(), Some("k"));
     assert_eq!(Event::decode("c p1").unwrap().key(), None);
     assert_eq!(Event::decode("e p1 5 k 1").unwrap().key(), Some("k 1"));
+    assert_eq!(
+      Event::decode("p p1 users:").map(|e| e.change),
+      Some(Change::PrefixCleared("users:".into()))
+    );
+    assert_eq!(Event::decode("p p1 users:").unwrap().key(), None);
   }
 }
