@@ -117,12 +117,14 @@ test(
     }
     await short.getOrLoad('x', () => 1)
     await short.getOrLoad('y', () => 1)
-    await short.getOrLoad('z', () => 1, { beta: 0 })
+    const status = {}
+    await short.getOrLoad('z', () => 1, { beta: 0, status })
+    assert.equal(status.outcome, 'miss', "the call's status is filled through the merged options")
     await parent.namespace('plain').getOrLoad('w', () => 1)
     assert.equal(seen[0], seen[1], 'the same object: no allocation per call')
     assert.ok(Object.isFrozen(seen[0]))
     assert.deepEqual(seen[0], { ttl: 100, hardTtl: 10_000 })
-    assert.deepEqual(seen[2], { ttl: 100, hardTtl: 10_000, beta: 0 })
+    assert.deepEqual(seen[2], { ttl: 100, hardTtl: 10_000, beta: 0, status })
     assert.equal(seen[3], undefined, 'a view without defaults passes no options')
   },
 )

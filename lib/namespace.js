@@ -166,23 +166,28 @@ class Namespace {
     return key
   }
 
+  /** The cache's getOrLoad of the view's key; the loader's `ctx.key` is `key` as given here. */
   getOrLoad(key, loader, options) {
     const load = typeof loader === 'function' ? (context) => loader(new NamespaceLoaderContext(context, key)) : loader
     return this.#cache.getOrLoad(this.#key(key), load, withDefaults(options, this.#loadDefaults))
   }
 
+  /** The cache's get of the view's key (`stale` from the defaults). */
   get(key, options) {
     return this.#cache.get(this.#key(key), withDefaults(options, this.#getDefaults))
   }
 
+  /** The cache's set of the view's key (`ttl`, `hardTtl` from the defaults). */
   set(key, value, options) {
     return this.#cache.set(this.#key(key), value, withDefaults(options, this.#setDefaults))
   }
 
+  /** The cache's delete of the view's key. */
   delete(key) {
     return this.#cache.delete(this.#key(key))
   }
 
+  /** The cache's expire of the view's key. */
   expire(key) {
     return this.#cache.expire(this.#key(key))
   }
