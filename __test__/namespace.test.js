@@ -34,6 +34,10 @@ test("a view's key is the parent's with the name as its first part, for string a
   await odd.set('k', 3)
   assert.equal(await parent.get(['a:b\\c', 'k']), 3)
   assert.equal(await parent.get('a:b:k'), undefined)
+  await parent.set('a:b:k', 'not in it')
+  await odd.clear() // the addon encodes the names for the clear: the same escaping
+  assert.equal(await odd.get('k'), undefined)
+  assert.equal(await parent.get('a:b:k'), 'not in it')
   // Nested views chain.
   const eu = users.namespace('eu')
   assert.equal(eu.prefix, 'users:eu:')
