@@ -166,7 +166,7 @@ class Namespace {
     return key
   }
 
-  /** The cache's getOrLoad of the view's key; the loader's `ctx.key` is `key` as given here. */
+  /** The cache's getOrLoad of the view's key; the loader's context has `key` as given here. */
   getOrLoad(key, loader, options) {
     const load = typeof loader === 'function' ? (context) => loader(new NamespaceLoaderContext(context, key)) : loader
     return this.#cache.getOrLoad(this.#key(key), load, withDefaults(options, this.#loadDefaults))
