@@ -232,8 +232,16 @@ export interface HerdcacheError extends Error {
 /** What `close()` reports to `onError` when writes or invalidations could not reach Redis. */
 export interface UndeliveredError extends HerdcacheError {
   code: 'ERR_HERDCACHE_UNDELIVERED'
-  /** The calls given up, in call order; `key` is the key's string form (none for a clear). */
-  operations: Array<{ op: 'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear'; key?: string; tag?: string }>
+  /**
+   * The calls given up, in call order; `key` is the key's string form (none for a clear), `tag` a
+   * `deleteByTag`'s tag; a namespace's clear has its encoded names as `namespace` (`'users'`, `'users:eu'`).
+   */
+  operations: Array<{
+    op: 'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear'
+    key?: string
+    tag?: string
+    namespace?: string
+  }>
   /** The keys of the `set`, `delete` and `expire` calls among them. */
   keys: string[]
   /** The tags of the `deleteByTag` calls among them. */
@@ -319,6 +327,8 @@ export interface InvalidateMessage {
   key: Key | undefined
   /** A `deleteByTag`'s tags. */
   tags?: readonly string[]
+  /** A namespace's `clear()`: its encoded names (`'users'`, `'users:eu'` nested); absent for the others. */
+  namespace?: string
 }
 
 /** A `herdcache:redis:error` message: what the cache reports about Redis, as `onError` gets it. */
@@ -336,6 +346,38 @@ export interface ChannelMessages {
   'herdcache:lock': LockMessage
   'herdcache:invalidate': InvalidateMessage
   'herdcache:redis:error': RedisErrorMessage
+}
+
+/** Call options a namespace applies to each of its calls, under the call's own. */
+export interface NamespaceDefaults {
+  ttl?: number | undefined
+  hardTtl?: number | undefined
+  negativeTtl?: number | undefined
+  beta?: number | undefined
+  stale?: boolean | undefined
+}
+
+/**
+ * A view of a {@link Cache} whose keys all start with its names (README, "Namespaces"): `cache.namespace('users')`.
+ * It has the cache's per-key calls; `stats()`, `metrics()`, `ready()` and `close()` are its cache's (`view.cache`).
+ */
+export interface Namespace {
+  /** The cache the view belongs to. */
+  readonly cache: Cache
+  /** The encoded prefix of the view's keys in its cache: `'users:'`, `'users:eu:'` nested. */
+  readonly prefix: string
+  /** As {@link Cache.getOrLoad}; the loader's `ctx.key` is the key as given to the view. */
+  getOrLoad<T, K extends Key = Key>(key: K, loader: Loader<T, K>, options?: CallOptions): Promise<T>
+  get<T = unknown>(key: Key, options?: GetOptions): Promise<T | undefined>
+  set<T>(key: Key, value: T, options?: EntryOptions): Promise<void>
+  delete(key: Key): Promise<boolean>
+  expire(key: Key): Promise<boolean>
+  /** The cache's `deleteByTag`: tags belong to the cache, so every entry carrying one goes, in any namespace. */
+  deleteByTag(tags: string | readonly string[]): Promise<void>
+  /** Removes this namespace's entries (nested namespaces' too) here, in Redis and on every instance; no others. */
+  clear(): Promise<void>
+  /** A namespace nested in this one; its defaults are merged over this view's. */
+  namespace(name: string, defaults?: NamespaceDefaults): Namespace
 }
 
 /** Test hooks; not part of the stable API. */
@@ -378,6 +420,15 @@ export declare class Cache {
 
   /** Removes every entry. */
   clear(): Promise<void>
+
+  /**
+   * A view whose keys all start with the part `name` (`ns.get('42')` is this cache's `'users:42'`, `ns.get([42])`
+   * its `['users', 42]`), sharing this cache's memory, Redis connection, flights and counters. `defaults` are call
+   * options under each call's own. Its `clear()` removes only its keys, on every instance.
+   *
+   * @throws {HerdcacheError} `ERR_HERDCACHE_INVALID_KEY` (name), `ERR_HERDCACHE_INVALID_OPTION` (defaults)
+   */
+  namespace(name: string, defaults?: NamespaceDefaults): Namespace
 
   /** Counters and gauges. */
   stats(): CacheStats

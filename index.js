@@ -12,6 +12,7 @@ const { bulkheadOf } = require('./lib/bulkhead')
 const { herdError, sizeProblem } = require('./lib/errors')
 const { codes, OUTCOMES, NATIVE_OPTIONS, channels } = require('./lib/names')
 const { getOrLoadChannel, LoadTrace, traceGetOrLoad, invalidated, redisFailed } = require('./lib/tracing')
+const { openNamespace } = require('./lib/namespace')
 
 const { parse, stringify } = JSON
 const noop = () => {}
@@ -133,7 +134,8 @@ function calls(n, op) {
  * they are never dropped silently.
  *
  * @param {import('./lib/native-contract').Context} ctx
- * @param {Array<{ op: 'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear', key?: string, tag?: string }>} undelivered
+ * @param {Array<{ op: 'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear', key?: string, tag?: string, namespace?: string }>} undelivered
+ *   (a namespace's clear has its encoded names as `namespace`, no `key`)
  * @param {{ code: string, message: string } | null} last the last Redis failure's cause
  */
 function reportUndelivered(ctx, undelivered, last) {
@@ -145,12 +147,14 @@ function reportUndelivered(ctx, undelivered, last) {
   const why = last === null ? 'Redis could not be reached' : `the last Redis error: ${last.code}: ${last.message}`
   const tags = undelivered.filter((o) => o.tag !== undefined).map((o) => o.tag)
   const list = (names) => (names.length > 10 ? `${names.slice(0, 10).join(', ')}, …` : names.join(', '))
+  const namespaces = undelivered.filter((o) => o.namespace !== undefined).map((o) => o.namespace)
   const error = herdError(
     Error,
     codes.UNDELIVERED,
     `close(): ${what} could not reach Redis and ${undelivered.length === 1 ? 'was' : 'were'} given up (${why}); ` +
       `other instances may serve the old values until they expire.${keys.length > 0 ? ` Keys: ${list(keys)}` : ''}` +
-      `${tags.length > 0 ? ` Tags: ${list(tags)}` : ''}`,
+      `${tags.length > 0 ? ` Tags: ${list(tags)}` : ''}` +
+      `${namespaces.length > 0 ? ` Namespaces cleared: ${list(namespaces)}` : ''}`,
     last === null ? undefined : herdError(Error, last.code, last.message),
   )
   error.operations = undelivered
@@ -344,7 +348,7 @@ class Cache {
         throw invalidOption(`deleteByTag() takes a tag (a string) or an array of tags; got ${got}`)
       }
       const sent = this.#fns.deleteByTag(list)
-      invalidated(this, 'deleteByTag', undefined, list)
+      invalidated(this, 'deleteByTag', undefined, { tags: list })
       return sent
     })
   }
@@ -355,6 +359,20 @@ class Cache {
       invalidated(this, 'clear', undefined)
       return cleared
     })
+  }
+
+  /**
+   * A view whose keys all start with `name` (README, "Namespaces"), sharing
+   * this cache's memory, Redis connection and counters.
+   */
+  namespace(name, defaults) {
+    return openNamespace(this, name, defaults, (names, namespace) =>
+      settle(() => {
+        const cleared = this.#fns.clearPrefix(names)
+        invalidated(this, 'clear', undefined, { namespace })
+        return cleared
+      }),
+    )
   }
 
   stats() {

@@ -139,6 +139,22 @@ test('tags that are not a list of non-empty strings are refused with a code, and
   assert.equal(await cache.get('long'), 'v')
 })
 
+test(
+  'tags belong to the cache: a namespace view tags its entries and its deleteByTag reaches every view',
+  T,
+  async (t) => {
+    const cache = make(t)
+    const users = cache.namespace('users')
+    const feeds = cache.namespace('feeds')
+    const loader = h.counted((_, n) => n)
+    await users.getOrLoad('42', loader, { tags: ['user:42'] })
+    await feeds.getOrLoad('42', loader, { tags: ['user:42'] })
+    await feeds.getOrLoad('7', loader, { tags: ['user:7'] })
+    await users.deleteByTag('user:42')
+    assert.deepEqual([await users.get('42'), await feeds.get('42'), await feeds.get('7')], [undefined, undefined, 3])
+  },
+)
+
 test('after close(), deleteByTag rejects with ERR_HERDCACHE_CLOSED', T, async (t) => {
   const cache = make(t)
   await cache.close()

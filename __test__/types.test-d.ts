@@ -10,6 +10,8 @@ import {
   type InvalidateMessage,
   type Key,
   type LockMessage,
+  type Namespace,
+  type NamespaceDefaults,
   type RedisErrorMessage,
   type RefreshMessage,
   type UndeliveredError,
@@ -46,6 +48,8 @@ async function main(): Promise<void> {
         )
         const tags: string[] = undelivered.tags
         void tags
+        const namespaces: Array<string | undefined> = undelivered.operations.map((o) => o.namespace)
+        void namespaces
         void keys
         void ops
       }
@@ -120,6 +124,38 @@ async function main(): Promise<void> {
   await cache.deleteByTag('user:1')
   await cache.deleteByTag(['user:1', 'tenant:7'])
   await cache.clear()
+
+  // namespaces
+  const defaultsOfUsers: NamespaceDefaults = { ttl: 300_000, stale: false }
+  const users: Namespace = cache.namespace('users', defaultsOfUsers)
+  const eu: Namespace = users.namespace('eu', { hardTtl: 600_000 })
+  const prefix: string = eu.prefix
+  const owner: Cache = users.cache
+  const profile: { name: string } = await users.getOrLoad(['42', 'profile'] as const, (ctx) => {
+    const given: readonly ['42', 'profile'] = ctx.key
+    void given
+    ctx.setTtl(1000)
+    return { name: 'Ada' }
+  })
+  const nsGot: unknown = await users.get('42', { stale: true })
+  await users.set('43', 1, { ttl: 100 })
+  const nsRemoved: boolean = await users.delete(['43'])
+  const nsExpired: boolean = await eu.expire('1')
+  await eu.clear()
+  void prefix
+  void owner
+  void profile
+  void nsGot
+  void nsRemoved
+  void nsExpired
+  // @ts-expect-error a namespace name is a string
+  cache.namespace(42)
+  // @ts-expect-error signal belongs to one call, not to a namespace's defaults
+  cache.namespace('s', { signal: AbortSignal.timeout(1) })
+  // @ts-expect-error a view has no stats() of its own: view.cache.stats()
+  users.stats()
+  // @ts-expect-error nor close()
+  users.close()
 
   const s = cache.stats()
   const total: number =
@@ -269,9 +305,11 @@ diagnostics_channel.subscribe(channels.lock, (message) => {
   void ms
 })
 diagnostics_channel.subscribe(channels.invalidate, (message) => {
-  const { op, key } = message as InvalidateMessage
+  const { op, key, namespace } = message as InvalidateMessage
   const what: 'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear' = op
   const which: Key | undefined = key
+  const cleared: string | undefined = namespace
+  void cleared
   void what
   void which
 })

@@ -117,6 +117,11 @@ export interface EntryPoints {
   deleteByTag(tags: unknown): Promise<void> | undefined
   /** Removes every entry; with Redis, a promise. */
   clear(): Promise<void> | undefined
+  /**
+   * A namespace's clear: `names` (an array key, the view's names) encoded, and `:`, is the prefix of the keys
+   * removed; with Redis, a promise.
+   */
+  clearPrefix(names: unknown): Promise<void> | undefined
   /** With Redis: `get` past the L1: a promise of the value's JSON text, or null. */
   peek(key: unknown, stale?: unknown): Promise<string | null>
   /** The counters and gauges (`names().counters`). */
@@ -242,7 +247,7 @@ export interface NativeCache {
    * reach Redis; fulfils with what is still undelivered (given up), never rejects.
    */
   flushRecovery(): Promise<
-    Array<{ op: 'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear'; key?: string; tag?: string }>
+    Array<{ op: 'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear'; key?: string; tag?: string; namespace?: string }>
   >
   /** Drops every entry and flight, once the flights settled. */
   release(): void

@@ -187,11 +187,12 @@ function fleetDecided(flight, load) {
  * @param {object} cache
  * @param {'set' | 'delete' | 'expire' | 'deleteByTag' | 'clear'} op
  * @param {unknown} [key] none for a clear or a deleteByTag
- * @param {string[]} [tags] a deleteByTag's
+ * @param {{ tags: string[] } | { namespace: string }} [detail] a deleteByTag's tags; a namespace's clear: its
+ *   encoded names (`users`, `users:eu`)
  */
-function invalidated(cache, op, key, tags) {
+function invalidated(cache, op, key, detail) {
   if (!invalidateChannel.hasSubscribers) return
-  invalidateChannel.publish(tags === undefined ? { cache, op, key } : { cache, op, key, tags })
+  invalidateChannel.publish(detail === undefined ? { cache, op, key } : { cache, op, key, ...detail })
 }
 
 /**

@@ -302,11 +302,13 @@ async fn the_bounds_count_what_falls_out_and_close_reports_the_rest() {
         op: "set",
         key: Some("x".into()),
         tag: None,
+        namespace: None,
       },
       Undelivered {
         op: "delete",
         key: Some("z".into()),
         tag: None,
+        namespace: None,
       },
     ]
   );
@@ -432,6 +434,10 @@ impl SharedStore for FlakyDeletes {
   async fn clear_not_newer(&self, stamp: u64) -> RedisResult<u64> {
     self.check()?;
     self.inner.clear_not_newer(stamp).await
+  }
+  async fn clear_prefix(&self, prefix: &str, not_newer_than: Option<u64>) -> RedisResult<u64> {
+    self.check()?;
+    self.inner.clear_prefix(prefix, not_newer_than).await
   }
   fn subscribe(
     &self,

@@ -94,6 +94,7 @@ async fn contract<F: Fixture>(f: &F) {
     writes_deletes_and_clears_are_announced_and_wake_waiters,
     a_subscription_delivers_other_origins_events_of_its_prefix_only,
     clear_removes_only_this_prefix,
+    a_namespace_clear_removes_its_keys_only_and_is_announced,
     replayed_deletes_and_clears_spare_newer_values_and_are_announced,
     an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl,
     tags_are_kept_with_the_value_and_their_stamps_only_rise,
@@ -768,6 +769,113 @@ async fn clear_removes_only_this_prefix<F: Fixture>(f: &F) {
     theirs.read(&theirs.keys("k0")).await.unwrap(),
     Read::Found(_)
   ));
+}
+
+/// A namespace's clear (`clear_prefix`): the keys starting with its
+/// sub-prefix go, in more than one SCAN batch (on a cluster, from every
+/// primary), and no other (a nested namespace's go with it; glob
+/// characters match only themselves; another prefix is untouched); it is
+/// announced, wakes the waiters of its keys only, and replayed spares
+/// newer values.
+async fn a_namespace_clear_removes_its_keys_only_and_is_announced<F: Fixture>(f: &F) {
+  let s = f.store("ns*1:");
+  let elsewhere = f.store("ns:");
+  let recorder = Recorder::start(&s).await;
+  let put = |key: String, stamp: u64| {
+    let s = &s;
+    async move {
+      assert!(s
+        .write(&key, &s.keys(&key), &envelope(stamp, "1"), 60_000, None)
+        .await
+        .unwrap());
+    }
+  };
+  for i in 0..600 {
+    put(format!("users:k{i}"), 1).await;
+  }
+  put("users:eu:1".into(), 1).await;
+  for kept in ["users\\:x", "usersX", "feed:1", "ab:1"] {
+    put(kept.into(), 1).await;
+  }
+  elsewhere
+    .write(
+      "users:k0",
+      &elsewhere.keys("users:k0"),
+      &envelope(1, "1"),
+      60_000,
+      None,
+    )
+    .await
+    .unwrap();
+  let woken = recorder.events.wait("users:k1");
+  let mut not_woken = recorder.events.wait("feed:1");
+  assert_eq!(s.clear_prefix("users:", None).await.unwrap(), 601);
+  for gone in ["users:k0", "users:k599", "users:eu:1"] {
+    assert_eq!(
+      s.read(&s.keys(gone)).await.unwrap(),
+      Read::Missing,
+      "{gone}"
+    );
+  }
+  for kept in ["users\\:x", "usersX", "feed:1", "ab:1"] {
+    assert!(
+      matches!(s.read(&s.keys(kept)).await.unwrap(), Read::Found(_)),
+      "{kept}"
+    );
+  }
+  assert!(matches!(
+    elsewhere.read(&elsewhere.keys("users:k0")).await.unwrap(),
+    Read::Found(_)
+  ));
+  let origin = s.origin().to_string();
+  let cleared = Event::new(&origin, Change::PrefixCleared("users:".into()));
+  wait_until("the namespace's clear announced", || {
+    recorder.seen.lock().unwrap().contains(&cleared)
+  })
+  .await;
+  tokio::time::timeout(Duration::from_secs(5), woken)
+    .await
+    .expect("the namespace's clear wakes a waiter of its keys")
+    .unwrap();
+  assert!(
+    not_woken.try_recv().is_err(),
+    "woken by another namespace's clear"
+  );
+  // A glob character in the namespace matches only itself.
+  assert_eq!(s.clear_prefix("a*:", None).await.unwrap(), 0);
+  assert!(matches!(
+    s.read(&s.keys("ab:1")).await.unwrap(),
+    Read::Found(_)
+  ));
+  // Replayed: values newer than the clear are spared.
+  put("users:old".into(), 100).await;
+  put("users:new".into(), 400).await;
+  put("feed:old".into(), 100).await;
+  assert_eq!(s.clear_prefix("users:", Some(250)).await.unwrap(), 1);
+  assert_eq!(s.read(&s.keys("users:old")).await.unwrap(), Read::Missing);
+  assert!(matches!(
+    s.read(&s.keys("users:new")).await.unwrap(),
+    Read::Found(e) if e.meta.stamp == 400
+  ));
+  assert!(matches!(
+    s.read(&s.keys("feed:old")).await.unwrap(),
+    Read::Found(_)
+  ));
+  wait_until("the replayed clear announced", || {
+    recorder
+      .seen
+      .lock()
+      .unwrap()
+      .iter()
+      .filter(|e| **e == cleared)
+      .count()
+      == 2
+  })
+  .await;
+  assert!(
+    s.clear_prefix("", None).await.is_err(),
+    "an empty prefix is not taken for a whole clear"
+  );
 }
 
 /// Auto-recovery's replays: a delete or clear made at a stamp removes what

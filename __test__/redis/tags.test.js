@@ -54,9 +54,9 @@ test(
     assert.equal(mine.runs, 0)
 
     await a.deleteByTag('user:1')
-    const stamp = await redis.cmd('GET', `{${prefix}user:1}:tag`)
+    const stamp = await redis.cmd('GET', `${prefix}tag:{user:1}`)
     assert.ok(Number(stamp) > 0, `the tag's stamp is in Redis (${stamp})`)
-    assert.ok((await redis.cmd('PTTL', `{${prefix}user:1}:tag`)) > 0, 'with a TTL')
+    assert.ok((await redis.cmd('PTTL', `${prefix}tag:{user:1}`)) > 0, 'with a TTL')
     for (const key of Object.keys(KEYS)) {
       assert.notEqual(
         await redis.cmd('GET', names(prefix, key).value),
@@ -160,7 +160,7 @@ test(
       redis.resume()
     }
     await waitFor(
-      async () => (await redis.cmd('GET', `{${prefix}t1}:tag`)) !== null,
+      async () => (await redis.cmd('GET', `${prefix}tag:{t1}`)) !== null,
       'the stamp landing in Redis',
       3000,
     )

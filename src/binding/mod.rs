@@ -279,7 +279,7 @@ impl NativeCache {
   /// the writes and invalidations that could not reach Redis. Fulfils with
   /// what is still undelivered (given up), never rejects.
   #[napi(
-    ts_return_type = "Promise<Array<{ op: 'set' | 'delete' | 'expire' | 'clear'; key?: string }>>"
+    ts_return_type = "Promise<Array<{ op: 'set' | 'delete' | 'expire' | 'clear'; key?: string; namespace?: string }>>"
   )]
   pub fn flush_recovery<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
     let env = env.raw();
@@ -418,7 +418,8 @@ unsafe fn problem_to_js(env: raw::Env, problem: &crate::engine::shared::Problem)
   object
 }
 
-/// `[{ op, key }]` (no `key` for a clear; `tag` for a `deleteByTag`).
+/// `[{ op, key }]` (no `key` for a clear; `tag` for a `deleteByTag`; a
+/// namespace's clear has its `namespace`).
 unsafe fn undelivered_to_js(env: raw::Env, left: Vec<Undelivered>) -> raw::Value {
   use napi::sys;
   let mut array = std::ptr::null_mut();
@@ -433,6 +434,9 @@ unsafe fn undelivered_to_js(env: raw::Env, left: Vec<Undelivered>) -> raw::Value
     if let Some(tag) = &item.tag {
       let _ = raw::set_property(env, object, c"tag", raw::string(env, tag));
     }
+    if let Some(namespace) = &item.namespace {
+      let _ = raw::set_property(env, object, c"namespace", raw::string(env, namespace));
+    }
     sys::napi_set_element(env, array, index as u32, object);
   }
   array
@@ -443,7 +447,7 @@ type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) 
 /// The raw functions `install()` returns (with `outcomeBuffer`), by JS name.
 /// `lib/native-contract.d.ts` describes each for the JS side, and
 /// `__test__/native-contract.test.js` checks that it lists these.
-const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 16] = [
+const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 17] = [
   (c"getOrLoad", entry::get_or_load),
   (c"fill", flight::fill),
   (c"fail", flight::fail),
@@ -457,6 +461,7 @@ const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 16] = [
   (c"expire", ops::expire),
   (c"deleteByTag", ops::delete_by_tag),
   (c"clear", ops::clear),
+  (c"clearPrefix", ops::clear_prefix),
   (c"peek", ops::peek),
   (c"stats", ops::stats),
   (c"metrics", ops::metrics),

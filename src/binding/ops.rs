@@ -1,5 +1,5 @@
 //! The raw entry points besides `getOrLoad`: `get`, `set`, `delete`,
-//! `clear`, `peek` (get past memory, with Redis), `stats` and `metrics`.
+//! `clear`, `clearPrefix` (a namespace's clear), `peek` (get past memory, with Redis), `stats` and `metrics`.
 //! With a fleet, the ones that reach Redis return a promise.
 
 use super::entry::{read_call_options, read_tags};
@@ -145,6 +145,20 @@ pub unsafe extern "C" fn clear(env: Env, info: sys::napi_callback_info) -> Value
       .unwrap_or_else(|failure| raw::throw(env, failure)),
     None => raw::undefined(env),
   }
+}
+
+/// `clearPrefix(namespace)`: a namespace's `clear()`. `namespace` is the
+/// view's names as an array key (`['users', 'eu']`); the keys starting with
+/// its encoding and `:` (`users:eu:`) are cleared (with Redis: a promise).
+pub unsafe extern "C" fn clear_prefix(env: Env, info: sys::napi_callback_info) -> Value {
+  keyed::<1>(env, info, |inner, namespace, _| {
+    let prefix = format!("{namespace}:");
+    let clear = inner.cache.borrow_mut().clear_prefix(&prefix);
+    match clear {
+      Some(clear) => promise_on_cache(env, inner.id, clear, |env, ()| raw::undefined(env)),
+      None => Ok(raw::undefined(env)),
+    }
+  })
 }
 
 /// `peek(key, stale?)`: `get` past the L1: the value's JSON text, or null

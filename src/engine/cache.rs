@@ -571,6 +571,22 @@ impl<V, F> Cache<V, F> {
     })
   }
 
+  /// A namespace's `clear`: the keys starting with `prefix` (an encoded
+  /// sub-prefix such as `users:`) leave memory here, their flights are
+  /// superseded, and with a fleet they are removed there (the future).
+  pub fn clear_prefix(
+    &mut self,
+    prefix: &str,
+  ) -> Option<impl Future<Output = ()> + Send + 'static> {
+    self.apply_invalidations();
+    self.local.clear_prefix(prefix);
+    let fleet = self.fleet.clone()?;
+    let prefix = prefix.to_string();
+    Some(async move {
+      fleet.clear_prefix(&prefix).await;
+    })
+  }
+
   /// `get` past memory: the live envelope in the shared store, if any
   /// (absent, negative, or stale when `allow_stale` is false: `None`).
   pub fn peek(

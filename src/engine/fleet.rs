@@ -150,12 +150,15 @@ pub struct Fleet<S: SharedStore = RedisStore> {
 }
 
 /// What `close()` could not deliver: the operation (`set`, `delete`,
-/// `expire`, `deleteByTag`, `clear`) and its key (none for a clear) or tag.
+/// `expire`, `deleteByTag`, `clear`) and its key (none for a clear) or tag,
+/// or for a namespace's clear its encoded names (`users`, `users:eu`: the
+/// sub-prefix without its last `:`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Undelivered {
   pub op: &'static str,
   pub key: Option<String>,
   pub tag: Option<String>,
+  pub namespace: Option<String>,
 }
 
 /// One flight's fleet steps ([`Fleet::steps`]).
@@ -1139,6 +1142,33 @@ impl<S: SharedStore> Fleet<S> {
     cleared
   }
 
+  /// A namespace's `clear` of the keys starting with `prefix`: how many
+  /// values the store removed (`None`: not reached; the clear is kept for
+  /// auto-recovery).
+  pub async fn clear_prefix(&self, prefix: &str) -> Option<u64> {
+    let stamp = self.clock.now();
+    let keep = |fleet: &Self| {
+      let now = fleet.clock.now();
+      let dropped = fleet.with_recovery(|queue| queue.push_clear_prefix(prefix, stamp, now));
+      fleet.dropped(dropped);
+      fleet.start_replayer();
+    };
+    if !self.allowed() {
+      keep(self);
+      return None;
+    }
+    let result = self.store.clear_prefix(prefix, None).await;
+    let cleared = self.track(result);
+    match cleared {
+      Some(_) if self.recovery_pending() > 0 => {
+        self.with_recovery(|queue| queue.settled_clear_prefix(prefix, stamp));
+      }
+      Some(_) => {}
+      None => keep(self),
+    }
+    cleared
+  }
+
   /// Operations waiting for the store (auto-recovery).
   pub fn recovery_pending(&self) -> usize {
     self.recovery_pending.load(Ordering::Relaxed)
@@ -1245,6 +1275,11 @@ impl<S: SharedStore> Fleet<S> {
           let px = self.tag_ttl.load(Ordering::Relaxed);
           self.store.invalidate_tag(tag, *stamp, px).await.map(drop)
         }
+        Replay::ClearPrefix { prefix, stamp } => self
+          .store
+          .clear_prefix(prefix, Some(*stamp))
+          .await
+          .map(drop),
         Replay::Key { key, op } => match op {
           KeyOp::Set(envelope) if envelope.meta.hard_until > self.clock.now() => {
             self.write_envelope(key, envelope, None).await.map(drop)
@@ -1299,11 +1334,19 @@ impl<S: SharedStore> Fleet<S> {
           op: "clear",
           key: None,
           tag: None,
+          namespace: None,
         },
         Replay::Tag { tag, .. } => Undelivered {
           op: "deleteByTag",
           key: None,
           tag: Some(tag),
+          namespace: None,
+        },
+        Replay::ClearPrefix { prefix, .. } => Undelivered {
+          op: "clear",
+          key: None,
+          tag: None,
+          namespace: Some(prefix.strip_suffix(':').unwrap_or(&prefix).to_string()),
         },
         Replay::Key { key, op } => Undelivered {
           op: match op {
@@ -1313,6 +1356,7 @@ impl<S: SharedStore> Fleet<S> {
           },
           key: Some(key),
           tag: None,
+          namespace: None,
         },
       })
       .collect()

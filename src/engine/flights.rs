@@ -214,6 +214,24 @@ impl<F> FlightTable<F> {
     }
   }
 
+  /// [`FlightTable::supersede`] for every key starting with `prefix` (a
+  /// namespace's clear).
+  pub fn supersede_prefix(&mut self, prefix: &str) {
+    if self.by_key.is_empty() {
+      return;
+    }
+    let slots = &mut self.slots;
+    self.by_key.retain(|key, slot| {
+      if !key.starts_with(prefix) {
+        return true;
+      }
+      if let Some(flight) = slots[*slot as usize].flight.as_mut() {
+        flight.superseded = true;
+      }
+      false
+    });
+  }
+
   pub fn supersede_all(&mut self) {
     self.by_key.clear();
     for flight in self.slots.iter_mut().filter_map(|s| s.flight.as_mut()) {

@@ -466,6 +466,7 @@ impl<V, F> Engine<V, F> {
         Invalidation::Changed(Change::Tagged { tag, at }) => {
           self.flights.supersede_tagged(&tag, at);
         }
+        Invalidation::Changed(Change::PrefixCleared(prefix)) => self.clear_prefix(&prefix),
         Invalidation::Resubscribed => {
           self.store.clear();
         }
@@ -704,6 +705,14 @@ impl<V, F> Engine<V, F> {
   /// the longest life an entry carrying it can have.
   pub fn longest_hard_ttl(&self) -> u64 {
     self.longest_hard_ttl
+  }
+
+  /// A namespace's `clear`: removes the entries whose key starts with
+  /// `prefix` (`users:`) and supersedes their flights, as `clear` does for
+  /// all of them.
+  pub fn clear_prefix(&mut self, prefix: &str) {
+    self.flights.supersede_prefix(prefix);
+    self.store.remove_prefix(prefix);
   }
 
   /// A cached value, fresh or (when allowed) stale; not-found markers and
@@ -1283,6 +1292,38 @@ mod tests {
     assert!(e.fill(id, "x".into(), false, 1).is_none());
     assert!(matches!(e.decide("k", true), Decision::Lead));
     assert!(!e.delete("k"));
+  }
+
+  #[test]
+  fn a_namespace_clear_removes_its_keys_and_supersedes_their_flights_only() {
+    let mut e = engine();
+    for key in ["users:1", "users:eu:2", "users\\:x", "usersX", "feed:1"] {
+      load(&mut e, key, "v", 1);
+    }
+    let inside = e.begin_flight("users:3", "p", None, e.config().entry);
+    let outside = e.begin_flight("feed:3", "p", None, e.config().entry);
+    e.clear_prefix("users:");
+    for gone in ["users:1", "users:eu:2"] {
+      assert!(e.get(gone, true).is_none(), "{gone} was cleared");
+    }
+    for kept in ["users\\:x", "usersX", "feed:1"] {
+      assert_eq!(
+        e.get(kept, true).map(String::as_str),
+        Some("v"),
+        "{kept} stays"
+      );
+    }
+    assert!(
+      e.fill(inside, "x".into(), false, 1).is_none(),
+      "a load of the namespace in flight is not stored"
+    );
+    assert!(e.fill(outside, "y".into(), false, 1).is_some());
+    // Another instance's namespace clear, from the events channel.
+    e.invalidate(vec![crate::engine::fleet::Invalidation::Changed(
+      crate::core::fleet::Change::PrefixCleared("feed:".into()),
+    )]);
+    assert!(e.get("feed:1", true).is_none() && e.get("feed:3", true).is_none());
+    assert!(e.get("usersX", true).is_some());
   }
 
   #[test]

@@ -216,6 +216,14 @@ impl<V> MemoryStore<V> {
     n
   }
 
+  /// Removes every entry whose key starts with `prefix` (a namespace's
+  /// clear); returns how many. One pass over the store.
+  pub fn remove_prefix(&mut self, prefix: &str) -> usize {
+    let before = self.map.len();
+    self.map.retain(|key, _| !key.as_str().starts_with(prefix));
+    before - self.map.len()
+  }
+
   fn sweep_if_due(&mut self, now: u64) -> Reclaimed {
     if now < self.next_sweep {
       return Reclaimed::default();

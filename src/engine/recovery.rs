@@ -3,7 +3,8 @@
 //! failed or timed out), kept until the fleet delivers them. One operation
 //! per key, the latest (a later set or delete of the key replaces the
 //! earlier one), and one per tag, the latest; a clear supersedes
-//! everything queued before it. Bounded in count and in age: what falls out
+//! everything queued before it, a namespace's clear what was queued before
+//! it under its prefix. Bounded in count and in age: what falls out
 //! is counted as dropped, never silently. In memory only.
 
 use crate::core::envelope::Envelope;
@@ -41,6 +42,12 @@ pub enum Replay {
   Clear {
     stamp: u64,
   },
+  /// A namespace's `clear` at `stamp`: the values not newer of the keys
+  /// starting with `prefix` (`users:`) go.
+  ClearPrefix {
+    prefix: String,
+    stamp: u64,
+  },
   /// A `deleteByTag` at `stamp`: the tag's invalidation stamp raised to it.
   Tag {
     tag: String,
@@ -75,6 +82,8 @@ pub struct RecoveryQueue {
   /// The queued keys and tags by sequence number: the oldest goes first.
   order: BTreeMap<u64, Queued>,
   clear: Option<(Slot, u64)>,
+  /// Namespaces' clears by sub-prefix, each with its slot and stamp.
+  prefixes: HashMap<String, (Slot, u64)>,
 }
 
 impl RecoveryQueue {
@@ -89,11 +98,12 @@ impl RecoveryQueue {
       tags: HashMap::new(),
       order: BTreeMap::new(),
       clear: None,
+      prefixes: HashMap::new(),
     }
   }
 
   pub fn len(&self) -> usize {
-    self.keys.len() + self.tags.len() + usize::from(self.clear.is_some())
+    self.keys.len() + self.tags.len() + self.prefixes.len() + usize::from(self.clear.is_some())
   }
 
   pub fn is_empty(&self) -> bool {
@@ -215,9 +225,44 @@ impl RecoveryQueue {
     self.keys.clear();
     self.tags.clear();
     self.order.clear();
+    self.prefixes.clear();
     let slot = self.slot(now);
     self.clear = Some((slot, stamp));
     0
+  }
+
+  /// Keeps a namespace's clear of the keys starting with `prefix` at
+  /// `stamp`: it supersedes what was queued before it under that prefix
+  /// (key operations, and clears of the prefix or of namespaces nested in
+  /// it), not a queued whole clear nor other namespaces' operations.
+  /// Returns how many fell out of the count bound.
+  pub fn push_clear_prefix(&mut self, prefix: &str, stamp: u64, now: u64) -> u64 {
+    if self.max_entries == 0 {
+      return 1;
+    }
+    self.supersede_under(prefix, u64::MAX);
+    let slot = self.slot(now);
+    self.prefixes.insert(prefix.to_string(), (slot, stamp));
+    self.bound()
+  }
+
+  /// Removes the key operations and namespace clears under `prefix` with a
+  /// stamp not newer than `stamp`.
+  fn supersede_under(&mut self, prefix: &str, stamp: u64) {
+    let under: Vec<String> = self
+      .keys
+      .iter()
+      .filter(|(key, (_, op))| key.starts_with(prefix) && op.stamp() <= stamp)
+      .map(|(key, _)| key.clone())
+      .collect();
+    for key in under {
+      if let Some((slot, _)) = self.keys.remove(&key) {
+        self.order.remove(&slot.seq);
+      }
+    }
+    self
+      .prefixes
+      .retain(|queued, (_, s)| !(queued.starts_with(prefix) && *s <= stamp));
   }
 
   /// The clear (always the oldest: it superseded what came before), else
@@ -225,6 +270,21 @@ impl RecoveryQueue {
   fn drop_oldest(&mut self) {
     if self.clear.take().is_some() {
       return;
+    }
+    let oldest_prefix = self
+      .prefixes
+      .iter()
+      .min_by_key(|(_, (slot, _))| slot.seq)
+      .map(|(prefix, (slot, _))| (prefix.clone(), slot.seq));
+    if let Some((prefix, seq)) = oldest_prefix {
+      if self
+        .order
+        .first_key_value()
+        .is_none_or(|(first, _)| seq < *first)
+      {
+        self.prefixes.remove(&prefix);
+        return;
+      }
     }
     if let Some((_, queued)) = self.order.pop_first() {
       self.forget(&queued);
@@ -240,6 +300,9 @@ impl RecoveryQueue {
       self.clear = None;
       dropped += 1;
     }
+    let prefixes = self.prefixes.len();
+    self.prefixes.retain(|_, (slot, _)| !old(slot));
+    dropped += (prefixes - self.prefixes.len()) as u64;
     let expired: Vec<(u64, Queued)> = self
       .order
       .iter()
@@ -264,6 +327,17 @@ impl RecoveryQueue {
     let mut out = Vec::with_capacity(self.len());
     if let Some((slot, stamp)) = self.clear {
       out.push((slot.seq, Replay::Clear { stamp }));
+    }
+    let mut prefixes: Vec<_> = self.prefixes.iter().collect();
+    prefixes.sort_by_key(|(_, (slot, _))| slot.seq);
+    for (prefix, (slot, stamp)) in prefixes {
+      out.push((
+        slot.seq,
+        Replay::ClearPrefix {
+          prefix: prefix.clone(),
+          stamp: *stamp,
+        },
+      ));
     }
     for (seq, queued) in &self.order {
       match queued {
@@ -301,6 +375,17 @@ impl RecoveryQueue {
       Replay::Clear { .. } => {
         if self.clear.is_some_and(|(slot, _)| slot.seq == seq) {
           self.clear = None;
+          return true;
+        }
+        false
+      }
+      Replay::ClearPrefix { prefix, .. } => {
+        if self
+          .prefixes
+          .get(prefix)
+          .is_some_and(|(slot, _)| slot.seq == seq)
+        {
+          self.prefixes.remove(prefix);
           return true;
         }
         false
@@ -353,6 +438,7 @@ impl RecoveryQueue {
         self.order.remove(&slot.seq);
       }
     }
+    self.prefixes.retain(|_, (_, s)| *s > stamp);
     let superseded: Vec<String> = self
       .keys
       .iter()
@@ -366,11 +452,21 @@ impl RecoveryQueue {
     }
   }
 
+  /// A live namespace's clear of `prefix` at `stamp` reached the store:
+  /// what was queued under the prefix with a stamp not newer is superseded.
+  pub fn settled_clear_prefix(&mut self, prefix: &str, stamp: u64) {
+    self.supersede_under(prefix, stamp);
+  }
+
   /// Whether a stored value of `key` with `stamp` is one a queued operation
   /// invalidated (it was written no later than the operation): it must not
   /// be served while the operation waits.
   pub fn hides(&self, key: &str, stamp: u64) -> bool {
     self.clear.is_some_and(|(_, s)| stamp <= s)
+      || self
+        .prefixes
+        .iter()
+        .any(|(prefix, (_, s))| stamp <= *s && key.starts_with(prefix.as_str()))
       || self
         .keys
         .get(key)
@@ -384,6 +480,7 @@ impl RecoveryQueue {
     self.tags.clear();
     self.order.clear();
     self.clear = None;
+    self.prefixes.clear();
     all
   }
 }
@@ -423,6 +520,7 @@ mod tests {
         Replay::Key { key, .. } => key,
         Replay::Clear { .. } => "<clear>".into(),
         Replay::Tag { tag, .. } => format!("<tag {tag}>"),
+        Replay::ClearPrefix { prefix, .. } => format!("<clear {prefix}>"),
       })
       .collect()
   }
@@ -593,5 +691,70 @@ mod tests {
     assert!(q.hides("c", 120), "but not what came after it");
     assert_eq!(q.take_all().len(), 1);
     assert!(q.is_empty());
+  }
+
+  #[test]
+  fn a_namespace_clear_supersedes_what_was_queued_under_its_prefix_only() {
+    let mut q = RecoveryQueue::new(10, 1_000);
+    q.push("users:a", set(1), 0);
+    q.push("users:b\\:c", KeyOp::Delete { stamp: 2 }, 0);
+    q.push("usersX", set(3), 0);
+    q.push("feed:a", set(4), 0);
+    q.push_clear_prefix("users:eu:", 5, 0);
+    assert_eq!(q.push_clear_prefix("users:", 6, 0), 0);
+    assert_eq!(
+      keys(&q),
+      ["<clear users:>", "usersX", "feed:a"],
+      "its keys and the nested namespace's clear went, others stay"
+    );
+    assert!(q.hides("users:z", 6) && q.hides("users:eu:z", 1));
+    assert!(!q.hides("users:z", 7), "a value written after it counts");
+    assert!(!q.hides("feed:b", 6), "another namespace's values count");
+    q.push("users:a", set(8), 0);
+    assert_eq!(keys(&q), ["<clear users:>", "usersX", "feed:a", "users:a"]);
+    // A live clear of the namespace settles what is not newer, only under it.
+    q.settled_clear_prefix("users:", 7);
+    assert_eq!(keys(&q), ["usersX", "feed:a", "users:a"]);
+    // A whole clear supersedes queued namespace clears; a namespace clear
+    // leaves a queued whole clear.
+    q.push_clear_prefix("feed:", 9, 0);
+    q.push_clear(10, 0);
+    assert_eq!(keys(&q), ["<clear>"]);
+    q.push_clear_prefix("feed:", 11, 0);
+    assert_eq!(keys(&q), ["<clear>", "<clear feed:>"]);
+    q.settled_clear(12);
+    assert!(q.is_empty(), "a live whole clear settles a namespace's too");
+    // Delivery, the bounds and the age.
+    q.push_clear_prefix("a:", 13, 0);
+    let (seq, replay) = q.snapshot().remove(0);
+    assert_eq!(
+      replay,
+      Replay::ClearPrefix {
+        prefix: "a:".into(),
+        stamp: 13
+      }
+    );
+    q.push_clear_prefix("a:", 14, 0);
+    assert!(
+      !q.delivered(seq, &replay),
+      "a later clear of it replaced it"
+    );
+    let (seq, replay) = q.snapshot().remove(0);
+    assert!(q.delivered(seq, &replay) && q.is_empty());
+    let mut small = RecoveryQueue::new(2, 100);
+    small.push_clear_prefix("a:", 1, 0);
+    small.push("k", set(2), 10);
+    assert_eq!(
+      small.push("l", set(3), 20),
+      1,
+      "the oldest, a's clear, falls out"
+    );
+    assert_eq!(keys(&small), ["k", "l"]);
+    small.push_clear_prefix("b:", 4, 30);
+    assert_eq!(keys(&small), ["<clear b:>", "l"]);
+    assert_eq!(small.expire(125), 1, "l is older than 100 ms");
+    assert_eq!(small.expire(131), 1, "then b's clear");
+    assert!(small.is_empty());
+    assert_eq!(RecoveryQueue::new(0, 1).push_clear_prefix("a:", 1, 0), 1);
   }
 }

@@ -17,6 +17,9 @@ pub enum Change {
   /// (`deleteByTag`): its stamp there, for every instance's
   /// `core::tags::TagStamps`.
   Tagged { tag: String, at: u64 },
+  /// Every key starting with this encoded sub-prefix (a namespace's
+  /// `users:`, ending with the `:` after its name) was cleared.
+  PrefixCleared(String),
 }
 
 /// A message on the events channel: a change, and the instance that made it
@@ -36,7 +39,8 @@ impl Event {
   }
 
   /// `f <origin> <key>`, `d <origin> <key>`, `e <origin> <at> <key>`,
-  /// `c <origin>`, `t <origin> <at> <tag>`; origins have no spaces.
+  /// `c <origin>`, `t <origin> <at> <tag>`, `p <origin> <sub-prefix>`; origins
+  /// have no spaces.
   pub fn encode(&self) -> String {
     let origin = &self.origin;
     match &self.change {
@@ -45,6 +49,7 @@ impl Event {
       Change::Expired { key, at } => format!("e {origin} {at} {key}"),
       Change::Cleared => format!("c {origin}"),
       Change::Tagged { tag, at } => format!("t {origin} {at} {tag}"),
+      Change::PrefixCleared(prefix) => format!("p {origin} {prefix}"),
     }
   }
 
@@ -76,17 +81,18 @@ impl Event {
         }
       }
       ("c", None) => Change::Cleared,
+      ("p", Some(prefix)) if !prefix.is_empty() => Change::PrefixCleared(prefix.to_string()),
       _ => return None,
     };
     Some(Event::new(origin, change))
   }
 
   /// The key the change is about (`None`: all of them, or, for a tag, the
-  /// ones carrying it).
+  /// ones carrying it, or for a prefix clear all keys of its prefix).
   pub fn key(&self) -> Option<&str> {
     match &self.change {
       Change::Filled(key) | Change::Deleted(key) | Change::Expired { key, .. } => Some(key),
-      Change::Cleared | Change::Tagged { .. } => None,
+      Change::Cleared | Change::Tagged { .. } | Change::PrefixCleared(_) => None,
     }
   }
 }
@@ -118,6 +124,8 @@ mod tests {
         tag: "user:42 x".into(),
         at: 1_733_000_000_124,
       },
+      Change::PrefixCleared("users:".into()),
+      Change::PrefixCleared("a\\:b c:".into()),
     ] {
       let event = Event::new("p1", change);
       assert_eq!(Event::decode(&event.encode()), Some(event));
@@ -144,11 +152,19 @@ mod tests {
       "t p1 12",
       "t p1 12 ",
       "t p1 x tag",
+      "p p1",
+      "p p1 ",
+      "p  users:",
     ] {
       assert_eq!(Event::decode(junk), None, "{junk:?}");
     }
     assert_eq!(Event::decode("f p1 k").unwrap().key(), Some("k"));
     assert_eq!(Event::decode("c p1").unwrap().key(), None);
     assert_eq!(Event::decode("e p1 5 k 1").unwrap().key(), Some("k 1"));
+    assert_eq!(
+      Event::decode("p p1 users:").map(|e| e.change),
+      Some(Change::PrefixCleared("users:".into()))
+    );
+    assert_eq!(Event::decode("p p1 users:").unwrap().key(), None);
   }
 }

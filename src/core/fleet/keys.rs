@@ -28,13 +28,14 @@ impl RedisKeys {
   }
 }
 
-/// The Redis name of `tag`'s invalidation stamp (`deleteByTag`): hash-tagged
-/// by the tag, so tags spread over a cluster's slots. It ends in `}:tag`,
-/// which no key's name does (those end in `}`, `}:lock` or `}:backoff`), and
-/// it starts as they do, so the ACL pattern and a `clear` of the prefix
-/// cover it.
+/// The Redis name of `tag`'s invalidation stamp (`deleteByTag`):
+/// `<prefix>tag:{<tag>}`, hash-tagged by the tag, so tags spread over a
+/// cluster's slots. It does not start with `{` as every key's names do
+/// (`{<prefix>…`): no key's name is ever a tag's, and no `clear`, a
+/// namespace's or the whole prefix's (SCAN `{<prefix>…*`), removes a stamp,
+/// which would make the values it invalidated count again.
 pub fn tag_stamp(prefix: &str, tag: &str) -> String {
-  format!("{{{prefix}{tag}}}:tag")
+  format!("{prefix}tag:{{{tag}}}")
 }
 
 /// The channel that carries fill notices and invalidations for one prefix.

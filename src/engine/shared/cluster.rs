@@ -27,7 +27,7 @@ use super::redis::{
   RedisTimeouts, REFUSED_RETRY,
 };
 use super::{Events, Read};
-use crate::core::fleet::{self as protocol, channel_of, slot, Change, Event, RedisKeys};
+use crate::core::fleet::{self as protocol, channel_of, slot, Event, RedisKeys};
 use futures_util::future::join_all;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
@@ -279,17 +279,19 @@ impl Cluster {
     )
   }
 
-  /// SCAN on every primary, the names found removed per slot (all, or with
-  /// `not_newer_than` all but valid envelopes newer than that stamp), then
-  /// the clear announced.
+  /// SCAN on every primary (with `within`, for the names of the keys
+  /// starting with it: a namespace's), the names found removed per slot
+  /// (all, or with `not_newer_than` all but valid envelopes newer than that
+  /// stamp), then the clear announced.
   pub(crate) async fn sweep(
     &self,
     store: &RedisStore,
+    within: &str,
     not_newer_than: Option<u64>,
   ) -> RedisResult<u64> {
     let owners = self.owners(store, true).await?;
     let mut c = store.connection().await?;
-    let pattern = store.pattern();
+    let pattern = store.pattern(within);
     let mut removed = 0;
     for primary in owners.a_slot_of_each() {
       let mut cursor: u64 = 0;
@@ -323,7 +325,7 @@ impl Cluster {
         cursor = next;
       }
     }
-    let event = store.event(Change::Cleared);
+    let event = store.event(super::redis::cleared(within));
     self.publish(store, &self.channels[0], &event).await?;
     Ok(removed)
   }

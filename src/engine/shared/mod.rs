@@ -312,6 +312,17 @@ pub trait SharedStore: Send + Sync + 'static {
   /// many were removed.
   fn clear_not_newer(&self, stamp: u64) -> impl Future<Output = Result<u64, Self::Error>> + Send;
 
+  /// A namespace's `clear`, live or (with `not_newer_than`, as
+  /// [`SharedStore::clear_not_newer`] does) replayed: removes the values of
+  /// the keys starting with `prefix` (an encoded sub-prefix such as
+  /// `users:`) and no other, and announces it. Returns how many were
+  /// removed.
+  fn clear_prefix(
+    &self,
+    prefix: &str,
+    not_newer_than: Option<u64>,
+  ) -> impl Future<Output = Result<u64, Self::Error>> + Send;
+
   /// Delivers every event on the channel (this store's own included) to
   /// `events` until the returned task is aborted, reconnecting as needed;
   /// `on_connected` tells whether the subscription is live (while it is
@@ -381,18 +392,30 @@ impl Events {
       .map_or(0, |list| list.iter().filter(|w| !w.is_closed()).count())
   }
 
-  /// Wakes the waiters of the event's key (all of them for a clear, none
-  /// for a tag), then
+  /// Wakes the waiters of the event's key (all of them for a clear, those
+  /// of its keys for a namespace's clear, none for a tag), then
   /// hands the event to the handler.
   pub fn dispatch(&self, event: &Event) {
     let woken: Vec<oneshot::Sender<()>> = {
       let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
-      match (event.key(), &event.change) {
-        (Some(key), _) => waiters.remove(key).unwrap_or_default(),
+      match (&event.change, event.key()) {
+        // A namespace's clear wakes the waiters of its keys only.
+        (crate::core::fleet::Change::PrefixCleared(prefix), _) => {
+          let keys: Vec<String> = waiters
+            .keys()
+            .filter(|key| key.starts_with(prefix.as_str()))
+            .cloned()
+            .collect();
+          keys
+            .iter()
+            .flat_map(|key| waiters.remove(key).unwrap_or_default())
+            .collect()
+        }
         // A winner whose load a tag invalidated writes nothing: its
         // lock's lease tells the waiters, as for any load that failed.
-        (None, crate::core::fleet::Change::Tagged { .. }) => Vec::new(),
-        (None, _) => waiters.drain().flat_map(|(_, w)| w).collect(),
+        (crate::core::fleet::Change::Tagged { .. }, _) => Vec::new(),
+        (_, Some(key)) => waiters.remove(key).unwrap_or_default(),
+        (_, None) => waiters.drain().flat_map(|(_, w)| w).collect(),
       }
     };
     for waiter in woken {

@@ -431,15 +431,16 @@ impl RedisStore {
     })
   }
 
-  /// Removes the prefix's names in batches of a SCAN (all of them, or with
-  /// `not_newer_than`, all but valid envelopes newer than that stamp), then
-  /// announces the clear.
-  async fn sweep(&self, not_newer_than: Option<u64>) -> RedisResult<u64> {
+  /// Removes the prefix's names (with `within`, only those of the keys
+  /// starting with it: a namespace's) in batches of a SCAN (all of them, or
+  /// with `not_newer_than`, all but valid envelopes newer than that stamp),
+  /// then announces the clear.
+  async fn sweep(&self, within: &str, not_newer_than: Option<u64>) -> RedisResult<u64> {
     if let Some(cluster) = &self.cluster {
-      return cluster.sweep(self, not_newer_than).await;
+      return cluster.sweep(self, within, not_newer_than).await;
     }
     let mut c = self.connection().await?;
-    let pattern = self.pattern();
+    let pattern = self.pattern(within);
     let mut cursor: u64 = 0;
     let mut removed = 0;
     loop {
@@ -461,7 +462,7 @@ impl RedisStore {
     }
     let published: RedisResult<i64> = redis::cmd("PUBLISH")
       .arg(&self.channel)
-      .arg(self.event(Change::Cleared))
+      .arg(self.event(cleared(within)))
       .query_async(&mut c)
       .await;
     match published {
@@ -496,9 +497,10 @@ impl RedisStore {
     }
   }
 
-  /// The SCAN pattern of the prefix's names.
-  pub(super) fn pattern(&self) -> String {
-    format!("{{{}*", glob_escape(&self.prefix))
+  /// The SCAN pattern of the prefix's names (with `within`, of the names of
+  /// the keys starting with it).
+  pub(super) fn pattern(&self, within: &str) -> String {
+    format!("{{{}{}*", glob_escape(&self.prefix), glob_escape(within))
   }
 
   /// On a cluster, announces `event` about the key whose value name is
@@ -804,8 +806,8 @@ impl SharedStore for RedisStore {
   /// SCAN, then UNLINK in batches, then PUBLISH. Retried: removing what
   /// is gone already is harmless.
   async fn clear(&self) -> RedisResult<u64> {
-    match self.sweep(None).await {
-      Err(e) if dropped(&e) => self.sweep(None).await,
+    match self.sweep("", None).await {
+      Err(e) if dropped(&e) => self.sweep("", None).await,
       other => other,
     }
   }
@@ -836,8 +838,25 @@ impl SharedStore for RedisStore {
   /// SCAN, then `CLEAR_NOT_NEWER_SCRIPT` in batches, then PUBLISH.
   /// Retried: conditional on the same stamp.
   async fn clear_not_newer(&self, stamp: u64) -> RedisResult<u64> {
-    match self.sweep(Some(stamp)).await {
-      Err(e) if dropped(&e) => self.sweep(Some(stamp)).await,
+    match self.sweep("", Some(stamp)).await {
+      Err(e) if dropped(&e) => self.sweep("", Some(stamp)).await,
+      other => other,
+    }
+  }
+
+  /// SCAN `{<prefix><sub-prefix>*`, then UNLINK (or, replayed,
+  /// `CLEAR_NOT_NEWER_SCRIPT`) in batches, then PUBLISH. Retried as
+  /// `clear`. An empty `prefix` would be the whole clear: refused, so a
+  /// namespace's clear never becomes one.
+  async fn clear_prefix(&self, prefix: &str, not_newer_than: Option<u64>) -> RedisResult<u64> {
+    if prefix.is_empty() {
+      return Err(RedisError::from((
+        ErrorKind::Client,
+        "a namespace's clear needs its prefix",
+      )));
+    }
+    match self.sweep(prefix, not_newer_than).await {
+      Err(e) if dropped(&e) => self.sweep(prefix, not_newer_than).await,
       other => other,
     }
   }
@@ -1142,6 +1161,15 @@ fn is_json(text: &str) -> bool {
     Some(Ok(_)) => values.next().is_none(),
     Some(Err(e)) => e.to_string().starts_with("recursion limit exceeded"),
     None => false,
+  }
+}
+
+/// What a sweep of the keys starting with `within` announces: a clear, or
+/// (a namespace's) a clear of that prefix.
+pub(super) fn cleared(within: &str) -> Change {
+  match within {
+    "" => Change::Cleared,
+    prefix => Change::PrefixCleared(prefix.to_string()),
   }
 }
 
