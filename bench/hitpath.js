@@ -165,7 +165,7 @@ function markdown({ rows, rounds }, baseline, info) {
   if (baseline !== undefined) {
     L.push('')
     L.push(
-      `Against \`${baseline.root}\` (the untagged hit, nobody subscribed, one process per sample, ${baseline.ours.length} each, alternating): ` +
+      `Against ${baseline.root} (the untagged hit, nobody subscribed, one process per sample, ${baseline.ours.length} each, alternating): ` +
         `this checkout ${fmt(median(baseline.ours))} ns/op, the baseline ${fmt(median(baseline.theirs))} ns/op, ` +
         `${median(baseline.ratios).toFixed(2)}×.`,
     )
@@ -206,7 +206,17 @@ function againstBaseline(baseline) {
   console.log(`  this checkout               ${fmt(median(ours))} ns/op`)
   console.log(`  baseline                    ${fmt(median(theirs))} ns/op (${baseline})`)
   console.log(`  this ÷ baseline             ${median(ratios).toFixed(2)}×`)
-  return { root: path.relative(process.cwd(), baseline) || baseline, ours, theirs, ratios }
+  return { root: checkoutName(baseline), ours, theirs, ratios }
+}
+
+/** A checkout named by its commit (a results file names no path outside the repository). */
+function checkoutName(root) {
+  try {
+    const commit = execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()
+    return `the checkout of ${commit}`
+  } catch {
+    return 'the baseline checkout'
+  }
 }
 
 async function main() {
@@ -217,7 +227,11 @@ async function main() {
   const measured = await inProcess()
   const baselineRoot = opt('baseline')
   const baseline = baselineRoot === undefined ? undefined : againstBaseline(path.resolve(baselineRoot))
-  const args = process.argv.slice(2).filter((a) => !a.startsWith('--out='))
+  // The baseline is named by its commit below, not by its path.
+  const args = process.argv
+    .slice(2)
+    .filter((a) => !a.startsWith('--out='))
+    .map((a) => (a.startsWith('--baseline=') ? '--baseline=DIR' : a))
   const info = {
     command: `node bench/hitpath.js${args.length ? ` ${args.join(' ')}` : ''}`,
     date: new Date().toISOString().slice(0, 19) + 'Z',
