@@ -6,7 +6,7 @@ const assert = require('node:assert/strict')
 const { startRedis } = require('../redis-server')
 const { Cache } = require('../..')
 const { track } = require('../helpers')
-const { spawnChild, loaderLog } = require('./fixtures/fleet')
+const { spawnChild, loaderLog, waitFor } = require('./fixtures/fleet')
 
 const T = { timeout: 20000 }
 
@@ -95,4 +95,37 @@ test('with Redis the cold keys of one call still go to the loader together', T, 
     keys.map((k) => k.toUpperCase()),
   )
   assert.deepEqual(calls, [40])
+})
+
+test("a key another instance is loading is waited for; it does not hold back the call's other keys", T, async (t) => {
+  const redis = await startRedis(t)
+  if (!redis) return
+  const log = loaderLog(t)
+  const options = { redis: redis.url, prefix: 'heldback:' }
+  const [one, two] = await Promise.all([
+    spawnChild(t, { options, log: log.file }),
+    spawnChild(t, { options, log: log.file }),
+  ])
+  const slow = one.call('burst', { key: 'k0', loader: { value: 'slow', ms: 600, logEnd: true } })
+  await waitFor(() => log.runs('k0').length === 1, 'one loading k0')
+  const values = await two.call('many', { keys: ['k0', 'k1', 'k2'] })
+  assert.equal(values[0].v, 'slow', "k0 is one's value, not loaded again")
+  assert.deepEqual(
+    values.slice(1).map((v) => v.pid),
+    [two.pid, two.pid],
+  )
+  const [k0] = log.spans('k0')
+  const mine = log.runs().filter((r) => r.pid === two.pid)
+  assert.deepEqual(
+    mine.map((r) => r.key),
+    ['k1', 'k2'],
+    'k1 and k2 in one loader call',
+  )
+  assert.ok(
+    mine.every((r) => r.at < k0.ended),
+    'k1 and k2 were loaded before k0 was filled: k0 did not hold them back',
+  )
+  assert.equal(log.runs('k0').length, 1)
+  await slow
+  await Promise.all([one.close(), two.close()])
 })
