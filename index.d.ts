@@ -66,6 +66,32 @@ export interface LoaderContext<K extends Key = Key> {
  */
 export type Loader<T, K extends Key = Key> = (context: LoaderContext<K>) => T | PromiseLike<T>
 
+/** What a {@link Cache.getOrLoadMany} loader gets besides the missing keys. */
+export interface BatchLoaderContext<K extends Key = Key> {
+  /** Aborts once every key of this loader call was given up (`hardTimeout` passed, or the cache was closed). */
+  readonly signal: AbortSignal
+  /** {@link LoaderContext.setTtl} for one of this call's keys (another key: `ERR_HERDCACHE_INVALID_KEY`). */
+  setTtl(key: K, ttl: number, hardTtl?: number): void
+  /** {@link LoaderContext.noStore} for one of this call's keys. */
+  noStore(key: K): void
+}
+
+/**
+ * Loads the keys getOrLoadMany could not answer, in one call: a `Map` from key to value (a key it lacks is
+ * "not found", `null`) or an array aligned with `missingKeys`. A value `null`/`undefined` is "not found"; an
+ * `Error` fails that key alone.
+ */
+export type BatchLoader<T, K extends Key = Key> = (
+  missingKeys: K[],
+  context: BatchLoaderContext<K>,
+) => ReadonlyMap<K, T | null | undefined | Error> | readonly (T | null | undefined | Error)[] | PromiseLike<ReadonlyMap<K, T | null | undefined | Error> | readonly (T | null | undefined | Error)[]>
+
+/** The options of {@link Cache.getOrLoadMany}: getOrLoad's for every key (but `status`), and `maxBatchSize`. */
+export interface ManyOptions extends Omit<CallOptions, 'status'> {
+  /** The most keys one loader call is given, an integer `>= 1`; default 100. */
+  maxBatchSize?: number
+}
+
 /**
  * Each option may also be `undefined`, which means absent (the default), so
  * `redis: process.env.REDIS_URL` compiles under `exactOptionalPropertyTypes`.
@@ -227,6 +253,7 @@ export interface HerdcacheError extends Error {
     | 'ERR_HERDCACHE_INTERNAL'
     | 'ERR_HERDCACHE_NO_BINARY'
     | 'ERR_HERDCACHE_LOAD_QUEUE_FULL'
+    | 'ERR_HERDCACHE_BATCH_RESULT'
 }
 
 /** What `close()` reports to `onError` when writes or invalidations could not reach Redis. */
@@ -368,6 +395,8 @@ export interface Namespace {
   readonly prefix: string
   /** As {@link Cache.getOrLoad}; the loader's `ctx.key` is the key as given to the view. */
   getOrLoad<T, K extends Key = Key>(key: K, loader: Loader<T, K>, options?: CallOptions): Promise<T>
+  /** As {@link Cache.getOrLoadMany}; the loader is given the missing keys as given to the view. */
+  getOrLoadMany<T, K extends Key = Key>(keys: readonly K[], loader: BatchLoader<T, K>, options?: ManyOptions): Promise<(T | null)[]>
   get<T = unknown>(key: Key, options?: GetOptions): Promise<T | undefined>
   set<T>(key: Key, value: T, options?: EntryOptions): Promise<void>
   delete(key: Key): Promise<boolean>
@@ -394,6 +423,13 @@ export declare class Cache {
    * as read-only.
    */
   getOrLoad<T, K extends Key = Key>(key: K, loader: Loader<T, K>, options?: CallOptions): Promise<T>
+
+  /**
+   * The values of `keys`, in order: each key as {@link Cache.getOrLoad} answers it (from memory, Redis, or a load
+   * another caller or instance runs), and the keys this process must load in one `loader(missingKeys, ctx)` call
+   * per `maxBatchSize`. Rejects, once every key settled, with the first failed key's error; the others are stored.
+   */
+  getOrLoadMany<T, K extends Key = Key>(keys: readonly K[], loader: BatchLoader<T, K>, options?: ManyOptions): Promise<(T | null)[]>
 
   /** The cached value (fresh, or stale unless `stale: false`), or `undefined`. Never loads. */
   get<T = unknown>(key: Key, options?: GetOptions): Promise<T | undefined>

@@ -13,6 +13,7 @@ const { herdError, sizeProblem } = require('./lib/errors')
 const { codes, OUTCOMES, NATIVE_OPTIONS, channels } = require('./lib/names')
 const { getOrLoadChannel, LoadTrace, traceGetOrLoad, invalidated, redisFailed } = require('./lib/tracing')
 const { openNamespace } = require('./lib/namespace')
+const { getOrLoadMany } = require('./lib/many')
 
 const { parse, stringify } = JSON
 const noop = () => {}
@@ -273,6 +274,14 @@ class Cache {
       call.answered(OUTCOMES[this.#outcome[0]], status)
       return promise
     })
+  }
+
+  /**
+   * getOrLoad for each of `keys`; the keys this process loads go to one
+   * `loader(missingKeys, ctx)` call (README, "Many keys in one load").
+   */
+  getOrLoadMany(keys, loader, options) {
+    return getOrLoadMany(this, keys, loader, options)
   }
 
   get(key, options) {

@@ -6,10 +6,12 @@ import {
   Cache,
   type ChannelMessages,
   channels,
+  type BatchLoaderContext,
   type GetOrLoadMessage,
   type InvalidateMessage,
   type Key,
   type LockMessage,
+  type ManyOptions,
   type Namespace,
   type NamespaceDefaults,
   type RedisErrorMessage,
@@ -125,6 +127,26 @@ async function main(): Promise<void> {
   await cache.deleteByTag(['user:1', 'tenant:7'])
   await cache.clear()
 
+  // getOrLoadMany: a Map or an array, per-key TTLs, the batch size
+  type Row = { id: number; name: string }
+  const manyOptions: ManyOptions = { ttl: 60_000, maxBatchSize: 50, tags: ['users'] }
+  const rows: (Row | null)[] = await cache.getOrLoadMany(
+    [1, 2, 3].map((id) => ['user', id] as [string, number]),
+    async (missing, ctx: BatchLoaderContext<[string, number]>) => {
+      const first = missing[0]
+      if (first !== undefined) ctx.setTtl(first, 1000)
+      void ctx.signal
+      return new Map(missing.map((key): [[string, number], Row] => [key, { id: key[1], name: 'n' }]))
+    },
+    manyOptions,
+  )
+  const names: (string | null)[] = await cache.getOrLoadMany(['a', 'b'], (missing, ctx) => {
+    ctx.noStore('a')
+    return missing.map((k) => (k === 'a' ? null : k))
+  })
+  void rows
+  void names
+
   // namespaces
   const defaultsOfUsers: NamespaceDefaults = { ttl: 300_000, stale: false }
   const users: Namespace = cache.namespace('users', defaultsOfUsers)
@@ -137,6 +159,8 @@ async function main(): Promise<void> {
     ctx.setTtl(1000)
     return { name: 'Ada' }
   })
+  const nsMany: (number | null)[] = await users.getOrLoadMany(['1', '2'], async (missing) => missing.map(Number))
+  void nsMany
   const nsGot: unknown = await users.get('42', { stale: true })
   await users.set('43', 1, { ttl: 100 })
   const nsRemoved: boolean = await users.delete(['43'])
@@ -192,6 +216,12 @@ async function main(): Promise<void> {
   await empty.close()
 
   // ---- misuse ----
+  // @ts-expect-error getOrLoadMany takes an array of keys
+  cache.getOrLoadMany('k', async () => [])
+  // @ts-expect-error status belongs to one getOrLoad call
+  cache.getOrLoadMany(['k'], async () => [], { status: {} })
+  // @ts-expect-error the loader returns a Map or an array
+  cache.getOrLoadMany(['k'], async () => 'v')
   // @ts-expect-error a number is not a key
   cache.getOrLoad(42, () => 1)
   // @ts-expect-error the loader is required

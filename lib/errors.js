@@ -15,6 +15,8 @@ const JS_CODES = Object.freeze({
   NO_BINARY: 'ERR_HERDCACHE_NO_BINARY',
   /** A cold load past `maxConcurrentLoads` found the queue full (`maxQueuedLoads`; lib/bulkhead.js). */
   LOAD_QUEUE_FULL: 'ERR_HERDCACHE_LOAD_QUEUE_FULL',
+  /** A getOrLoadMany loader's result is not a Map or an array aligned with its keys (lib/many.js). */
+  BATCH_RESULT: 'ERR_HERDCACHE_BATCH_RESULT',
 })
 
 /** Codes of `herdcache/nest` (nest/). */

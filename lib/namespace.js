@@ -7,6 +7,7 @@
 
 const { herdError } = require('./errors')
 const { codes } = require('./names')
+const { alignResults, keyId } = require('./many')
 
 /** The call options a view's `defaults` may set (a `signal` or `status` belongs to one call). */
 const DEFAULT_TYPES = new Map([
@@ -121,6 +122,29 @@ class NamespaceLoaderContext {
   }
 }
 
+/** What a view's batch loader gets: the parent's, taking the keys as given to the view. */
+class NamespaceBatchContext {
+  #context
+  #toParent
+
+  constructor(context, toParent) {
+    this.#context = context
+    this.#toParent = toParent
+  }
+
+  get signal() {
+    return this.#context.signal
+  }
+
+  setTtl(key, ttl, hardTtl) {
+    this.#context.setTtl(this.#toParent(key), ttl, hardTtl)
+  }
+
+  noStore(key) {
+    this.#context.noStore(this.#toParent(key))
+  }
+}
+
 /** A view of a Cache under a prefix of key parts; made by `cache.namespace(name, defaults?)`. */
 class Namespace {
   #cache
@@ -170,6 +194,25 @@ class Namespace {
   getOrLoad(key, loader, options) {
     const load = typeof loader === 'function' ? (context) => loader(new NamespaceLoaderContext(context, key)) : loader
     return this.#cache.getOrLoad(this.#key(key), load, withDefaults(options, this.#loadDefaults))
+  }
+
+  /**
+   * The cache's getOrLoadMany of the view's keys; the loader is given the
+   * missing keys as given here, and its Map is looked up by them.
+   */
+  getOrLoadMany(keys, loader, options) {
+    const mapped = Array.isArray(keys) ? keys.map((key) => this.#key(key)) : keys
+    let load = loader
+    if (typeof loader === 'function' && Array.isArray(keys)) {
+      let ours
+      load = async (missing, context) => {
+        ours ??= new Map(mapped.map((key, i) => [keyId(key), keys[i]]))
+        const given = missing.map((key) => ours.get(keyId(key)))
+        const result = await loader(given, new NamespaceBatchContext(context, (key) => this.#key(key)))
+        return alignResults(given, result)
+      }
+    }
+    return this.#cache.getOrLoadMany(mapped, load, withDefaults(options, this.#loadDefaults))
   }
 
   /** The cache's get of the view's key (`stale` from the defaults). */
