@@ -61,7 +61,8 @@ test(
     })
     const lock = names(prefix, 'y').lock
     await waitFor(async () => (await redis.cmd('EXISTS', lock)) === 1, 'a to take the lock of y', 3000)
-    assert.equal(a.stats().loadQueueLength, 1, 'y is queued behind x, its lock held')
+    // The lock is in Redis a moment before the addon hands y to the leader (and its queue).
+    await waitFor(() => a.stats().loadQueueLength === 1, 'y queued behind x, its lock held', 3000)
     // Several leases pass while y waits: the lease is extended all along.
     await sleep(lockTtl * 4)
     assert.equal(await redis.cmd('EXISTS', lock), 1, 'the lock of the queued load is still held')
@@ -97,6 +98,8 @@ test('with Redis: a key another instance is loading takes no slot here', T, asyn
   // for a's load instead, which needs no slot.
   const hold = deferred()
   const busy = b.getOrLoad('w', () => hold.promise)
+  // w's lock is won and its loader holds the slot before v asks for one (their Redis steps race otherwise).
+  await waitFor(() => b.stats().loadSlotsUsed === 1, "w's loader in b's slot", 3000)
   const fromB = b.getOrLoad('z', () => ({ from: 'b' }))
   const refused = b.getOrLoad('v', () => ({ from: 'b' }))
   await assert.rejects(refused, { code: 'ERR_HERDCACHE_LOAD_QUEUE_FULL' }, "a load of b's own is refused")
