@@ -10,7 +10,7 @@ const { detach, softWait } = require('./lib/callers')
 const { stop } = require('./lib/deadlines')
 const { bulkheadOf } = require('./lib/bulkhead')
 const { herdError, sizeProblem } = require('./lib/errors')
-const { codes, OUTCOMES, NATIVE_OPTIONS, channels } = require('./lib/names')
+const { codes, OUTCOMES, NATIVE_OPTIONS, channels, CALL_OPTIONS: CALL_OPTION_NAMES } = require('./lib/names')
 const { getOrLoadChannel, LoadTrace, traceGetOrLoad, invalidated, redisFailed } = require('./lib/tracing')
 const { openNamespace } = require('./lib/namespace')
 const { getOrLoadMany } = require('./lib/many')
@@ -62,7 +62,7 @@ function nativeForm(options) {
 /** What a traced call without options passes as its options: none. */
 const NO_OPTIONS = Object.freeze({})
 
-const CALL_OPTIONS = new Set(['stale', 'ttl', 'hardTtl', 'negativeTtl', 'beta', 'signal', 'status', 'tags'])
+const CALL_OPTIONS = new Set(CALL_OPTION_NAMES)
 const GET_OPTIONS = new Set(['stale'])
 const SET_OPTIONS = new Set(['ttl', 'hardTtl', 'tags'])
 

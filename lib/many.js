@@ -20,13 +20,13 @@
 // `setImmediate`, with the refreshes that enrolled in the same turn.
 
 const { herdError, describeKey, JS_CODES } = require('./errors')
-const { codes } = require('./names')
+const { codes, CALL_OPTIONS } = require('./names')
 
 /** Keys per loader call unless the call's `maxBatchSize` says otherwise. */
 const DEFAULT_MAX_BATCH_SIZE = 100
 
 /** getOrLoad's call options (but `status`, which belongs to one key) and `maxBatchSize`. */
-const MANY_OPTIONS = new Set(['stale', 'ttl', 'hardTtl', 'negativeTtl', 'beta', 'signal', 'tags', 'maxBatchSize'])
+const MANY_OPTIONS = new Set([...CALL_OPTIONS.filter((name) => name !== 'status'), 'maxBatchSize'])
 
 /**
  * One text per key, for finding a key among others: a string key is

@@ -86,4 +86,30 @@ const channels = Object.freeze({
   redisError: 'herdcache:redis:error',
 })
 
-module.exports = { codes, OUTCOMES, OUTCOME, STATUS, NATIVE_OPTIONS, COUNTERS, channels }
+/**
+ * The call options of what an entry is written with, by the JS type each
+ * takes (their ranges are checked natively): what a namespace's defaults may
+ * set too.
+ */
+const ENTRY_CALL_OPTIONS = Object.freeze({
+  stale: 'boolean',
+  ttl: 'number',
+  hardTtl: 'number',
+  negativeTtl: 'number',
+  beta: 'number',
+})
+
+/** Every option of a `getOrLoad` call: the entry's, then the call's own. */
+const CALL_OPTIONS = Object.freeze([...Object.keys(ENTRY_CALL_OPTIONS), 'signal', 'status', 'tags'])
+
+module.exports = {
+  codes,
+  OUTCOMES,
+  OUTCOME,
+  STATUS,
+  NATIVE_OPTIONS,
+  COUNTERS,
+  channels,
+  ENTRY_CALL_OPTIONS,
+  CALL_OPTIONS,
+}

@@ -6,17 +6,11 @@
 // view is as cheap to make as an object (README, "Namespaces").
 
 const { herdError } = require('./errors')
-const { codes } = require('./names')
+const { codes, ENTRY_CALL_OPTIONS } = require('./names')
 const { alignResults, keyId } = require('./many')
 
 /** The call options a view's `defaults` may set (a `signal` or `status` belongs to one call). */
-const DEFAULT_TYPES = new Map([
-  ['ttl', 'number'],
-  ['hardTtl', 'number'],
-  ['negativeTtl', 'number'],
-  ['beta', 'number'],
-  ['stale', 'boolean'],
-])
+const DEFAULT_TYPES = new Map(Object.entries(ENTRY_CALL_OPTIONS))
 const GET_DEFAULTS = ['stale']
 const SET_DEFAULTS = ['ttl', 'hardTtl']
 
