@@ -226,6 +226,10 @@ export interface CacheStats {
   loadSlotsUsed: number
   /** With `maxConcurrentLoads`: loads waiting now for a slot. */
   loadQueueLength: number
+  /** With `fleetMaxConcurrentLoads`: slots of the fleet's cap this instance holds now. */
+  fleetSlotsHeld: number
+  /** With `fleetMaxConcurrentLoads`: loads run without a fleet slot because Redis could not be asked for one. */
+  fleetCapBypassed: number
   /** With Redis: the code of the last Redis failure's cause (`ERR_HERDCACHE_REDIS_*`), kept once Redis answers again; else null. */
   lastRedisError: string | null
 }

@@ -204,12 +204,22 @@ class Cache {
       redis: false,
       maxConcurrentLoads: 0,
       maxQueuedLoads: 0,
+      fleetMaxConcurrentLoads: 0,
       bulkhead: undefined,
     }
     ctx.self = new WeakRef(ctx)
     // The raw entry points: lib/native-contract.d.ts says what each takes and gives.
     const fns = this.#native.install(ctx, lead, softWait, resume, scheduleReads, reportProblem)
-    for (const name of ['fill', 'fail', 'recordSoftWait', 'startRefresh', 'flushReads', 'recordLoadQueue']) {
+    for (const name of [
+      'fill',
+      'fail',
+      'recordSoftWait',
+      'startRefresh',
+      'flushReads',
+      'recordLoadQueue',
+      'loadSlots',
+      'nextLoadSlots',
+    ]) {
       ctx[name] = fns[name]
     }
     ctx.bulkhead = bulkheadOf(ctx)

@@ -293,3 +293,16 @@ test('maxConcurrentLoads and maxQueuedLoads are checked: integers, and the queue
   h.throwsWith(() => new Cache({ maxQueuedLoads: 10 }), 'ERR_HERDCACHE_INVALID_OPTION', TypeError)
   track(t, new Cache({ maxConcurrentLoads: 1, maxQueuedLoads: 0 }))
 })
+
+test('fleetMaxConcurrentLoads is checked: an integer >= 1, with Redis; it bounds the queue too', T, async (t) => {
+  const redis = 'redis://127.0.0.1:1' // never connected: the options are checked first
+  for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+    h.throwsWith(() => new Cache({ redis, fleetMaxConcurrentLoads: bad }), 'ERR_HERDCACHE_INVALID_OPTION', RangeError)
+  }
+  h.throwsWith(() => new Cache({ redis, fleetMaxConcurrentLoads: '4' }), 'ERR_HERDCACHE_INVALID_OPTION', TypeError)
+  const error = h.throwsWith(() => new Cache({ fleetMaxConcurrentLoads: 4 }), 'ERR_HERDCACHE_INVALID_OPTION', TypeError)
+  assert.match(error.message, /fleetMaxConcurrentLoads.*redis/)
+  // With it, maxQueuedLoads needs no maxConcurrentLoads: the per-process cap is the fleet's.
+  const cache = track(t, new Cache({ redis, fleetMaxConcurrentLoads: 4, maxQueuedLoads: 10, redisTimeout: 50 }))
+  assert.equal(cache.stats().fleetSlotsHeld, 0)
+})

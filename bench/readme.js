@@ -405,6 +405,11 @@ function bulkhead({ bulkhead: md }) {
   const free = row(table, (r) => r.variant === 'no cap', `${file} no cap`)
   const cells = (r) =>
     `| ${r.variant} | ${r['at once, max']} | ${r['total (ms)']} | ${r['ideal (ms)']} | ${r['÷ ideal']} | ${r.errors} |`
+  const fleet = tableWith(md, ['fleet variant', 'queries at once, max', 'first query at (ms)'], `${file} fleet`)
+  const procs = capture(md, /^## The cold storm across a fleet of (\d+) processes/m, `${file} fleet heading`)[1]
+  const fleetCells = (r) =>
+    `| ${r['fleet variant']} | ${r['database queries']} | ${r['queries at once, max']} | ${r['total (ms)']} | ` +
+    `${r['first query at (ms)']} | ${r['queries, first to last (ms)']} | ${r['ideal (ms)']} | ${r['÷ ideal']} | ${r.errors} |`
   return [
     `\`npm run bench:bulkhead\` (also run by \`npm run bench\`) makes a cold storm of ${keys} distinct keys × ${callers} ` +
       `callers each in one process, with a ${loaderMs} loader that counts how many run at once, and writes ` +
@@ -417,6 +422,16 @@ function bulkhead({ bulkhead: md }) {
     '',
     'No peer has a bulkhead to compare with: without the cap herdcache, like each of them, runs every ' +
       `load at once (${free['at once, max']} at the peak).`,
+    '',
+    `Then the same storm across ${procs} processes sharing one Redis (each is sent its own part of the keys ` +
+      'first, then all of them), every loader one query to a database on loopback that counts the queries ' +
+      `running at once and answers after ${loaderMs}; "÷ ideal" times the queries from the first to the last, ` +
+      "after the fleet's first reads and locks, which every variant does alike. The static split of the cap over " +
+      'the processes is the per-process cap that stays under it (its best case: a load spread evenly):',
+    '',
+    '| variant | database queries | queries at once, max | total (ms) | first query at (ms) | queries, first to last (ms) | ideal (ms) | ÷ ideal | errors |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...fleet.map(fleetCells),
   ].join('\n')
 }
 

@@ -21,24 +21,37 @@
 // covered and no other instance loads the key meanwhile. The queue wait
 // counts in the flight's `hardTimeout`, which runs from the call.
 //
-// A later fleet-wide cap can wrap `acquire`/`release`: a local slot first,
-// then the fleet's, before `flight.call`.
+// With `fleetMaxConcurrentLoads` a loader also needs one of the fleet's
+// slots (src/engine/slots.rs keeps them in Redis): every load queues here
+// until the addon grants it one, in queue order, and gives it back when
+// its loader settles (so a freed slot goes to the instance first in the
+// fleet's queue, which may be this one). The addon is told, in one call,
+// the slots given back and how many of the queued loads a slot would start
+// now (`loadSlots`), and answers through one promise at a time
+// (`nextLoadSlots`); when Redis cannot be asked it says so (-1), and the
+// loads queued then run under the per-process cap alone (counted in
+// `fleetCapBypassed`).
 
 const { herdError, describeKey } = require('./errors')
 const { codes } = require('./names')
 
 /** @typedef {import('./native-contract').Context} Context */
 
+/** What `nextLoadSlots` answers when Redis could not be asked for fleet slots (engine/slots.rs `FAILED_OPEN`). */
+const FAILED_OPEN = -1
+
 class Bulkhead {
   /**
    * @param {Context} ctx
    * @param {number} maxConcurrent loaders running at once, >= 1
-   * @param {number} maxQueued loads waiting at once, >= 0
+   * @param {number} maxQueued loads waiting at once past what could start now, >= 0
+   * @param {boolean} fleet a loader needs a slot of `fleetMaxConcurrentLoads` too
    */
-  constructor(ctx, maxConcurrent, maxQueued) {
+  constructor(ctx, maxConcurrent, maxQueued, fleet) {
     this.ctx = ctx
     this.maxConcurrent = maxConcurrent
     this.maxQueued = maxQueued
+    this.fleet = fleet
     /** Slots in use: loaders called and not settled. */
     this.running = 0
     /** The queued flights; a Set's insertion order is FIFO, and a given-up flight leaves in O(1). */
@@ -47,6 +60,20 @@ class Bulkhead {
     this.queuedRefreshes = 0
     /** Wait time not yet reported (the addon counts whole ms; the fractions add up here). */
     this.unreportedWaitMs = 0
+    /** With the fleet cap: queued flights that need a fleet slot (not let off it: `flight.uncapped`). */
+    this.capped = 0
+    /** Fleet slots granted and not yet given to a load. */
+    this.spare = 0
+    /** What the addon was last told the queue wants (`loadSlots`), less the grants since. */
+    this.wanted = 0
+    /** Fleet slots given back and not yet told to the addon. */
+    this.released = 0
+    /** A `nextLoadSlots` promise is pending; `wants` counts the changes of `wanted` told meanwhile. */
+    this.asking = false
+    this.wants = 0
+    /** Loads started without a fleet slot (Redis could not be asked), not yet reported. */
+    this.unreportedBypassed = 0
+    this.onGrant = (granted) => this.granted(granted)
   }
 
   /**
@@ -58,19 +85,26 @@ class Bulkhead {
    * @param {number} now performance.now()
    */
   acquire(flight, now) {
-    if (this.running < this.maxConcurrent && this.queue.size === 0) {
+    if (!this.fleet && this.running < this.maxConcurrent && this.queue.size === 0) {
       this.running++
       flight.slot = true
       this.report(0, 0, 0)
       return true
     }
-    if (this.queue.size >= this.maxQueued && !(flight.background === false && this.makeRoom())) {
+    // The bound counts the loads past those a slot could start now (with
+    // the fleet cap, every load waits here for its fleet slot).
+    const waiting = this.queue.size - (this.maxConcurrent - this.running)
+    if (waiting >= this.maxQueued && !(flight.background === false && this.makeRoom())) {
       this.refuse(flight)
       return false
     }
     flight.queued = now
     this.queue.add(flight)
     if (flight.background) this.queuedRefreshes++
+    if (this.fleet) {
+      this.capped++
+      this.tellFleet()
+    }
     this.report(1, 0, 0)
     return false
   }
@@ -83,6 +117,10 @@ class Bulkhead {
   release(flight) {
     flight.slot = false
     this.running--
+    if (flight.fleetSlot) {
+      flight.fleetSlot = false
+      this.released++
+    }
     this.drain()
   }
 
@@ -90,12 +128,15 @@ class Bulkhead {
   leave(flight) {
     if (!this.queue.delete(flight)) return
     this.dequeued(flight, performance.now())
+    if (this.fleet) this.tellFleet()
     this.report(0, 0, 0)
   }
 
   drain() {
     while (this.running < this.maxConcurrent && this.queue.size > 0) {
       const [flight] = this.queue
+      // In queue order: the head waits for its fleet slot, and so do the others.
+      if (this.fleet && !flight.uncapped && this.spare === 0) break
       this.queue.delete(flight)
       const now = performance.now()
       this.dequeued(flight, now)
@@ -105,9 +146,20 @@ class Bulkhead {
         flight.expire()
         continue
       }
+      if (flight.uncapped) this.unreportedBypassed++
+      else if (this.fleet) {
+        this.spare--
+        flight.fleetSlot = true
+      }
       this.running++
       flight.slot = true
       flight.call(now)
+    }
+    if (this.fleet) {
+      // Granted to loads that left meanwhile, or past the local cap: given back.
+      this.released += this.spare
+      this.spare = 0
+      this.tellFleet()
     }
     this.report(0, 0, 0)
   }
@@ -116,6 +168,48 @@ class Bulkhead {
     this.unreportedWaitMs += now - flight.queued
     flight.queued = undefined
     if (flight.background) this.queuedRefreshes--
+    if (this.fleet && !flight.uncapped) this.capped--
+  }
+
+  /**
+   * Tells the addon the fleet slots given back and how many the queue wants
+   * now (as many as the queued loads that a slot would start), in one call,
+   * and waits for its grants.
+   */
+  tellFleet() {
+    const wanted = Math.max(0, Math.min(this.capped, this.maxConcurrent - this.running) - this.spare)
+    if (wanted !== this.wanted || this.released > 0) {
+      if (wanted !== this.wanted) this.wants++
+      this.wanted = wanted
+      const released = this.released
+      this.released = 0
+      this.ctx.loadSlots(released, wanted)
+    }
+    if (wanted > 0 && !this.asking) {
+      this.asking = true
+      this.wants = 0
+      this.ctx.nextLoadSlots().then(this.onGrant)
+    }
+  }
+
+  /** The addon answered `nextLoadSlots`: slots granted, FAILED_OPEN, or 0 (nothing was wanted any more). */
+  granted(granted) {
+    this.asking = false
+    if (granted > 0) {
+      this.wanted = Math.max(0, this.wanted - granted)
+      this.spare += granted
+      this.drain()
+    } else if (granted === FAILED_OPEN) {
+      // Redis could not be asked: what is queued now runs under the
+      // per-process cap alone; loads queued later ask again.
+      this.wanted = 0
+      for (const flight of this.queue) flight.uncapped = true
+      this.capped = 0
+      this.drain()
+    } else if (this.wants > 0) {
+      // The demand fell to 0 and rose again while the answer came: ask anew.
+      this.tellFleet()
+    }
   }
 
   /**
@@ -129,6 +223,7 @@ class Bulkhead {
     this.queue.delete(newest)
     this.dequeued(newest, performance.now())
     this.refuse(newest)
+    if (this.fleet) this.tellFleet()
     return true
   }
 
@@ -150,18 +245,22 @@ class Bulkhead {
   report(queued, rejected, skipped) {
     const waited = Math.floor(this.unreportedWaitMs)
     this.unreportedWaitMs -= waited
-    this.ctx.recordLoadQueue(queued, waited, rejected, skipped, this.running, this.queue.size)
+    const bypassed = this.unreportedBypassed
+    this.unreportedBypassed = 0
+    this.ctx.recordLoadQueue(queued, waited, rejected, skipped, bypassed, this.running, this.queue.size)
   }
 }
 
 /**
- * The bulkhead of a cache whose `maxConcurrentLoads` is set (`install`
- * wrote the validated options onto `ctx`), else undefined: no cap.
+ * The bulkhead of a cache whose `maxConcurrentLoads` (or
+ * `fleetMaxConcurrentLoads`) is set (`install` wrote the validated options
+ * onto `ctx`), else undefined: no cap.
  *
  * @param {Context} ctx
  */
 function bulkheadOf(ctx) {
-  return ctx.maxConcurrentLoads > 0 ? new Bulkhead(ctx, ctx.maxConcurrentLoads, ctx.maxQueuedLoads) : undefined
+  if (ctx.maxConcurrentLoads === 0) return undefined
+  return new Bulkhead(ctx, ctx.maxConcurrentLoads, ctx.maxQueuedLoads, ctx.fleetMaxConcurrentLoads > 0)
 }
 
 module.exports = { bulkheadOf }

@@ -118,6 +118,10 @@ class Flight {
     this.queued = undefined
     /** It holds a slot of the bulkhead. */
     this.slot = false
+    /** With `fleetMaxConcurrentLoads`: it holds a slot of the fleet's. */
+    this.fleetSlot = false
+    /** It may run without a fleet slot (Redis could not be asked for one when it queued). */
+    this.uncapped = false
     /** The bulkhead skipped this background refresh (its queue was full): nobody to tell. */
     this.skipped = false
     this.loaderStarted = undefined

@@ -95,9 +95,22 @@ export interface EntryPoints {
     waitedMs: number,
     rejected: number,
     skipped: number,
+    bypassed: number,
     slotsUsed: number,
     queueLength: number,
   ): void
+  /**
+   * lib/bulkhead.js, with `fleetMaxConcurrentLoads`: `released` fleet slots given back (their loaders settled, or
+   * no queued load needed them), and the queued loads a fleet slot would start now number `wanted` (all of them,
+   * not a change); the addon keeps Redis in step (src/engine/slots.rs).
+   */
+  loadSlots(released: number, wanted: number): void
+  /**
+   * lib/bulkhead.js: the fleet slots granted since the last answer (> 0, now held), -1 when Redis could not be
+   * asked (the queued loads run under the per-process cap alone), or 0 when nothing is wanted any more. One at a
+   * time.
+   */
+  nextLoadSlots(): Promise<number>
   /** The value in memory, or undefined; never loads. `stale: false` refuses a stale one. */
   get(key: unknown, stale?: unknown): unknown
   /** Stores `value` (JSON-normalised; `json` its text, for Redis); with Redis, the write's promise. */
@@ -172,10 +185,12 @@ export interface Context {
   maxValueBytes: number
   /** Whether the cache has Redis (written by `install`). */
   redis: boolean
-  /** Validated, loaders at once; 0: no cap (written by `install`). */
+  /** Validated, loaders at once in this process (`maxConcurrentLoads`, else `fleetMaxConcurrentLoads`); 0: no cap (written by `install`). */
   maxConcurrentLoads: number
   /** Validated, loads waiting for a slot at most (written by `install`). */
   maxQueuedLoads: number
+  /** Validated, loaders at once across the fleet; 0: no fleet cap (written by `install`). */
+  fleetMaxConcurrentLoads: number
   /**
    * The load bulkhead (lib/bulkhead.js), when `maxConcurrentLoads` is set: a slot before a loader runs (false:
    * queued, or refused), freed when it settles; a queued flight given up leaves.
@@ -187,6 +202,8 @@ export interface Context {
   startRefresh: EntryPoints['startRefresh']
   flushReads: EntryPoints['flushReads']
   recordLoadQueue: EntryPoints['recordLoadQueue']
+  loadSlots: EntryPoints['loadSlots']
+  nextLoadSlots: EntryPoints['nextLoadSlots']
 }
 
 /**

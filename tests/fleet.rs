@@ -32,6 +32,7 @@ fn fleet(server: &Backend, lock_ttl: u64, hard_timeout: u64) -> Arc<Fleet> {
       clock: Clock::default(),
       recovery_max_entries: 10_000,
       recovery_max_age: 300_000,
+      load_slots: None,
     },
   )
 }
@@ -251,6 +252,7 @@ async fn a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease() {
       clock: Clock::default(),
       recovery_max_entries: 10_000,
       recovery_max_age: 300_000,
+      load_slots: None,
     },
   );
   let other = store(&server);

@@ -41,6 +41,7 @@ fn config(max_entries: usize) -> FleetConfig {
     clock: Clock::default(),
     recovery_max_entries: max_entries,
     recovery_max_age: 300_000,
+    load_slots: None,
   }
 }
 
@@ -422,6 +423,12 @@ impl SharedStore for FlakyDeletes {
   }
   async fn tag_stamps(&self, tags: &[String]) -> RedisResult<Vec<u64>> {
     self.inner.tag_stamps(tags).await
+  }
+  async fn load_slots(
+    &self,
+    call: herdcache::engine::shared::SlotCall,
+  ) -> RedisResult<herdcache::engine::shared::SlotGrant> {
+    self.inner.load_slots(call).await
   }
   async fn delete_not_newer(&self, key: &str, keys: &Self::Keys, stamp: u64) -> RedisResult<bool> {
     self.check()?;

@@ -14,7 +14,7 @@ use herdcache::core::envelope::{DecodeError, Envelope, Meta};
 use herdcache::core::fleet::{Change, Event};
 use herdcache::core::tags::Tags;
 use herdcache::engine::shared::{
-  lock_token, Events, LockAttempt, Read, RedisStore, RedisTimeouts, SharedStore,
+  lock_token, Events, LockAttempt, Read, RedisStore, RedisTimeouts, SharedStore, SlotCall,
 };
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +42,8 @@ trait Fixture {
   async fn plant_tag_stamp(&self, store: &Self::Store, tag: &str, bytes: &[u8]);
   /// The ms `tag`'s invalidation stamp has left to live.
   async fn tag_stamp_ttl(&self, store: &Self::Store, tag: &str) -> i64;
+  /// Puts `garbage` where the fleet's load slots go.
+  async fn plant_load_slots(&self, store: &Self::Store, garbage: Garbage);
 }
 
 /// Lock keys no herdcache instance can have set.
@@ -102,6 +104,9 @@ async fn contract<F: Fixture>(f: &F) {
     a_failed_refresh_releases_our_lock_but_not_someone_elses,
     a_write_ends_the_back_off,
     a_garbage_back_off_marker_is_ignored,
+    load_slots_are_capped_and_handed_out_in_turn,
+    the_load_slots_of_a_silent_instance_come_back,
+    garbage_where_the_load_slots_go_is_replaced,
   );
   assert!(
     broken.is_empty(),
@@ -214,6 +219,12 @@ impl Fixture for RedisFixture {
   async fn tag_stamp_ttl(&self, store: &RedisStore, tag: &str) -> i64 {
     let name = herdcache::core::fleet::tag_stamp(store.prefix(), tag);
     self.query(&[b"PTTL", name.as_bytes()]).await
+  }
+
+  async fn plant_load_slots(&self, store: &RedisStore, garbage: Garbage) {
+    let name = herdcache::core::fleet::load_slots(store.prefix());
+    self.run(&[b"DEL", name.as_bytes()]).await;
+    self.plant_garbage(name.as_bytes(), garbage).await
   }
 }
 
@@ -1270,6 +1281,178 @@ async fn a_garbage_back_off_marker_is_ignored<F: Fixture>(f: &F) {
     assert_eq!(
       s.backoff(&keys).await.unwrap().map(|b| b.0),
       Some(1),
+      "{garbage:?}"
+    );
+  }
+}
+
+/// `(granted, free, waiting)` of one call on the load slots: `held` held,
+/// `wanted` more wanted, of `cap`, the holding living `lease` ms and a place
+/// in the queue `wait` ms.
+async fn slots<S: SharedStore>(
+  s: &S,
+  held: u64,
+  wanted: u64,
+  cap: u64,
+  lease: u64,
+  wait: u64,
+) -> (u64, u64, u64) {
+  let call = SlotCall {
+    held,
+    wanted,
+    cap,
+    lease,
+    wait,
+  };
+  let grant = s.load_slots(call).await.unwrap();
+  (grant.granted, grant.free, grant.waiting)
+}
+
+/// The fleet's load slots: never more granted than the cap; alone, an
+/// instance takes all that is free; while others want slots too, it holds
+/// no more than an equal share, and what the instances queued before it
+/// lack of theirs is kept for them, whoever asks first (and freed slots
+/// are announced, so they ask); the holding is sent whole, so a repeat
+/// changes nothing.
+async fn load_slots_are_capped_and_handed_out_in_turn<F: Fixture>(f: &F) {
+  let (x, y, z) = (
+    f.store("slots-turn:"),
+    f.store("slots-turn:"),
+    f.store("slots-turn:"),
+  );
+  let recorder = Recorder::start(&y).await;
+  const CAP: u64 = 4;
+  const LONG: u64 = 60_000;
+  assert_eq!(
+    slots(&x, 0, 8, CAP, LONG, LONG).await,
+    (4, 0, 0),
+    "alone, x takes all"
+  );
+  let wants_eight = SlotCall {
+    held: 0,
+    wanted: 8,
+    cap: CAP,
+    lease: LONG,
+    wait: LONG,
+  };
+  let at_y = y.load_slots(wants_eight).await.unwrap();
+  assert_eq!(
+    (at_y.granted, at_y.free, at_y.waiting),
+    (0, 0, 1),
+    "y queues"
+  );
+  let at_z = z.load_slots(wants_eight).await.unwrap();
+  assert_eq!(
+    (at_z.granted, at_z.free, at_z.waiting),
+    (0, 0, 2),
+    "z queues behind it"
+  );
+  assert!(0 < at_y.ticket && at_y.ticket < at_z.ticket);
+  // x gives two back but wants more: with three wanting, its share (4/3,
+  // rounded up) is two, which it holds; the two free slots are announced
+  // to the first two waiting, y and z.
+  assert_eq!(slots(&x, 2, 4, CAP, LONG, LONG).await, (0, 2, 2));
+  let freed = recorder
+    .of_kind(1, |e| matches!(e.change, Change::SlotsFreed { .. }))
+    .await;
+  assert_eq!(
+    freed[0],
+    Event::new(x.origin(), Change::SlotsFreed { up_to: at_z.ticket })
+  );
+  assert_eq!(
+    slots(&z, 0, 8, CAP, LONG, LONG).await,
+    (0, 2, 2),
+    "z asks first, but y queued before it: y's share is kept"
+  );
+  assert_eq!(
+    slots(&y, 0, 8, CAP, LONG, LONG).await,
+    (2, 0, 2),
+    "y gets its share"
+  );
+  let told = recorder
+    .of_kind(2, |e| matches!(e.change, Change::SlotsFreed { .. }))
+    .await;
+  assert_eq!(
+    told[1],
+    Event::new(z.origin(), Change::SlotsFreed { up_to: at_y.ticket }),
+    "z's call announced the two free slots up to y's place (x's and y's), not z's"
+  );
+  assert_eq!(
+    slots(&y, 2, 6, CAP, LONG, LONG).await,
+    (0, 0, 2),
+    "a repeat of the holding changes nothing"
+  );
+  assert_eq!(
+    slots(&x, 0, 0, CAP, LONG, LONG).await,
+    (0, 2, 2),
+    "x is done"
+  );
+  assert_eq!(
+    slots(&y, 2, 6, CAP, LONG, LONG).await,
+    (0, 2, 1),
+    "y holds its share (two wanting: 2 each): the free slots are z's"
+  );
+  assert_eq!(slots(&z, 0, 8, CAP, LONG, LONG).await, (2, 0, 1));
+  // Everyone gives back: nothing held, nobody waits.
+  for s in [&x, &y, &z] {
+    slots(s, 0, 0, CAP, LONG, LONG).await;
+  }
+  assert_eq!(slots(&x, 0, 0, CAP, LONG, LONG).await, (0, CAP, 0));
+}
+
+/// An instance that stops calling (it crashed) frees what it held when its
+/// lease ends, and its place in the queue when that lapses.
+async fn the_load_slots_of_a_silent_instance_come_back<F: Fixture>(f: &F) {
+  let (x, y, z) = (
+    f.store("slots-silent:"),
+    f.store("slots-silent:"),
+    f.store("slots-silent:"),
+  );
+  const CAP: u64 = 2;
+  const LONG: u64 = 60_000;
+  assert_eq!(slots(&x, 0, 2, CAP, 150, LONG).await, (2, 0, 0));
+  assert_eq!(slots(&y, 0, 2, CAP, LONG, LONG).await, (0, 0, 0));
+  tokio::time::sleep(Duration::from_millis(300)).await;
+  assert_eq!(
+    slots(&y, 0, 2, CAP, LONG, LONG).await,
+    (2, 0, 0),
+    "x's lease ended: its slots are y's"
+  );
+  // y holds both; z queues and goes silent; x waits behind it.
+  assert_eq!(slots(&z, 0, 1, CAP, LONG, 150).await, (0, 0, 0));
+  assert_eq!(slots(&x, 0, 1, CAP, LONG, LONG).await, (0, 0, 1));
+  assert_eq!(slots(&y, 1, 0, CAP, LONG, LONG).await, (0, 1, 2));
+  assert_eq!(
+    slots(&x, 0, 1, CAP, LONG, LONG).await,
+    (0, 1, 1),
+    "z's place holds the freed slot while it lives"
+  );
+  tokio::time::sleep(Duration::from_millis(300)).await;
+  assert_eq!(
+    slots(&x, 0, 1, CAP, LONG, LONG).await,
+    (1, 0, 0),
+    "z's place lapsed: the slot is x's"
+  );
+  for s in [&x, &y] {
+    slots(s, 0, 0, CAP, LONG, LONG).await;
+  }
+}
+
+/// What no instance writes where the load slots go (another type, a field
+/// that is not an instance's) is replaced or dropped: it can neither block
+/// the slots nor make a call fail.
+async fn garbage_where_the_load_slots_go_is_replaced<F: Fixture>(f: &F) {
+  let s = f.store("slots-garbage:");
+  for garbage in GARBAGE {
+    f.plant_load_slots(&s, garbage).await;
+    assert_eq!(
+      slots(&s, 0, 2, 2, 60_000, 60_000).await,
+      (2, 0, 0),
+      "{garbage:?}"
+    );
+    assert_eq!(
+      slots(&s, 0, 0, 2, 60_000, 60_000).await,
+      (0, 2, 0),
       "{garbage:?}"
     );
   }

@@ -327,12 +327,12 @@ pub unsafe extern "C" fn record_soft_wait(env: Env, info: sys::napi_callback_inf
   raw::undefined(env)
 }
 
-/// `recordLoadQueue(queued, waitedMs, rejected, skipped, slotsUsed,
-/// queueLength)`: what the load bulkhead (lib/bulkhead.js) did since its
-/// last report, and its state now. Numbers JS made, never negative; a
+/// `recordLoadQueue(queued, waitedMs, rejected, skipped, bypassed,
+/// slotsUsed, queueLength)`: what the load bulkhead (lib/bulkhead.js) did
+/// since its last report, and its state now. Numbers JS made, never negative; a
 /// non-number reads as 0.
 pub unsafe extern "C" fn record_load_queue(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, _, inner) = raw::args::<6, Rc<Inner>>(env, info);
+  let (argv, _, inner) = raw::args::<7, Rc<Inner>>(env, info);
   let count = |value: Value| {
     let n = raw::get_number(env, value);
     if n.is_finite() && n > 0.0 {
@@ -346,8 +346,9 @@ pub unsafe extern "C" fn record_load_queue(env: Env, info: sys::napi_callback_in
     count(argv[1]),
     count(argv[2]),
     count(argv[3]),
+    count(argv[4]),
   ];
-  let (slots_used, queue_length) = (count(argv[4]), count(argv[5]));
+  let (slots_used, queue_length) = (count(argv[5]), count(argv[6]));
   // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
   // this callback, while its function is alive (as in `entry::get_or_load`).
   (&*inner)

@@ -17,6 +17,7 @@ mod names;
 mod ops;
 mod options;
 mod raw;
+mod slots;
 mod status;
 
 use crate::core::error::{Code, Error as CoreError, Kind};
@@ -447,7 +448,7 @@ type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) 
 /// The raw functions `install()` returns (with `outcomeBuffer`), by JS name.
 /// `lib/native-contract.d.ts` describes each for the JS side, and
 /// `__test__/native-contract.test.js` checks that it lists these.
-const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 17] = [
+const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 19] = [
   (c"getOrLoad", entry::get_or_load),
   (c"fill", flight::fill),
   (c"fail", flight::fail),
@@ -455,6 +456,8 @@ const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 17] = [
   (c"startRefresh", flight::start_refresh),
   (c"flushReads", flight::flush_reads),
   (c"recordLoadQueue", flight::record_load_queue),
+  (c"loadSlots", slots::load_slots),
+  (c"nextLoadSlots", slots::next_load_slots),
   (c"get", ops::get),
   (c"set", ops::set),
   (c"delete", ops::delete),
@@ -526,7 +529,18 @@ impl NativeCache {
       env,
       ctx,
       c"maxConcurrentLoads",
-      raw::number(env, config.max_concurrent_loads.unwrap_or(0) as f64),
+      raw::number(env, config.process_load_cap().unwrap_or(0) as f64),
+    )?;
+    // 0: no fleet cap (the bulkhead asks for no fleet slots).
+    let fleet_cap = config
+      .redis
+      .as_ref()
+      .and_then(|r| r.fleet_max_concurrent_loads);
+    raw::set_property(
+      env,
+      ctx,
+      c"fleetMaxConcurrentLoads",
+      raw::number(env, fleet_cap.unwrap_or(0) as f64),
     )?;
     raw::set_property(
       env,

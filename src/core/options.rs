@@ -126,6 +126,14 @@ macro_rules! cache_options {
       #[doc = " background refresh is skipped. Only with `maxConcurrentLoads`."]
       #[doc = " Default 1 000."]
       max_queued_loads: f64 => "maxQueuedLoads", default = Some("1000");
+      #[doc = " The most loaders running at once across every instance sharing the"]
+      #[doc = " Redis (an integer >= 1; Redis only): a semaphore in Redis whose"]
+      #[doc = " slots are leased like the lock (a crashed holder frees its slots"]
+      #[doc = " within `lockTtl`) and handed out in turn, so no instance starves;"]
+      #[doc = " loads past it wait in this process's queue. When Redis cannot be"]
+      #[doc = " asked, loads run under the per-process cap alone"]
+      #[doc = " (`maxConcurrentLoads`, which defaults to this). Default: no cap."]
+      fleet_max_concurrent_loads: f64 => "fleetMaxConcurrentLoads", default = None;
     }
   };
 }
@@ -203,6 +211,8 @@ pub struct RedisConfig {
   pub recovery_max_entries: u64,
   /// How long each of them is kept, ms.
   pub recovery_max_age: u64,
+  /// `fleetMaxConcurrentLoads`: the fleet's load slots (`None`: no cap).
+  pub fleet_max_concurrent_loads: Option<u64>,
 }
 
 /// Where the Redis store is.
@@ -234,8 +244,9 @@ pub struct CacheConfig {
   pub max_entries: usize,
   /// Bound of a value's JSON text, UTF-8 bytes (checked where it is made).
   pub max_value_bytes: u64,
-  /// The load bulkhead (lib/bulkhead.js): loaders running at once, and the
-  /// queue behind them; `None`: no cap.
+  /// The load bulkhead (lib/bulkhead.js): loaders running at once in this
+  /// process as given (`None`: no cap, or with `fleetMaxConcurrentLoads`
+  /// that one: [`CacheConfig::process_load_cap`]), and the queue behind them.
   pub max_concurrent_loads: Option<u64>,
   pub max_queued_loads: u64,
   pub prefix: String,
@@ -352,25 +363,25 @@ impl CacheConfig {
           MAX_TIMEOUT,
           DEFAULT_CIRCUIT_BREAKER_DURATION,
         )?,
-        recovery_max_entries: match raw.recovery_max_entries {
-          None => DEFAULT_RECOVERY_MAX_ENTRIES,
-          Some(n) if n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => {
-            n as u64
-          }
-          Some(n) => {
-            return Err(range(
-              "recoveryMaxEntries",
-              "an integer >= 0 (0 keeps none)",
-              n,
-            ))
-          }
-        },
+        recovery_max_entries: integer(
+          "recoveryMaxEntries",
+          raw.recovery_max_entries,
+          0,
+          "an integer >= 0 (0 keeps none)",
+        )?
+        .unwrap_or(DEFAULT_RECOVERY_MAX_ENTRIES),
         recovery_max_age: millis(
           "recoveryMaxAge",
           raw.recovery_max_age,
           0.0,
           MAX_TTL,
           DEFAULT_RECOVERY_MAX_AGE,
+        )?,
+        fleet_max_concurrent_loads: integer(
+          "fleetMaxConcurrentLoads",
+          raw.fleet_max_concurrent_loads,
+          1,
+          "an integer >= 1",
         )?,
       }),
     };
@@ -384,6 +395,10 @@ impl CacheConfig {
       ),
       ("recoveryMaxEntries", raw.recovery_max_entries.is_some()),
       ("recoveryMaxAge", raw.recovery_max_age.is_some()),
+      (
+        "fleetMaxConcurrentLoads",
+        raw.fleet_max_concurrent_loads.is_some(),
+      ),
     ] {
       if given && redis.is_none() {
         return Err(Error::new(
@@ -393,12 +408,11 @@ impl CacheConfig {
         ));
       }
     }
-    let max_entries = match raw.max_entries {
-      None if redis.is_some() => DEFAULT_L1_MAX_ENTRIES,
-      None => DEFAULT_MAX_ENTRIES,
-      Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => n as u64,
-      Some(n) => return Err(range("maxEntries", "an integer >= 1", n)),
-    };
+    let max_entries =
+      integer("maxEntries", raw.max_entries, 1, "an integer >= 1")?.unwrap_or(match redis {
+        Some(_) => DEFAULT_L1_MAX_ENTRIES,
+        None => DEFAULT_MAX_ENTRIES,
+      });
     let max_value_bytes = match raw.max_value_bytes {
       None => DEFAULT_MAX_VALUE_BYTES,
       Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 && n <= MAX_VALUE_BYTES => n as u64,
@@ -410,30 +424,31 @@ impl CacheConfig {
         ))
       }
     };
-    let max_concurrent_loads = match raw.max_concurrent_loads {
-      None => None,
-      Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => {
-        Some(n as u64)
-      }
-      Some(n) => return Err(range("maxConcurrentLoads", "an integer >= 1", n)),
-    };
+    let max_concurrent_loads = integer(
+      "maxConcurrentLoads",
+      raw.max_concurrent_loads,
+      1,
+      "an integer >= 1",
+    )?;
+    let capped = max_concurrent_loads.is_some()
+      || redis
+        .as_ref()
+        .is_some_and(|r| r.fleet_max_concurrent_loads.is_some());
     let max_queued_loads = match raw.max_queued_loads {
-      None => DEFAULT_MAX_QUEUED_LOADS,
-      Some(_) if max_concurrent_loads.is_none() => {
+      Some(_) if !capped => {
         return Err(Error::new(
           Code::InvalidOption,
           Kind::Type,
-          "option `maxQueuedLoads` bounds the queue of `maxConcurrentLoads`; give `maxConcurrentLoads` too, or leave it out",
+          "option `maxQueuedLoads` bounds the queue of `maxConcurrentLoads` (or `fleetMaxConcurrentLoads`); give one of them too, or leave it out",
         ))
       }
-      Some(n) if n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64 => n as u64,
-      Some(n) => {
-        return Err(range(
-          "maxQueuedLoads",
-          "an integer >= 0 (0: no queue, loads past maxConcurrentLoads are refused)",
-          n,
-        ))
-      }
+      queued => integer(
+        "maxQueuedLoads",
+        queued,
+        0,
+        "an integer >= 0 (0: no queue, loads past maxConcurrentLoads are refused)",
+      )?
+      .unwrap_or(DEFAULT_MAX_QUEUED_LOADS),
     };
     Ok(CacheConfig {
       entry: EntryPolicy {
@@ -477,6 +492,35 @@ impl CacheConfig {
       prefix: raw.prefix.clone().unwrap_or_default(),
       redis,
     })
+  }
+}
+
+impl CacheConfig {
+  /// The cap of the loads running at once in this process:
+  /// `maxConcurrentLoads`, else `fleetMaxConcurrentLoads` (an instance never
+  /// runs more than the fleet's, and when Redis cannot be asked that is
+  /// the cap that holds). `None`: no bulkhead.
+  pub fn process_load_cap(&self) -> Option<u64> {
+    self.max_concurrent_loads.or_else(|| {
+      self
+        .redis
+        .as_ref()
+        .and_then(|r| r.fleet_max_concurrent_loads)
+    })
+  }
+}
+
+/// An option that counts something: an integer `>= min` (and within u32),
+/// or `None` when not given; else a RangeError saying it must be `what`.
+fn integer(name: &str, value: Option<f64>, min: u32, what: &str) -> Result<Option<u64>, Error> {
+  match value {
+    None => Ok(None),
+    Some(n)
+      if n.is_finite() && n >= f64::from(min) && n.fract() == 0.0 && n <= f64::from(u32::MAX) =>
+    {
+      Ok(Some(n as u64))
+    }
+    Some(n) => Err(range(name, what, n)),
   }
 }
 
@@ -622,7 +666,7 @@ mod tests {
       assert!(seen.insert(option.name), "{} declared twice", option.name);
       assert!(!option.doc.trim().is_empty(), "{} has no doc", option.name);
     }
-    assert_eq!(CACHE_OPTIONS.len(), 20);
+    assert_eq!(CACHE_OPTIONS.len(), 21);
     let types: Vec<_> = CACHE_OPTIONS.iter().map(|o| (o.name, o.js_type)).collect();
     assert!(types.contains(&("ttl", "number")));
     assert!(types.contains(&("redis", "string")));
@@ -661,6 +705,7 @@ mod tests {
         "maxValueBytes" => Some(local.max_value_bytes.to_string()),
         "maxConcurrentLoads" => local.max_concurrent_loads.map(|n| n.to_string()),
         "maxQueuedLoads" => Some(local.max_queued_loads.to_string()),
+        "fleetMaxConcurrentLoads" => redis.fleet_max_concurrent_loads.map(|n| n.to_string()),
         other => panic!("option `{other}`: check its declared default here"),
       };
       assert_eq!(

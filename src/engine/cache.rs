@@ -24,6 +24,7 @@ use super::flights::Flight;
 use super::local::{Backoff, Decision, Engine, Keep, Refresh, Served};
 use super::metrics::{Gauges, Metrics};
 use super::shared::{Problem, RedisStore, RedisTimeouts};
+use super::slots::LoadSlots;
 use crate::core::envelope::{Envelope, Meta};
 use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{CacheConfig, EntryPolicy, RedisEndpoint};
@@ -160,6 +161,7 @@ impl<V, F> Cache<V, F> {
           clock: clock.clone(),
           recovery_max_entries: redis.recovery_max_entries as usize,
           recovery_max_age: redis.recovery_max_age,
+          load_slots: redis.fleet_max_concurrent_loads,
         };
         Some(Fleet::start(store, fleet_config))
       }
@@ -587,6 +589,12 @@ impl<V, F> Cache<V, F> {
     })
   }
 
+  /// With `fleetMaxConcurrentLoads` (and Redis): this instance's side of
+  /// the fleet's load slots, which the load bulkhead asks and gives back.
+  pub fn load_slots(&self) -> Option<Arc<LoadSlots>> {
+    self.fleet.as_ref()?.load_slots().cloned()
+  }
+
   /// `get` past memory: the live envelope in the shared store, if any
   /// (absent, negative, or stale when `allow_stale` is false: `None`).
   pub fn peek(
@@ -635,6 +643,7 @@ impl<V, F> Cache<V, F> {
       let (connected, subscribed) = fleet.connected();
       gauges.redis_connected = u64::from(connected);
       gauges.redis_subscribed = u64::from(subscribed);
+      gauges.fleet_slots_held = fleet.load_slots().map_or(0, |slots| slots.held());
     }
     (metrics, gauges)
   }

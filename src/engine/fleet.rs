@@ -17,7 +17,8 @@
 
 use super::clock::Clock;
 use super::recovery::{KeyOp, RecoveryQueue, Replay};
-use super::shared::{lock_token, Events, LockAttempt, Read, RedisStore, SharedStore};
+use super::shared::{lock_token, Events, LockAttempt, Read, RedisStore, SharedStore, SlotGrant};
+use super::slots::{self, LoadSlots};
 use crate::core::breaker::Breaker;
 use crate::core::envelope::{DecodeError, Envelope};
 use crate::core::fleet::{loser_step, Change, Lease, LoserStep};
@@ -96,6 +97,8 @@ pub struct FleetConfig {
   /// long each (ms).
   pub recovery_max_entries: usize,
   pub recovery_max_age: u64,
+  /// `fleetMaxConcurrentLoads`: the fleet's load slots (`None`: no fleet cap).
+  pub load_slots: Option<u64>,
 }
 
 /// The fleet protocol over the store `S`; `Fleet` alone is the Redis one.
@@ -147,6 +150,10 @@ pub struct Fleet<S: SharedStore = RedisStore> {
   breaker_cooldown: u64,
   /// This fleet, for the replay task (which must not keep it alive).
   me: Weak<Fleet<S>>,
+  /// With `fleetMaxConcurrentLoads`: this instance's side of the fleet's
+  /// load slots, and the task keeping the store in step with it.
+  load_slots: Option<Arc<LoadSlots>>,
+  slots_keeper: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// What `close()` could not deliver: the operation (`set`, `delete`,
@@ -271,17 +278,30 @@ impl<S: SharedStore> Fleet<S> {
     let subscription = Arc::new(Flag::default());
     let origin = store.origin().to_string();
     let tags: SharedTagStamps = Arc::new(Mutex::new(TagStamps::new(TAG_STAMPS_CAPACITY)));
+    let lease = Lease::new(config.lock_ttl);
+    let load_slots = config
+      .load_slots
+      .map(|cap| Arc::new(LoadSlots::new(cap, lease.ttl)));
     let events = {
       let invalidations = Arc::clone(&invalidations);
       let tags = Arc::clone(&tags);
-      Events::new(move |event| {
-        if let Change::Tagged { tag, at } = &event.change {
-          // At once, for the fleet's reads too; the L1's flights hear of
-          // it with the invalidations.
-          lock(&tags).invalidated(tag, *at);
+      let load_slots = load_slots.clone();
+      Events::new(move |event| match &event.change {
+        // Ours were asked for in the call that freed them.
+        Change::SlotsFreed { up_to } => {
+          if let Some(slots) = load_slots.as_ref().filter(|_| event.origin != origin) {
+            slots.freed(*up_to);
+          }
         }
-        if event.origin != origin {
-          invalidations.push(Invalidation::Changed(event.change.clone()));
+        change => {
+          if let Change::Tagged { tag, at } = change {
+            // At once, for the fleet's reads too; the L1's flights hear of
+            // it with the invalidations.
+            lock(&tags).invalidated(tag, *at);
+          }
+          if event.origin != origin {
+            invalidations.push(Invalidation::Changed(change.clone()));
+          }
         }
       })
     };
@@ -296,7 +316,9 @@ impl<S: SharedStore> Fleet<S> {
       me: me.clone(),
       events,
       breaker: Mutex::new(Breaker::new(1, config.breaker_cooldown)),
-      lease: Lease::new(config.lock_ttl),
+      lease,
+      load_slots,
+      slots_keeper: Mutex::new(None),
       hard_timeout: config.hard_timeout,
       clock: config.clock,
       counters: FleetCounters::default(),
@@ -339,7 +361,34 @@ impl<S: SharedStore> Fleet<S> {
     *fleet.subscriber.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
     let sync = fleet.runtime.spawn(sync_clock(Arc::downgrade(&fleet)));
     *fleet.clock_sync.lock().unwrap_or_else(|p| p.into_inner()) = Some(sync);
+    if let Some(load_slots) = &fleet.load_slots {
+      let keeper = slots::keep(Arc::downgrade(&fleet), Arc::clone(load_slots));
+      *fleet.slots_keeper.lock().unwrap_or_else(|p| p.into_inner()) =
+        Some(fleet.runtime.spawn(keeper));
+    }
     fleet
+  }
+
+  /// With `fleetMaxConcurrentLoads`: this instance's side of the fleet's
+  /// load slots.
+  pub fn load_slots(&self) -> Option<&Arc<LoadSlots>> {
+    self.load_slots.as_ref()
+  }
+
+  /// One call on the fleet's load slots (`slots::keep`'s): `held` held,
+  /// `wanted` more wanted. `None`: the store could not be asked (the
+  /// breaker is open, or it failed: counted).
+  pub(super) async fn ask_load_slots(
+    &self,
+    slots: &LoadSlots,
+    held: u64,
+    wanted: u64,
+  ) -> Option<SlotGrant> {
+    if !self.allowed() {
+      return None;
+    }
+    let answer = self.store.load_slots(slots.call(held, wanted)).await;
+    self.track(answer)
   }
 
   /// What the store found that the application must be told (each once).
@@ -1382,6 +1431,7 @@ impl<S: SharedStore> Fleet<S> {
         .collect()
     };
     self.stop_tasks();
+    let slots_known = self.load_slots.as_ref().is_some_and(|slots| slots.stop());
     let Some(fleet) = self.me.upgrade() else {
       // Dropping: the store goes with the fleet.
       return;
@@ -1391,13 +1441,27 @@ impl<S: SharedStore> Fleet<S> {
       let releases = held
         .iter()
         .map(|(keys, token)| fleet.store.release(keys, token));
-      let _ = tokio::time::timeout(bound, futures_util::future::join_all(releases)).await;
+      let slots = async {
+        if let Some(slots) = fleet.load_slots.as_ref().filter(|_| slots_known) {
+          let _ = fleet.store.load_slots(slots.call(0, 0)).await;
+        }
+      };
+      let _ = tokio::time::timeout(
+        bound,
+        futures_util::future::join(futures_util::future::join_all(releases), slots),
+      )
+      .await;
       fleet.store.close();
     });
   }
 
   fn stop_tasks(&self) {
-    for task in [&self.subscriber, &self.replayer, &self.clock_sync] {
+    for task in [
+      &self.subscriber,
+      &self.replayer,
+      &self.clock_sync,
+      &self.slots_keeper,
+    ] {
       if let Some(handle) = task.lock().unwrap_or_else(|p| p.into_inner()).take() {
         handle.abort();
       }

@@ -292,12 +292,14 @@ impl<V, F> Engine<V, F> {
   }
 
   /// What the load bulkhead did since its last report (loads queued, ms
-  /// they waited, loads refused, refreshes skipped) and its state now
+  /// they waited, loads refused, refreshes skipped, loads run without the
+  /// fleet's slot because Redis could not be asked) and its state now
   /// (slots in use, queue length). The bulkhead runs in JavaScript, where
   /// the loaders are called; its counts are kept here with the others so
   /// that `stats()` and `metrics()` have one source.
-  pub fn record_load_queue(&mut self, added: [u64; 4], slots_used: u64, queue_length: u64) {
-    let [queued, waited_ms, rejected, skipped] = added;
+  pub fn record_load_queue(&mut self, added: [u64; 5], slots_used: u64, queue_length: u64) {
+    let [queued, waited_ms, rejected, skipped, bypassed] = added;
+    self.metrics.fleet_cap_bypassed += bypassed;
     self.metrics.loads_queued += queued;
     self.metrics.load_queue_wait_ms += waited_ms;
     self.metrics.loads_rejected += rejected;
@@ -467,6 +469,8 @@ impl<V, F> Engine<V, F> {
           self.flights.supersede_tagged(&tag, at);
         }
         Invalidation::Changed(Change::PrefixCleared(prefix)) => self.clear_prefix(&prefix),
+        // The fleet hands these to its load slots, never here.
+        Invalidation::Changed(Change::SlotsFreed { .. }) => {}
         Invalidation::Resubscribed => {
           self.store.clear();
         }
@@ -780,18 +784,19 @@ mod tests {
   #[test]
   fn load_queue_reports_add_counts_and_set_gauges() {
     let mut e = engine();
-    e.record_load_queue([1, 0, 0, 0], 2, 1);
-    e.record_load_queue([1, 15, 1, 0], 2, 2);
-    e.record_load_queue([0, 7, 0, 1], 1, 0);
+    e.record_load_queue([1, 0, 0, 0, 0], 2, 1);
+    e.record_load_queue([1, 15, 1, 0, 0], 2, 2);
+    e.record_load_queue([0, 7, 0, 1, 3], 1, 0);
     let m = e.metrics();
     assert_eq!(
       (
         m.loads_queued,
         m.load_queue_wait_ms,
         m.loads_rejected,
-        m.refreshes_skipped
+        m.refreshes_skipped,
+        m.fleet_cap_bypassed
       ),
-      (2, 22, 1, 1)
+      (2, 22, 1, 1, 3)
     );
     let g = e.gauges();
     assert_eq!((g.load_slots_used, g.load_queue_length), (1, 0));

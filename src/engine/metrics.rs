@@ -45,6 +45,7 @@ counters! {
   load_queue_wait_ms => "loadQueueWaitMs", "herdcache_load_queue_wait_ms_total", "Milliseconds loads waited in that queue, all of them together.";
   loads_rejected => "loadsRejected", "herdcache_loads_rejected_total", "Loads refused because that queue was full (ERR_HERDCACHE_LOAD_QUEUE_FULL).";
   refreshes_skipped => "refreshesSkipped", "herdcache_refreshes_skipped_total", "Background refreshes not run because that queue was full.";
+  fleet_cap_bypassed => "fleetCapBypassed", "herdcache_fleet_cap_bypassed_total", "Loads run without a slot of fleetMaxConcurrentLoads because Redis could not be asked (under the per-process cap alone).";
 }
 
 /// Gauges reported beside the counters.
@@ -58,10 +59,11 @@ pub struct Gauges {
   pub redis_subscribed: u64,
   pub load_slots_used: u64,
   pub load_queue_length: u64,
+  pub fleet_slots_held: u64,
 }
 
 impl Gauges {
-  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 8] {
+  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 9] {
     [
       ("size", "herdcache_entries", "Entries held now.", self.size),
       (
@@ -105,6 +107,12 @@ impl Gauges {
         "herdcache_load_queue_length",
         "Loads waiting now for a slot of maxConcurrentLoads.",
         self.load_queue_length,
+      ),
+      (
+        "fleetSlotsHeld",
+        "herdcache_fleet_slots_held",
+        "Slots of fleetMaxConcurrentLoads this instance holds now (its loaders running under the fleet's cap).",
+        self.fleet_slots_held,
       ),
     ]
   }

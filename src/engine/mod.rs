@@ -14,6 +14,7 @@ pub mod memory;
 pub mod metrics;
 pub mod recovery;
 pub mod shared;
+pub mod slots;
 
 pub use cache::{Cache, Effect, Event, FirstStep, Step, Written};
 pub use local::{Backoff, Decision, Engine, Keep, Refresh, Served};

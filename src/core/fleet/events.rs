@@ -20,6 +20,10 @@ pub enum Change {
   /// Every key starting with this encoded sub-prefix (a namespace's
   /// `users:`, ending with the `:` after its name) was cleared.
   PrefixCleared(String),
+  /// Load slots of the fleet (`fleetMaxConcurrentLoads`) are free while
+  /// instances wait for some: the waiting ones whose ticket is at most
+  /// `up_to` (0: all of them) ask again. No value changed.
+  SlotsFreed { up_to: u64 },
 }
 
 /// A message on the events channel: a change, and the instance that made it
@@ -39,8 +43,8 @@ impl Event {
   }
 
   /// `f <origin> <key>`, `d <origin> <key>`, `e <origin> <at> <key>`,
-  /// `c <origin>`, `t <origin> <at> <tag>`, `p <origin> <sub-prefix>`; origins
-  /// have no spaces.
+  /// `c <origin>`, `t <origin> <at> <tag>`, `p <origin> <sub-prefix>`,
+  /// `s <origin> <up_to>`; origins have no spaces.
   pub fn encode(&self) -> String {
     let origin = &self.origin;
     match &self.change {
@@ -50,6 +54,7 @@ impl Event {
       Change::Cleared => format!("c {origin}"),
       Change::Tagged { tag, at } => format!("t {origin} {at} {tag}"),
       Change::PrefixCleared(prefix) => format!("p {origin} {prefix}"),
+      Change::SlotsFreed { up_to } => format!("{} {up_to}", slots_freed_head(origin)),
     }
   }
 
@@ -81,6 +86,13 @@ impl Event {
         }
       }
       ("c", None) => Change::Cleared,
+      ("s", Some(up_to))
+        if !up_to.is_empty() && up_to.len() <= 15 && up_to.bytes().all(|b| b.is_ascii_digit()) =>
+      {
+        Change::SlotsFreed {
+          up_to: up_to.parse().ok()?,
+        }
+      }
       ("p", Some(prefix)) if !prefix.is_empty() => Change::PrefixCleared(prefix.to_string()),
       _ => return None,
     };
@@ -88,13 +100,23 @@ impl Event {
   }
 
   /// The key the change is about (`None`: all of them, or, for a tag, the
-  /// ones carrying it, or for a prefix clear all keys of its prefix).
+  /// ones carrying it, or for a prefix clear all keys of its prefix, or for
+  /// freed load slots none).
   pub fn key(&self) -> Option<&str> {
     match &self.change {
       Change::Filled(key) | Change::Deleted(key) | Change::Expired { key, .. } => Some(key),
-      Change::Cleared | Change::Tagged { .. } | Change::PrefixCleared(_) => None,
+      Change::Cleared
+      | Change::Tagged { .. }
+      | Change::PrefixCleared(_)
+      | Change::SlotsFreed { .. } => None,
     }
   }
+}
+
+/// The message of [`Change::SlotsFreed`] without its `up_to`, which the
+/// load slots script appends (it knows the tickets).
+pub fn slots_freed_head(origin: &str) -> String {
+  format!("s {origin}")
 }
 
 /// `<at> <name>`: a stamp of digits, then a non-empty name.
@@ -126,6 +148,8 @@ mod tests {
       },
       Change::PrefixCleared("users:".into()),
       Change::PrefixCleared("a\\:b c:".into()),
+      Change::SlotsFreed { up_to: 0 },
+      Change::SlotsFreed { up_to: 42 },
     ] {
       let event = Event::new("p1", change);
       assert_eq!(Event::decode(&event.encode()), Some(event));
@@ -155,6 +179,10 @@ mod tests {
       "p p1",
       "p p1 ",
       "p  users:",
+      "s",
+      "s p1",
+      "s p1 x",
+      "s p1 1 2",
     ] {
       assert_eq!(Event::decode(junk), None, "{junk:?}");
     }

@@ -38,6 +38,14 @@ pub fn tag_stamp(prefix: &str, tag: &str) -> String {
   format!("{prefix}tag:{{{tag}}}")
 }
 
+/// The Redis name of the fleet's load slots (`fleetMaxConcurrentLoads`,
+/// `LOAD_SLOTS_SCRIPT`): `<prefix>loads:{loads}`, one hash on one slot.
+/// Like a tag's stamp it does not start with `{`, so no key's name is ever
+/// it and no `clear` removes it.
+pub fn load_slots(prefix: &str) -> String {
+  format!("{prefix}loads:{{loads}}")
+}
+
 /// The channel that carries fill notices and invalidations for one prefix.
 pub fn events_channel(prefix: &str) -> String {
   format!("herdcache:events:{prefix}")

@@ -305,6 +305,136 @@ return raised + announce(ARGV[3], ARGV[4])
 "#
 );
 
+/// The fleet's load slots (`fleetMaxConcurrentLoads`): a counting
+/// semaphore with leases and a fair queue, in one hash (KEYS[1]). Each
+/// instance has one field, `held leaseUntil ticket waitUntil wanted`: the
+/// slots it holds, until when (server ms) they count if it stops renewing
+/// them (a crashed instance frees them when its lease ends), and while it
+/// waits for more, its place in the queue (a ticket, from the counter in
+/// field `#`), until when that place is kept without a renewal, and how
+/// many it still wants. The instance is the one writer of its field and
+/// sends what it holds as a whole (not a change), so a lost answer or a
+/// repeat cannot make the count drift.
+///
+/// One call does everything: drops what expired (and fields no instance can
+/// have written), sets this instance's holding to ARGV[2], and if it wants
+/// ARGV[3] more grants what is free, fairly: alone, it may take all that is
+/// free; while other instances want slots too, each may hold up to an
+/// equal share of the cap (rounded up), and the slots the instances queued
+/// before it still lack of their share are kept for them. So a freed slot
+/// goes to the queue's head first, and no instance starves. An instance
+/// granted less than it wants keeps its place, or after a grant goes to
+/// the back (turns round-robin). When slots are free and others wait, it
+/// announces it (ARGV[7] channel, ARGV[8] message and the last ticket that
+/// may get one: the first `free` waiting instances'), so they ask again at
+/// once, and the others do not. Time is the server's (`TIME`), so the
+/// instances' clocks do not matter. ARGV[1] instance, ARGV[4] the cap,
+/// ARGV[5] the holding's lease ms, ARGV[6] the queue place's ms. Returns
+/// {granted, free after it, instances waiting besides this one,
+/// [`ANNOUNCE_REFUSED`] if the PUBLISH was refused else 0, that last
+/// ticket (0: nothing announced), this instance's ticket (0: not queued)}.
+pub const LOAD_SLOTS_SCRIPT: &str = concat!(
+  announce_lua!(),
+  r#"
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local me = ARGV[1]
+local held, wanted, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local lease, wait = tonumber(ARGV[5]), tonumber(ARGV[6])
+local fields = redis.pcall('HGETALL', KEYS[1])
+if type(fields) ~= 'table' or fields.err then
+  redis.call('DEL', KEYS[1])
+  fields = {}
+end
+local last, mine, used, waiting = 0, 0, 0, {}
+for i = 1, #fields, 2 do
+  local field, value = fields[i], fields[i + 1]
+  if field == '#' then
+    if string.match(value, '^%d+$') and #value <= 15 then
+      last = tonumber(value)
+    end
+  else
+    local h, hu, t, tu, w = string.match(value, '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
+    if h == nil or #value > 80 then
+      redis.call('HDEL', KEYS[1], field)
+    elseif field == me then
+      if tonumber(tu) > now then
+        mine = tonumber(t)
+      end
+    else
+      h, t = tonumber(h), tonumber(t)
+      if tonumber(hu) <= now then
+        h = 0
+      end
+      if tonumber(tu) <= now then
+        t = 0
+      end
+      if h == 0 and t == 0 then
+        redis.call('HDEL', KEYS[1], field)
+      else
+        used = used + h
+        if t > 0 then
+          waiting[#waiting + 1] = {t, h, tonumber(w)}
+        end
+      end
+    end
+  end
+end
+local free = cap - used - held
+local granted = 0
+if wanted > 0 then
+  if #waiting == 0 then
+    granted = math.max(0, math.min(wanted, free))
+  else
+    local share = math.ceil(cap / (#waiting + 1))
+    local kept = 0
+    for _, other in ipairs(waiting) do
+      if mine == 0 or other[1] < mine then
+        kept = kept + math.min(other[3], math.max(0, share - other[2]))
+      end
+    end
+    granted = math.max(0, math.min(wanted, share - held, free - kept))
+  end
+  if granted == wanted then
+    mine = 0
+  elseif mine == 0 or granted > 0 then
+    last = last + 1
+    mine = last
+  end
+else
+  mine = 0
+end
+held = held + granted
+free = free - granted
+if held > 0 or mine > 0 then
+  local until_ = 0
+  if mine > 0 then
+    until_ = now + wait
+  end
+  local value = string.format('%d %d %d %d %d', held, now + lease, mine, until_, wanted - granted)
+  redis.call('HSET', KEYS[1], me, value)
+else
+  redis.call('HDEL', KEYS[1], me)
+end
+redis.call('HSET', KEYS[1], '#', string.format('%d', last))
+local keep = math.max(lease, wait) * 2
+if redis.call('PTTL', KEYS[1]) < keep then
+  redis.call('PEXPIRE', KEYS[1], keep)
+end
+local refused, up_to = 0, 0
+if free > 0 and #waiting > 0 then
+  local tickets = {}
+  for i, other in ipairs(waiting) do
+    tickets[i] = other[1]
+  end
+  table.sort(tickets)
+  up_to = tickets[math.min(free, #tickets)]
+  refused = announce(ARGV[7], ARGV[8] .. ' ' .. string.format('%d', up_to))
+end
+return {granted, math.max(free, 0), #waiting, refused, up_to, mine}
+"#
+);
+
 /// A replayed `clear`, one batch of the prefix's names at a time: deletes
 /// each unless it holds a valid envelope newer than the clear (the rules of
 /// [`DELETE_NOT_NEWER_SCRIPT`]; locks and foreign values go, as in a live

@@ -44,6 +44,34 @@ pub enum LockAttempt {
   BackingOff { failures: u32, ms: u64 },
 }
 
+/// One call on the fleet's load slots ([`SharedStore::load_slots`]): this
+/// instance holds `held` (the whole holding, not a change: a repeat is
+/// harmless) for `lease` ms unless it calls again, and wants `wanted` more,
+/// of `cap` in the fleet; if it must wait, its place in the queue lives
+/// `wait` ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotCall {
+  pub held: u64,
+  pub wanted: u64,
+  pub cap: u64,
+  pub lease: u64,
+  pub wait: u64,
+}
+
+/// What a call on the fleet's load slots answered
+/// ([`SharedStore::load_slots`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotGrant {
+  /// Slots granted by this call (now held, on top of what was held).
+  pub granted: u64,
+  /// Slots free after it.
+  pub free: u64,
+  /// Other instances waiting for slots.
+  pub waiting: u64,
+  /// This instance's place in the queue (0: not queued).
+  pub ticket: u64,
+}
+
 /// Something the application must hear about the store, which no retry
 /// fixes: a refusal by the server's ACL, a misconfiguration. Reported to
 /// `onError` (or as a process warning) with its stable code.
@@ -323,6 +351,18 @@ pub trait SharedStore: Send + Sync + 'static {
     not_newer_than: Option<u64>,
   ) -> impl Future<Output = Result<u64, Self::Error>> + Send;
 
+  /// The fleet's load slots (`fleetMaxConcurrentLoads`, a semaphore of
+  /// `call.cap` slots shared by every instance): sets this instance's
+  /// holding and grants what it wants, fairly (`LOAD_SLOTS_SCRIPT`); one
+  /// granted less than it wants keeps a place in the queue. When slots are
+  /// free and others wait, announces
+  /// [`crate::core::fleet::Change::SlotsFreed`], naming the last place that
+  /// may get one.
+  fn load_slots(
+    &self,
+    call: SlotCall,
+  ) -> impl Future<Output = Result<SlotGrant, Self::Error>> + Send;
+
   /// Delivers every event on the channel (this store's own included) to
   /// `events` until the returned task is aborted, reconnecting as needed;
   /// `on_connected` tells whether the subscription is live (while it is
@@ -413,7 +453,11 @@ impl Events {
         }
         // A winner whose load a tag invalidated writes nothing: its
         // lock's lease tells the waiters, as for any load that failed.
-        (crate::core::fleet::Change::Tagged { .. }, _) => Vec::new(),
+        // Freed load slots change no key.
+        (
+          crate::core::fleet::Change::Tagged { .. } | crate::core::fleet::Change::SlotsFreed { .. },
+          _,
+        ) => Vec::new(),
         (_, Some(key)) => waiters.remove(key).unwrap_or_default(),
         (_, None) => waiters.drain().flat_map(|(_, w)| w).collect(),
       }

@@ -4,7 +4,7 @@
 //! through redis-rs; no napi. The protocol that sequences these calls
 //! (DESIGN.md §3) is `engine::fleet`'s.
 
-use super::{Events, LockAttempt, Problem, Problems, Read, SharedStore};
+use super::{Events, LockAttempt, Problem, Problems, Read, SharedStore, SlotCall, SlotGrant};
 use crate::core::envelope::{DecodeError, Envelope, MAX_DIGITS};
 use crate::core::error::Code;
 use crate::core::fleet::{self as protocol, Change, Event, RedisKeys, ANNOUNCE_REFUSED};
@@ -72,6 +72,9 @@ pub struct RedisStore {
   expire: Script,
   tag: Script,
   clear_not_newer: Script,
+  load_slots: Script,
+  /// The name of the fleet's load slots (`protocol::load_slots`).
+  load_slots_name: String,
 }
 
 /// The command connection: to one server, or to a cluster (whose client
@@ -183,6 +186,8 @@ impl RedisStore {
       expire: Script::new(protocol::EXPIRE_SCRIPT),
       tag: Script::new(protocol::TAG_SCRIPT),
       clear_not_newer: Script::new(protocol::CLEAR_NOT_NEWER_SCRIPT),
+      load_slots: Script::new(protocol::LOAD_SLOTS_SCRIPT),
+      load_slots_name: protocol::load_slots(prefix),
     })
   }
 
@@ -899,6 +904,52 @@ impl SharedStore for RedisStore {
     &self.problems
   }
 
+  /// `LOAD_SLOTS_SCRIPT`. Retried: the holding is sent whole, so a repeat
+  /// of a call that landed sets it again (what the first granted is
+  /// forgotten by the store as by us: only the repeat's answer counts).
+  async fn load_slots(&self, call: SlotCall) -> RedisResult<SlotGrant> {
+    let (name, head) = (
+      &self.load_slots_name,
+      &protocol::slots_freed_head(&self.origin),
+    );
+    let SlotCall {
+      held,
+      wanted,
+      cap,
+      lease,
+      wait,
+    } = call;
+    let call = |mut c: Connection| async move {
+      self
+        .load_slots
+        .key(name)
+        .arg(&self.origin)
+        .arg(held)
+        .arg(wanted)
+        .arg(cap)
+        .arg(lease.max(1))
+        .arg(wait.max(1))
+        .arg(self.script_channel())
+        .arg(head)
+        .invoke_async::<(u64, u64, u64, i64, u64, u64)>(&mut c)
+        .await
+    };
+    let (granted, free, waiting, refused, up_to, ticket) = self.retried(call).await?;
+    if refused >= ANNOUNCE_REFUSED {
+      self.publish_refused();
+    }
+    if up_to > 0 {
+      let event = self.event(Change::SlotsFreed { up_to });
+      self.announce_on_cluster(name, &event).await?;
+    }
+    Ok(SlotGrant {
+      granted,
+      free,
+      waiting,
+      ticket,
+    })
+  }
+
   fn describe(&self, error: &RedisError) -> Problem {
     self.target.describe(error)
   }
@@ -919,6 +970,7 @@ impl SharedStore for RedisStore {
       &self.expire,
       &self.tag,
       &self.clear_not_newer,
+      &self.load_slots,
     ] {
       script.prepare_invoke().load_async(&mut c).await?;
     }
