@@ -25,6 +25,7 @@ use crate::core::fleet::{loser_step, Change, Lease, LoserStep};
 use crate::core::policy::{self, Answers};
 use crate::core::tags::{TagStamps, TAG_STAMPS_CAPACITY};
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -1114,42 +1115,53 @@ impl<S: SharedStore> Fleet<S> {
     }
   }
 
+  /// Delivers one invalidation (`delete`, `expire`, `deleteByTag`, `clear`):
+  /// `call` on the store when the breaker allows it; if it answered,
+  /// `settle` supersedes what was kept for auto-recovery before it,
+  /// otherwise `keep` keeps it to be delivered later. `None`: not reached.
+  async fn deliver<T>(
+    &self,
+    call: impl Future<Output = Result<T, S::Error>>,
+    settle: impl FnOnce(&Self),
+    keep: impl FnOnce(&Self),
+  ) -> Option<T> {
+    if !self.allowed() {
+      keep(self);
+      return None;
+    }
+    let answer = self.track(call.await);
+    match answer {
+      Some(_) => settle(self),
+      None => keep(self),
+    }
+    answer
+  }
+
   /// `delete`: whether the store had a value (`None`: not reached; the
   /// delete is kept for auto-recovery).
   pub async fn delete(&self, key: &str) -> Option<bool> {
     let stamp = self.clock.now();
-    if !self.allowed() {
-      self.keep(key, KeyOp::Delete { stamp });
-      return None;
-    }
     let keys = self.store.keys(key);
-    let result = self.store.delete(key, &keys).await;
-    let deleted = self.track(result);
-    match deleted {
-      Some(_) => self.settled(key, stamp),
-      None => self.keep(key, KeyOp::Delete { stamp }),
-    }
-    deleted
+    self
+      .deliver(
+        self.store.delete(key, &keys),
+        |fleet| fleet.settled(key, stamp),
+        |fleet| fleet.keep(key, KeyOp::Delete { stamp }),
+      )
+      .await
   }
 
   /// `expire` at `at`: whether the store's value was made stale (`None`:
   /// not reached; the expire is kept for auto-recovery).
   pub async fn expire(&self, key: &str, at: u64) -> Option<bool> {
-    let keep = |fleet: &Self| fleet.kept(|queue, now| queue.push_expire(key, at, now));
-    if !self.allowed() {
-      keep(self);
-      return None;
-    }
-    let result = self.store.expire(key, &self.store.keys(key), at).await;
-    let expired = self.track(result);
-    match expired {
-      Some(_) if self.recovery_pending() > 0 => {
-        self.with_recovery(|queue| queue.settled_expire(key, at));
-      }
-      Some(_) => {}
-      None => keep(self),
-    }
-    expired
+    let keys = self.store.keys(key);
+    self
+      .deliver(
+        self.store.expire(key, &keys, at),
+        |fleet| fleet.settle_queued(|queue| queue.settled_expire(key, at)),
+        |fleet| fleet.kept(|queue, now| queue.push_expire(key, at, now)),
+      )
+      .await
   }
 
   /// `deleteByTag` at `at`: whether the store's stamp of `tag` was raised
@@ -1157,38 +1169,26 @@ impl<S: SharedStore> Fleet<S> {
   /// least `px` ms there.
   pub async fn invalidate_tag(&self, tag: &str, at: u64, px: u64) -> Option<bool> {
     self.tag_ttl.fetch_max(px, Ordering::Relaxed);
-    let keep = |fleet: &Self| fleet.kept(|queue, now| queue.push_tag(tag, at, now));
-    if !self.allowed() {
-      keep(self);
-      return None;
-    }
-    let result = self.store.invalidate_tag(tag, at, px).await;
-    let raised = self.track(result);
-    match raised {
-      Some(_) if self.recovery_pending() > 0 => {
-        self.with_recovery(|queue| queue.settled_tag(tag, at));
-      }
-      Some(_) => {}
-      None => keep(self),
-    }
-    raised
+    self
+      .deliver(
+        self.store.invalidate_tag(tag, at, px),
+        |fleet| fleet.settle_queued(|queue| queue.settled_tag(tag, at)),
+        |fleet| fleet.kept(|queue, now| queue.push_tag(tag, at, now)),
+      )
+      .await
   }
 
   /// `clear`: how many values the store removed (`None`: not reached; the
   /// clear is kept for auto-recovery).
   pub async fn clear(&self) -> Option<u64> {
     let stamp = self.clock.now();
-    if !self.allowed() {
-      self.keep_clear(stamp);
-      return None;
-    }
-    let result = self.store.clear().await;
-    let cleared = self.track(result);
-    match cleared {
-      Some(_) => self.with_recovery(|queue| queue.settled_clear(stamp)),
-      None => self.keep_clear(stamp),
-    }
-    cleared
+    self
+      .deliver(
+        self.store.clear(),
+        |fleet| fleet.settle_queued(|queue| queue.settled_clear(stamp)),
+        |fleet| fleet.kept(|queue, now| queue.push_clear(stamp, now)),
+      )
+      .await
   }
 
   /// A namespace's `clear` of the keys starting with `prefix`: how many
@@ -1196,26 +1196,21 @@ impl<S: SharedStore> Fleet<S> {
   /// auto-recovery).
   pub async fn clear_prefix(&self, prefix: &str) -> Option<u64> {
     let stamp = self.clock.now();
-    let keep = |fleet: &Self| {
-      let now = fleet.clock.now();
-      let dropped = fleet.with_recovery(|queue| queue.push_clear_prefix(prefix, stamp, now));
-      fleet.dropped(dropped);
-      fleet.start_replayer();
-    };
-    if !self.allowed() {
-      keep(self);
-      return None;
+    self
+      .deliver(
+        self.store.clear_prefix(prefix, None),
+        |fleet| fleet.settle_queued(|queue| queue.settled_clear_prefix(prefix, stamp)),
+        |fleet| fleet.kept(|queue, now| queue.push_clear_prefix(prefix, stamp, now)),
+      )
+      .await
+  }
+
+  /// An operation reached the store: `settle` supersedes what was queued
+  /// before it (nothing to do, one atomic load, when nothing is queued).
+  fn settle_queued<T>(&self, settle: impl FnOnce(&mut RecoveryQueue) -> T) {
+    if self.recovery_pending() > 0 {
+      self.with_recovery(settle);
     }
-    let result = self.store.clear_prefix(prefix, None).await;
-    let cleared = self.track(result);
-    match cleared {
-      Some(_) if self.recovery_pending() > 0 => {
-        self.with_recovery(|queue| queue.settled_clear_prefix(prefix, stamp));
-      }
-      Some(_) => {}
-      None => keep(self),
-    }
-    cleared
   }
 
   /// Operations waiting for the store (auto-recovery).
@@ -1255,17 +1250,11 @@ impl<S: SharedStore> Fleet<S> {
   /// A live operation on `key` at `stamp` reached the store: what was
   /// queued for the key before it is superseded.
   fn settled(&self, key: &str, stamp: u64) {
-    if self.recovery_pending() > 0 {
-      self.with_recovery(|queue| queue.settled(key, stamp));
-    }
+    self.settle_queued(|queue| queue.settled(key, stamp));
   }
 
   fn keep(&self, key: &str, op: KeyOp) {
     self.kept(|queue, now| queue.push(key, op, now));
-  }
-
-  fn keep_clear(&self, stamp: u64) {
-    self.kept(|queue, now| queue.push_clear(stamp, now));
   }
 
   /// Queues an operation for auto-recovery (`push` answers how many fell
