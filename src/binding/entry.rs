@@ -338,7 +338,7 @@ enum Options {
 
 /// Reads and checks the positional call options (`stale, ttl, hardTtl,
 /// negativeTtl, beta`) and the shape of `tags`.
-#[inline]
+#[inline(always)]
 unsafe fn check_options(
   env: Env,
   inner: &Inner,

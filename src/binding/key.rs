@@ -42,7 +42,7 @@ pub unsafe fn read_string_first(env: Env, value: Value, buf: &mut Utf8) -> RawRe
 }
 
 /// A string key, read: refused if it lost a lone surrogate, is empty or too long.
-#[inline]
+#[inline(always)]
 unsafe fn check_text<'a>(env: Env, value: Value, text: Text<'a>) -> RawResult<Key<'a>> {
   check_lossless(env, value, text.as_str(), None)?;
   key::check_string_key(text.as_str())?;
