@@ -6,7 +6,7 @@
 
 const { NativeCache } = require('./lib/native')
 const { lead, resume, scheduleReads, reportProblem, track } = require('./lib/leader')
-const { detach, softWait } = require('./lib/callers')
+const { detach, softWait, isAbortSignal, SIGNAL_PROBLEM } = require('./lib/callers')
 const { stop } = require('./lib/deadlines')
 const { bulkheadOf } = require('./lib/bulkhead')
 const { herdError, sizeProblem } = require('./lib/errors')
@@ -80,15 +80,7 @@ function callOptionsProblem(options, known = CALL_OPTIONS) {
     if (!known.has(name)) return `unknown call option \`${name}\`; known: ${[...known].join(', ')}`
   }
   const { signal, status } = options
-  if (
-    signal !== undefined &&
-    (typeof signal !== 'object' ||
-      signal === null ||
-      typeof signal.aborted !== 'boolean' ||
-      typeof signal.addEventListener !== 'function')
-  ) {
-    return 'call option `signal` must be an AbortSignal'
-  }
+  if (signal !== undefined && !isAbortSignal(signal)) return SIGNAL_PROBLEM
   if (status !== undefined && (typeof status !== 'object' || status === null)) {
     return 'call option `status` must be an object; its `outcome` is set'
   }
@@ -179,6 +171,7 @@ class Cache {
   #ctx
   #closing
   #load
+  #many
   #outcome
 
   constructor(options = {}) {
@@ -227,6 +220,7 @@ class Cache {
     this.#ctx = ctx
     this.#load = fns.getOrLoad
     this.#outcome = new Uint8Array(fns.outcomeBuffer)
+    this.#many = { getOrLoadMany: fns.getOrLoadMany, outcome: this.#outcome }
   }
 
   getOrLoad(key, loader, options) {
@@ -291,7 +285,9 @@ class Cache {
    * `loader(missingKeys, ctx)` call (README, "Many keys in one load").
    */
   getOrLoadMany(keys, loader, options) {
-    return getOrLoadMany(this, keys, loader, options)
+    // Traced, each key is one traced getOrLoad call, with its own message;
+    // untraced, the addon makes the keys' getOrLoad calls, many to a call.
+    return getOrLoadMany(this, keys, loader, options, getOrLoadChannel.hasSubscribers ? undefined : this.#many)
   }
 
   get(key, options) {

@@ -4,9 +4,10 @@
 // coalesced and refreshed as getOrLoad does it. The Redis side is in __test__/redis/many.test.js.
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { Cache } = require('..')
+const diagnostics_channel = require('node:diagnostics_channel')
+const { Cache, channels } = require('..')
 const { codes } = require('../lib/names')
-const { T, track, sleep, deferred, rejectsWith, callAsync, advance } = require('./helpers')
+const { T, track, sleep, deferred, rejectsWith, callAsync, advance, COUNTERS } = require('./helpers')
 
 /** A batch loader recording each call's keys; `answer(keys, ctx)` makes its result (default: a Map of `v:<key>`). */
 function recorder(answer = (keys) => new Map(keys.map((k) => [k, `v:${k}`]))) {
@@ -388,4 +389,158 @@ test("the batch signal aborts once every key's load passed hardTimeout", T, asyn
   await rejectsWith(pending, codes.TIMEOUT)
   assert.equal(reason?.code, codes.TIMEOUT)
   assert.equal(await cache.get('a'), undefined, 'a value past hardTimeout is not stored')
+})
+
+/** What `cache.stats()` counts (helpers' COUNTERS). */
+function counters(cache) {
+  const stats = cache.stats()
+  return Object.fromEntries(COUNTERS.map((name) => [name, stats[name]]))
+}
+
+/** Waits until `check()` is true (50 tries, 5 ms apart). */
+async function until(check, what) {
+  for (let i = 0; i < 50 && !(await check()); i++) await sleep(5)
+  assert.ok(await check(), what)
+}
+
+test(
+  'each key is counted as its getOrLoad call counts it: hits, negatives, stale reads, misses, joins',
+  T,
+  async (t) => {
+    const made = async () => {
+      const cache = track(t, new Cache({ ttl: 1000, hardTtl: 60_000, beta: 0 }))
+      await cache.set('a', 'A')
+      await cache.set('b', 'B')
+      assert.equal(await cache.getOrLoad('n', async () => null), null)
+      await cache.set('s', 'S', { ttl: 100, hardTtl: 60_000 })
+      advance(cache, 500)
+      return cache
+    }
+    const [many, single] = [await made(), await made()]
+    const keys = ['a', 'n', 's', 'c', 'a', 'b', 'c', ['x', 1]]
+    const expected = ['A', null, 'S', 'v:c', 'A', 'B', 'v:c', 'v:x,1']
+    const { calls, loader } = recorder((missing) => missing.map((k) => `v:${k}`))
+    assert.deepEqual(await many.getOrLoadMany(keys, loader), expected)
+    assert.deepEqual(await Promise.all(keys.map((k) => single.getOrLoad(k, async ({ key }) => `v:${key}`))), expected)
+    assert.deepEqual(calls, [['s', 'c', ['x', 1]]], "the stale key's refresh goes with the cold keys")
+    for (const cache of [many, single]) await until(async () => (await cache.get('s')) === 'v:s', 's refreshed')
+    assert.deepEqual(counters(many), counters(single))
+    assert.equal(many.stats().hits, 3)
+    // A warm call: every key from memory, counted as its getOrLoad call.
+    const warm = ['a', 'n', 's', 'c', 'b']
+    assert.deepEqual(await many.getOrLoadMany(warm, loader), ['A', null, 'v:s', 'v:c', 'B'])
+    assert.deepEqual(await Promise.all(warm.map((k) => single.getOrLoad(k, loader))), ['A', null, 'v:s', 'v:c', 'B'])
+    assert.deepEqual(counters(many), counters(single))
+    assert.equal(calls.length, 1)
+  },
+)
+
+test('traced, each key is a getOrLoad call of its own: one message per key, with its outcome', T, async (t) => {
+  const messages = []
+  const handlers = { start: (message) => messages.push(message) }
+  const channel = diagnostics_channel.tracingChannel(channels.getOrLoad)
+  channel.subscribe(handlers)
+  t.after(() => channel.unsubscribe(handlers))
+  const cache = track(t, new Cache())
+  await cache.set('a', 'A')
+  const { calls, loader } = recorder()
+  assert.deepEqual(await cache.getOrLoadMany(['a', 'b', 'a'], loader), ['A', 'v:b', 'A'])
+  assert.deepEqual(calls, [['b']])
+  assert.deepEqual(
+    messages.filter((m) => m.cache === cache).map((m) => [m.key, m.outcome, m.loaded]),
+    [
+      ['a', 'hit', false],
+      ['b', 'miss', true],
+      ['a', 'hit', false],
+    ],
+  )
+  const { hits, misses, loads } = cache.stats()
+  assert.deepEqual([hits, misses, loads], [2, 1, 1])
+})
+
+test(
+  'more keys than one native call takes (256): each answered in order, the missing ones loaded once',
+  T,
+  async (t) => {
+    const cache = track(t, new Cache())
+    const keys = Array.from({ length: 600 }, (_, i) => (i % 5 === 4 ? ['k', i] : `k${i}`))
+    for (let i = 0; i < keys.length; i += 3) await cache.set(keys[i], `set:${keys[i]}`)
+    const { calls, loader } = recorder((missing) => missing.map((k) => `v:${k}`))
+    const values = await cache.getOrLoadMany(keys, loader)
+    assert.deepEqual(
+      values,
+      keys.map((k, i) => (i % 3 === 0 ? `set:${k}` : `v:${k}`)),
+    )
+    assert.deepEqual(
+      calls.map((c) => c.length),
+      [100, 100, 100, 100],
+    )
+    assert.deepEqual(
+      calls.flat(),
+      keys.filter((_, i) => i % 3 !== 0),
+    )
+    assert.deepEqual([cache.stats().hits, cache.stats().misses], [200, 400])
+    // A bad key among them: refused before any is looked up.
+    await rejectsWith(cache.getOrLoadMany([...keys, ['k', Number.NaN]], loader), codes.INVALID_KEY)
+    assert.equal(cache.stats().hits, 200)
+    assert.deepEqual(await cache.getOrLoadMany(keys, loader), values)
+    assert.deepEqual([cache.stats().hits, cache.stats().misses], [800, 400])
+  },
+)
+
+test('a key too long rejects the call with ERR_HERDCACHE_INVALID_KEY', T, async (t) => {
+  const cache = track(t, new Cache())
+  const { loader, calls } = recorder()
+  const long = 'x'.repeat(64 * 1024 + 1)
+  await rejectsWith(cache.getOrLoadMany(['a', long], loader), codes.INVALID_KEY)
+  assert.equal(calls.length, 0, 'nothing was loaded: the call was refused before any key was looked up')
+  assert.equal(cache.stats().misses, 0)
+  const many = Array.from({ length: 300 }, (_, i) => `k${i}`)
+  await rejectsWith(cache.getOrLoadMany([...many, long], loader), codes.INVALID_KEY)
+})
+
+test('a signal stops this call waiting, not the loads; one that is no AbortSignal is refused', T, async (t) => {
+  const cache = track(t, new Cache())
+  await cache.set('a', 'A')
+  const gate = deferred()
+  const loader = async (keys) => {
+    await gate.promise
+    return keys.map((k) => `v:${k}`)
+  }
+  const controller = new AbortController()
+  const pending = cache.getOrLoadMany(['a', 'b'], loader, { signal: controller.signal })
+  controller.abort(new Error('gone'))
+  await assert.rejects(pending, /gone/)
+  gate.resolve()
+  assert.equal(await cache.getOrLoad('b', () => 'not loaded'), 'v:b', 'the load went on')
+  assert.deepEqual(await cache.getOrLoadMany(['a', 'b'], loader, { signal: new AbortController().signal }), [
+    'A',
+    'v:b',
+  ])
+  await assert.rejects(cache.getOrLoadMany(['a'], loader, { signal: AbortSignal.abort(new Error('before')) }), /before/)
+  await rejectsWith(cache.getOrLoadMany(['a'], loader, { signal: {} }), codes.INVALID_OPTION)
+  await rejectsWith(cache.getOrLoadMany(['a', ''], loader, { signal: {} }), codes.INVALID_KEY)
+})
+
+test('a call made while another makes its getOrLoad calls (from waitUntil) is answered as any', T, async (t) => {
+  const { calls, loader } = recorder((missing) => missing.map((k) => `v:${k}`))
+  let nested
+  const cache = track(
+    t,
+    new Cache({
+      ttl: 1000,
+      hardTtl: 60_000,
+      beta: 0,
+      waitUntil: () => {
+        nested ??= cache.getOrLoadMany(['x', 'b', 'y', ['z', 1]], loader)
+      },
+    }),
+  )
+  for (const key of ['a', 'b', 'x']) await cache.set(key, key.toUpperCase())
+  advance(cache, 2000)
+  assert.deepEqual(await cache.getOrLoadMany(['a', 'b', 'c'], loader), ['A', 'B', 'v:c'])
+  assert.ok(nested, "the stale key's refresh called waitUntil")
+  assert.deepEqual(await nested, ['X', 'B', 'v:y', 'v:z,1'])
+  await until(async () => (await cache.get('a')) === 'v:a' && (await cache.get('b')) === 'v:b', 'refreshed')
+  assert.deepEqual(calls.flat().sort(), ['a', 'b', 'c', 'x', 'y', ['z', 1]].sort())
 })

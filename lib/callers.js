@@ -7,6 +7,19 @@ const { OUTCOME, STATUS } = require('./names')
 
 const noop = () => {}
 
+/** What a call whose `signal` option fails `isAbortSignal` is told. */
+const SIGNAL_PROBLEM = 'call option `signal` must be an AbortSignal'
+
+/** Whether `signal` can be a call's `signal` option: an AbortSignal, or what looks like one. */
+function isAbortSignal(signal) {
+  return (
+    typeof signal === 'object' &&
+    signal !== null &&
+    typeof signal.aborted === 'boolean' &&
+    typeof signal.addEventListener === 'function'
+  )
+}
+
 /**
  * One caller's view of a shared promise: it rejects with the signal's reason
  * when the signal aborts; the shared load goes on for everybody else.
@@ -71,4 +84,4 @@ function softWait(ctx, flight, stale, status) {
   })
 }
 
-module.exports = { detach, softWait }
+module.exports = { detach, softWait, isAbortSignal, SIGNAL_PROBLEM }

@@ -3,11 +3,14 @@
 // Batch loads: `cache.getOrLoadMany(keys, loader, options?)` (README, "Many
 // keys in one load: getOrLoadMany"). Built on getOrLoad, one call per key,
 // so each key is looked up, coalesced, locked (with Redis), stored and
-// refreshed exactly as getOrLoad does it. The loader each getOrLoad is given
-// loads nothing itself: getOrLoad calls it only when this process really
-// loads the key (an L1 miss, then with Redis a Redis miss and the fleet lock
-// won), and it enrols the key in this call's batch instead. Hits, joins,
-// Redis hits and keys another instance loads never reach the batch.
+// refreshed exactly as getOrLoad does it; untraced, the addon makes those
+// calls, up to NATIVE_KEYS in one crossing (`callNative`), so a warm call
+// makes no JavaScript call per key, and no batch. The loader each getOrLoad
+// is given loads nothing itself: getOrLoad calls it only when this process
+// really loads the key (an L1 miss, then with Redis a Redis miss and the
+// fleet lock won), and it enrols the key in this call's batch instead.
+// Hits, joins, Redis hits and keys another instance loads never reach the
+// batch.
 //
 // When a batch goes to the loader: the keys whose loaders getOrLoad called
 // while the call made its getOrLoad calls (without Redis: every cold key)
@@ -21,6 +24,7 @@
 
 const { herdError, describeKey, JS_CODES } = require('./errors')
 const { codes, CALL_OPTIONS } = require('./names')
+const { detach, isAbortSignal, SIGNAL_PROBLEM } = require('./callers')
 
 /** Keys per loader call unless the call's `maxBatchSize` says otherwise. */
 const DEFAULT_MAX_BATCH_SIZE = 100
@@ -63,13 +67,15 @@ function invalidOption(message) {
   return herdError(TypeError, codes.INVALID_OPTION, message)
 }
 
+const NO_OPTIONS = Object.freeze({ keyOptions: undefined, maxBatchSize: DEFAULT_MAX_BATCH_SIZE })
+
 /**
  * The per-key options and the batch size of a call's options, or an error.
  *
  * @returns {{ keyOptions: object | undefined, maxBatchSize: number } | Error}
  */
 function readOptions(options) {
-  if (options === undefined) return { keyOptions: undefined, maxBatchSize: DEFAULT_MAX_BATCH_SIZE }
+  if (options === undefined) return NO_OPTIONS
   if (typeof options !== 'object' || options === null) {
     return invalidOption(`the call options must be an object; got ${typeName(options)}`)
   }
@@ -205,28 +211,34 @@ const BATCH_WINDOW_MS = 5
 
 const NOWHERE = Object.freeze([])
 
-/** The keys of one getOrLoadMany call that getOrLoad asked it to load, gathered into loader calls. */
+/**
+ * The keys of one getOrLoadMany call that getOrLoad asked it to load, gathered into loader calls. Made at the
+ * first such key: a warm call makes none.
+ */
 class Batch {
   /**
    * @param {Function} loader
    * @param {number} maxBatchSize
    * @param {unknown[]} keys the call's keys, as given to getOrLoad
+   * @param {Array<Promise<unknown>> | undefined} promises the call's getOrLoad promises, by index (undefined
+   *   while it makes its getOrLoad calls)
+   * @param {boolean} calling whether the call is still making its getOrLoad calls
    */
-  constructor(loader, maxBatchSize, keys) {
+  constructor(loader, maxBatchSize, keys, promises, calling) {
     this.loader = loader
     this.maxBatchSize = maxBatchSize
     this.keys = keys
     /** @type {Array<{ key: unknown, context: object, resolve: Function, reject: Function }>} */
     this.pending = []
     /** The call is making its getOrLoad calls: what enrols now goes when they are made. */
-    this.calling = false
+    this.calling = calling
     /** Keys (by index) neither answered nor enrolled: while there are some, a flush may wait for them. */
     this.open = keys.length
     this.decided = new Uint8Array(keys.length)
     /** Index lists by keyId, made at the first enrolment. */
     this.indices = undefined
     /** The call's getOrLoad promises, by index. */
-    this.promises = undefined
+    this.promises = promises
     /** Whether each key's settling is watched (from the first enrolment after the calls were made). */
     this.watching = false
     this.timer = undefined
@@ -341,6 +353,66 @@ class Batch {
 }
 
 /**
+ * What makes an untraced call's getOrLoad calls (index.js): the addon's `getOrLoadMany` and the outcome bytes it
+ * writes (lib/native-contract.d.ts).
+ *
+ * @typedef {{ getOrLoadMany: Function, outcome: Uint8Array }} Native
+ */
+
+/** The most keys of one native call (src/binding/entry.rs `MANY_KEYS`): they go as arguments. */
+const NATIVE_KEYS = 256
+
+/** What the addon's getOrLoadMany answers with: its promises, as an array (made from arguments: cheaply). */
+const collect = (...promises) => promises
+
+/** A call's options when it has none. */
+const NO_KEY_OPTIONS = Object.freeze({})
+
+/**
+ * The addon's getOrLoadMany of `keys` (at most NATIVE_KEYS): `getOrLoad(key, loader, o)` for each, in order, as
+ * getOrLoad makes it (`o` checked here, but for what the addon checks). The promises, each detached from
+ * `o.signal` as getOrLoad does; or, when the addon refused a key (which it does before it looks any up), its
+ * ERR_HERDCACHE_INVALID_KEY error.
+ *
+ * @param {Native} native
+ * @returns {Array<Promise<unknown>> | Error}
+ */
+function callNative(native, loader, o, keys) {
+  const { stale, ttl, hardTtl, negativeTtl, beta, tags } = o ?? NO_KEY_OPTIONS
+  let promises
+  try {
+    promises = native.getOrLoadMany(collect, loader, stale, ttl, hardTtl, negativeTtl, beta, tags, ...keys)
+  } catch (error) {
+    if (error?.code === codes.INVALID_KEY) return error
+    throw error
+  }
+  const signal = o?.signal
+  // As getOrLoad's `signal`: this call stops waiting, the loads go on.
+  if (signal !== undefined) for (let i = 0; i < promises.length; i++) promises[i] = detach(promises[i], signal)
+  return promises
+}
+
+/** `cache.getOrLoad` for keys `from` to `to` (excluded), into `promises`. */
+function eachKey(cache, keys, from, to, loader, options, promises) {
+  for (let i = from; i < to; i++) promises[i] = cache.getOrLoad(keys[i], loader, options)
+}
+
+/** The error of the first of `keys` that is no key, by keyProblem's rules, or undefined. */
+function keysProblem(keys, n) {
+  for (let i = 0; i < n; i++) {
+    const problem = keyProblem(keys[i])
+    if (problem !== undefined) {
+      return herdError(
+        TypeError,
+        codes.INVALID_KEY,
+        `key ${i} of getOrLoadMany() is ${problem}; a key is a non-empty string or a non-empty array of strings and finite numbers (nothing was loaded)`,
+      )
+    }
+  }
+  return undefined
+}
+
+/**
  * `cache.getOrLoadMany(keys, loader, options?)`: the values of `keys`, in
  * order. Rejects, once every key has settled, with the error of the first
  * key (in `keys` order) that failed; the others were stored all the same.
@@ -350,8 +422,10 @@ class Batch {
  * @param {unknown[]} keys
  * @param {(missingKeys: unknown[], context: BatchContext) => unknown} loader
  * @param {object} [options]
+ * @param {Native} [native] untraced, the keys' getOrLoad calls are made by the addon, many in one call; without
+ *   it (traced), each is a `cache.getOrLoad` call
  */
-function getOrLoadMany(cache, keys, loader, options) {
+function getOrLoadMany(cache, keys, loader, options, native) {
   if (!Array.isArray(keys)) {
     return Promise.reject(
       herdError(
@@ -373,33 +447,60 @@ function getOrLoadMany(cache, keys, loader, options) {
   const read = readOptions(options)
   if (read instanceof Error) return Promise.reject(read)
   const n = keys.length
-  for (let i = 0; i < n; i++) {
-    const problem = keyProblem(keys[i])
-    if (problem !== undefined) {
-      return Promise.reject(
-        herdError(
-          TypeError,
-          codes.INVALID_KEY,
-          `key ${i} of getOrLoadMany() is ${problem}; a key is a non-empty string or a non-empty array of strings and finite numbers (nothing was loaded)`,
-        ),
-      )
-    }
+  // One native call checks the keys itself, before it looks any up; else they are checked here.
+  const once = native !== undefined && n <= NATIVE_KEYS
+  if (!once) {
+    const problem = keysProblem(keys, n)
+    if (problem !== undefined) return Promise.reject(problem)
   }
   if (n === 0) return Promise.resolve([])
   const { keyOptions } = read
-  const batch = new Batch(loader, read.maxBatchSize, keys)
-  const load = (context) => batch.enrol(context)
-  const promises = new Array(n)
-  batch.promises = promises
-  batch.calling = true
-  try {
-    for (let i = 0; i < n; i++) promises[i] = cache.getOrLoad(keys[i], load, keyOptions)
-  } finally {
-    batch.calling = false
+  // What getOrLoad checks before the addon does (after the key), for every key: the same error.
+  if (native !== undefined && keyOptions?.signal !== undefined && !isAbortSignal(keyOptions.signal)) {
+    return Promise.reject((once && keysProblem(keys, n)) || invalidOption(SIGNAL_PROBLEM))
   }
-  batch.flush()
-  // Promise.all answers the common case at its speed; after a failure, every
-  // key is waited for, so the error is the first failed key's, in order.
+  let promises
+  let batch
+  let calling = true
+  const load = (context) => {
+    batch ??= new Batch(loader, read.maxBatchSize, keys, promises, calling)
+    return batch.enrol(context)
+  }
+  let fulfilled = false
+  try {
+    if (once) {
+      const answered = callNative(native, load, keyOptions, keys)
+      // The addon refused a key, before it looked any up: the call rejects
+      // with keyProblem's words for it, or (a key too long) the addon's.
+      if (answered instanceof Error) return Promise.reject(keysProblem(keys, n) ?? answered)
+      promises = answered
+      fulfilled = native.outcome[1] === 1 && keyOptions?.signal === undefined
+    } else {
+      promises = new Array(n)
+      if (native === undefined) eachKey(cache, keys, 0, n, load, keyOptions, promises)
+      else {
+        for (let start = 0; start < n; start += NATIVE_KEYS) {
+          const end = Math.min(n, start + NATIVE_KEYS)
+          // keyProblem checked these keys; one the addon alone refuses (too
+          // long) is answered by its own getOrLoad call, with its error.
+          const part = callNative(native, load, keyOptions, keys.slice(start, end))
+          if (part instanceof Error) eachKey(cache, keys, start, end, load, keyOptions, promises)
+          else for (let i = start; i < end; i++) promises[i] = part[i - start]
+        }
+      }
+    }
+  } finally {
+    calling = false
+    if (batch !== undefined) {
+      batch.calling = false
+      batch.promises = promises
+    }
+  }
+  batch?.flush()
+  // A warm call's promises are all fulfilled. Else Promise.all answers the
+  // common case at its speed; after a failure, every key is waited for, so
+  // the error is the first failed key's, in order.
+  if (fulfilled) return Promise.all(promises)
   return Promise.all(promises).catch(() => Promise.allSettled(promises).then(answer))
 }
 

@@ -60,6 +60,25 @@ export interface EntryPoints {
     tags?: unknown,
   ): Promise<unknown>
   /**
+   * lib/many.js, untraced: `getOrLoad(key, loader, stale, ttl, hardTtl, negativeTtl, beta, undefined, tags)` for
+   * each of `keys` (at most 256), in order, in one call, the options read once. Every key is read first: one
+   * that is no key is thrown (ERR_HERDCACHE_INVALID_KEY) before any is looked up. Returns
+   * `collect(...promises)` (lib/many.js passes `(...promises) => promises`), each key's promise (a key getOrLoad
+   * rejects: a rejected one). `outcomeBuffer[0]` ends as the last key's call leaves it; `outcomeBuffer[1]` is 1
+   * when no promise can reject (every key was answered from memory: fresh, negative or stale), else 0.
+   */
+  getOrLoadMany(
+    collect: (...promises: Array<Promise<unknown>>) => Array<Promise<unknown>>,
+    loader: Function,
+    stale: unknown,
+    ttl: unknown,
+    hardTtl: unknown,
+    negativeTtl: unknown,
+    beta: unknown,
+    tags: unknown,
+    ...keys: unknown[]
+  ): Array<Promise<unknown>>
+  /**
    * The loader's result: `value` (its JSON-normalised copy), `json` its text;
    * `ttl`/`hardTtl` what the loader set with `ctx.setTtl` (undefined: the
    * flight's), `noStore` whether it called `ctx.noStore()` (then nothing is
@@ -141,7 +160,7 @@ export interface EntryPoints {
   stats(): Record<string, number>
   /** The counters and gauges in the Prometheus text format. */
   metrics(): string
-  /** 8 bytes; byte 0 is the outcome of the last `getOrLoad` (0: none). */
+  /** 8 bytes; byte 0 is the outcome of the last `getOrLoad` (0: none), byte 1 what the last `getOrLoadMany` says. */
   outcomeBuffer: ArrayBuffer
 }
 

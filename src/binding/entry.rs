@@ -1,4 +1,5 @@
-//! `getOrLoad`, the raw entry point every call goes through. A hit or a
+//! `getOrLoad`, the raw entry point every call goes through (and
+//! `getOrLoadMany`, the same for many keys in one crossing). A hit or a
 //! join is answered here synchronously, on the JS thread: no tokio, no
 //! thread hop, no per-call closure. A miss starts a flight
 //! ([`start_flight`]), whose later steps are `binding/flight.rs`.
@@ -182,8 +183,16 @@ pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) ->
   // shared, and re-entrant calls (the loader calling `getOrLoad`) only take
   // shared borrows too, mutating through the `RefCell`s.
   let inner = &*inner;
+  let [key_js, loader, stale, ttl, hard_ttl, negative_ttl, beta, status, tags] = argv;
+  let given = argc > 2;
+  let options = Options::Unread {
+    values: [stale, ttl, hard_ttl, negative_ttl, beta],
+    given,
+  };
+  // Without options, `status` is undefined: no need to look at it.
+  let status = given.then_some(status);
   inner.set_outcome(0);
-  match get_or_load_impl(env, inner, argv, argc > 2) {
+  match answer_key(env, inner, key_js, loader, options, tags, status) {
     Ok((promise, outcome)) => {
       inner.set_outcome(outcome as u8);
       promise
@@ -192,13 +201,184 @@ pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) ->
   }
 }
 
-unsafe fn get_or_load_impl(
+/// The most keys one `getOrLoadMany` call takes (lib/many.js calls it once
+/// per this many): they come as arguments, read into a buffer on the stack.
+const MANY_KEYS: usize = 256;
+
+/// The arguments of `getOrLoadMany` before its keys.
+const MANY_FIXED: usize = 8;
+
+/// `getOrLoadMany(collect, loader, stale, ttl, hardTtl, negativeTtl, beta,
+/// tags, ...keys)`: `getOrLoad(key, loader, stale, …, tags)` for each key,
+/// in order, in one crossing (at most [`MANY_KEYS`]), the options read once.
+/// Every key is read first: one that is no key is thrown (its
+/// `ERR_HERDCACHE_INVALID_KEY`) before any is looked up. Answers
+/// `collect(...promises)`, their promises (a key getOrLoad would reject: a
+/// rejected one). The outcome slot ends as the last key's call leaves it;
+/// its byte 1 is 1 when no promise can reject (every key was answered from
+/// memory: a fresh, negative or stale value), else 0.
+///
+/// The keys come as arguments, and the promises go as arguments (`collect`
+/// is `(...promises) => promises`): reading or writing an array's elements
+/// through Node-API costs ~0.1 µs each, more than a whole hit, and
+/// `Array.of` ~15 ns, where rest parameters take ~3.
+pub unsafe extern "C" fn get_or_load_many(env: Env, info: sys::napi_callback_info) -> Value {
+  let (argv, argc, inner) = raw::args::<{ MANY_FIXED + MANY_KEYS }, Rc<Inner>>(env, info);
+  // SAFETY: as in `get_or_load`: `install_raw` made this function with
+  // `raw::function` and an `Rc<Inner>` as data, alive while it runs, and
+  // only borrowed shared.
+  let inner = &*inner;
+  inner.set_many_fulfilled(false);
+  if argc > argv.len() {
+    return raw::throw(
+      env,
+      Failure::Coded(Error::new(
+        Code::Internal,
+        Kind::Range,
+        format!("getOrLoadMany takes at most {MANY_KEYS} keys a call"),
+      )),
+    );
+  }
+  let (fixed, keys) = argv[..argc.max(MANY_FIXED)].split_at(MANY_FIXED);
+  let &[collect, loader, stale, ttl, hard_ttl, negative_ttl, beta, tags] = fixed else {
+    unreachable!("split at MANY_FIXED")
+  };
+  // The keys' text, end to end, reused from call to call (a nested call,
+  // from JS this one calls, takes an empty one).
+  let mut text = inner.many_keys.take();
+  text.clear();
+  let mut ends = [0usize; MANY_KEYS];
+  for (&key_js, end) in keys.iter().zip(ends.iter_mut()) {
+    let mut key_buf = Utf8::new();
+    match key::read_string_first(env, key_js, &mut key_buf) {
+      Ok(key) => text.push_str(key.as_str()),
+      Err(failure) => {
+        keep_many_keys(inner, text);
+        return raw::throw(env, failure);
+      }
+    }
+    *end = text.len();
+  }
+  let values = [stale, ttl, hard_ttl, negative_ttl, beta];
+  // Bad options are read again by each key, which then fails as its own
+  // getOrLoad call would (after its key's checks).
+  let options = match check_options(env, inner, values, true, tags) {
+    Ok(checked) => Options::Checked(checked),
+    Err(_) => Options::Unread {
+      values,
+      given: true,
+    },
+  };
+  let loader_ok = raw::type_of(env, loader) == sys::ValueType::napi_function;
+  let mut promises = [std::ptr::null_mut(); MANY_KEYS];
+  let mut fulfilled = true;
+  let mut start = 0;
+  for ((&key_js, &end), promise) in keys.iter().zip(&ends).zip(promises.iter_mut()) {
+    let key = &text[start..end];
+    start = end;
+    inner.set_outcome(0);
+    // As `answer_key`, with the key read already.
+    let answer = if inner.cache.borrow().is_closed() {
+      Err(closed())
+    } else if !loader_ok {
+      Err(not_a_loader())
+    } else {
+      answer_read_key(env, inner, key, key_js, loader, options, tags, None)
+    };
+    *promise = match answer {
+      Ok((promise, outcome)) => {
+        inner.set_outcome(outcome as u8);
+        fulfilled &= matches!(outcome, Outcome::Hit | Outcome::Stale | Outcome::Negative);
+        promise
+      }
+      Err(failure) => {
+        fulfilled = false;
+        raw::rejected(env, failure)
+      }
+    };
+  }
+  keep_many_keys(inner, text);
+  match raw::call(env, collect, &promises[..keys.len()]) {
+    Ok(array) => {
+      inner.set_many_fulfilled(fulfilled);
+      array
+    }
+    Err(failure) => raw::throw(env, failure),
+  }
+}
+
+/// The most bytes of keys' text `getOrLoadMany` keeps between calls: a
+/// call of longer keys allocates its own.
+const MANY_KEYS_KEPT: usize = 16 * 1024;
+
+/// Keeps `text` for the next `getOrLoadMany` call, unless it grew large.
+fn keep_many_keys(inner: &Inner, text: String) {
+  if text.capacity() <= MANY_KEYS_KEPT {
+    inner.many_keys.set(text);
+  }
+}
+
+/// A call's options, read and checked: the same for every key of a
+/// `getOrLoadMany` call.
+#[derive(Clone, Copy)]
+struct Checked {
+  refuse_stale: bool,
+  policy: EntryPolicy,
+}
+
+/// Where the options of one key's call come from.
+#[derive(Clone, Copy)]
+enum Options {
+  /// As passed (`given`: any argument past the loader): read after the
+  /// key, so a bad key is reported before a bad option.
+  Unread { values: [Value; 5], given: bool },
+  /// Read once already (a `getOrLoadMany` call's, for each of its keys).
+  Checked(Checked),
+}
+
+/// Reads and checks the positional call options (`stale, ttl, hardTtl,
+/// negativeTtl, beta`) and the shape of `tags`.
+#[inline(always)]
+unsafe fn check_options(
+  env: Env,
+  inner: &Inner,
+  values: [Value; 5],
+  given: bool,
+  tags: Value,
+) -> RawResult<Checked> {
+  let options = if given {
+    read_call_options(env, values)?
+  } else {
+    CallOptions::default()
+  };
+  let policy = inner
+    .cache
+    .borrow()
+    .config()
+    .entry
+    .with(&options.overrides)?;
+  // Without options every argument past the loader is undefined already.
+  if given {
+    check_tags_shape(env, tags)?;
+  }
+  Ok(Checked {
+    refuse_stale: options.refuse_stale,
+    policy,
+  })
+}
+
+/// One key's `getOrLoad` call: its promise and how it was answered.
+/// `status`: the caller's `status` argument, if it passed options.
+#[inline(always)]
+unsafe fn answer_key(
   env: Env,
   inner: &Rc<Inner>,
-  argv: [Value; 9],
-  has_options: bool,
+  key_js: Value,
+  loader: Value,
+  options: Options,
+  tags: Value,
+  status: Option<Value>,
 ) -> RawResult<(Value, Outcome)> {
-  let [key_js, loader, stale, ttl, hard_ttl, negative_ttl, beta, status, tags] = argv;
   if inner.cache.borrow().is_closed() {
     return Err(closed());
   }
@@ -210,30 +390,52 @@ unsafe fn get_or_load_impl(
     return Err(closed());
   }
   if raw::type_of(env, loader) != sys::ValueType::napi_function {
-    return Err(Failure::Coded(Error::new(
-      Code::InvalidLoader,
-      Kind::Type,
-      "the loader is not a function; pass ({ key, signal }) => value or an async function",
-    )));
+    return Err(not_a_loader());
   }
-  let options = if has_options {
-    read_call_options(env, [stale, ttl, hard_ttl, negative_ttl, beta])?
-  } else {
-    CallOptions::default()
+  answer_read_key(
+    env,
+    inner,
+    key.as_str(),
+    key_js,
+    loader,
+    options,
+    tags,
+    status,
+  )
+}
+
+fn not_a_loader() -> Failure {
+  Failure::Coded(Error::new(
+    Code::InvalidLoader,
+    Kind::Type,
+    "the loader is not a function; pass ({ key, signal }) => value or an async function",
+  ))
+}
+
+/// The rest of one key's `getOrLoad` call, once its key is read (`key`,
+/// encoded) and its loader known to be a function.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn answer_read_key(
+  env: Env,
+  inner: &Rc<Inner>,
+  key: &str,
+  key_js: Value,
+  loader: Value,
+  options: Options,
+  tags: Value,
+  status: Option<Value>,
+) -> RawResult<(Value, Outcome)> {
+  let Checked {
+    refuse_stale,
+    policy,
+  } = match options {
+    Options::Checked(checked) => checked,
+    Options::Unread { values, given } => check_options(env, inner, values, given, tags)?,
   };
-  let policy = inner
-    .cache
-    .borrow()
-    .config()
-    .entry
-    .with(&options.overrides)?;
-  // Without options every argument past the loader is undefined already.
-  if has_options {
-    check_tags_shape(env, tags)?;
-  }
   let action = {
     let mut cache = inner.cache.borrow_mut();
-    match cache.decide(key.as_str(), !options.refuse_stale) {
+    match cache.decide(key, !refuse_stale) {
       Decision::Hit { value, refresh } => Action::Serve(value.resolved(env), Outcome::Hit, refresh),
       Decision::Negative { value } => Action::Serve(value.resolved(env), Outcome::Negative, None),
       Decision::Stale {
@@ -255,11 +457,11 @@ unsafe fn get_or_load_impl(
     }
   };
   let call = Call {
-    key: key.as_str(),
+    key,
     key_js,
     loader,
     policy,
-    refuse_stale: options.refuse_stale,
+    refuse_stale,
     tags,
   };
   let mut stale_reason = None;
@@ -300,7 +502,7 @@ unsafe fn get_or_load_impl(
     Action::Join(promise) => (promise, Outcome::Coalesced),
     Action::Lead => (start_flight(env, inner, &call, None)?, Outcome::Miss),
   };
-  if has_options && raw::type_of(env, status) == sys::ValueType::napi_object {
+  if let Some(status) = status.filter(|&s| raw::type_of(env, s) == sys::ValueType::napi_object) {
     match answer.1 {
       // Answered later, maybe by another instance's value: the flight
       // fills these callers' `status` when it knows (`flight::answer`).
@@ -385,12 +587,12 @@ unsafe fn soft_wait(
   inner: &Rc<Inner>,
   flight: Value,
   stale: Value,
-  status: Value,
+  status: Option<Value>,
 ) -> RawResult<Value> {
   let ctx = inner.helper(env, |h| &h.ctx)?;
   let wait = inner.helper(env, |h| &h.soft_wait)?;
-  let status = match raw::type_of(env, status) {
-    sys::ValueType::napi_object => status,
+  let status = match status {
+    Some(status) if raw::type_of(env, status) == sys::ValueType::napi_object => status,
     _ => raw::undefined(env),
   };
   raw::call(env, wait, &[ctx, flight, stale, status])

@@ -26,10 +26,32 @@ pub unsafe fn read(env: Env, value: Value, buf: &mut Utf8) -> RawResult<Key<'_>>
   match raw::type_of(env, value) {
     sys::ValueType::napi_string => {
       let text = buf.read(env, value)?;
-      check_lossless(env, value, text.as_str(), None)?;
-      key::check_string_key(text.as_str())?;
-      Ok(Key::Text(text))
+      check_text(env, value, text)
     }
+    other => read_other(env, value, other),
+  }
+}
+
+/// As [`read`], a string key first: Node-API checks the type itself, so a
+/// string key costs no `napi_typeof`.
+pub unsafe fn read_string_first(env: Env, value: Value, buf: &mut Utf8) -> RawResult<Key<'_>> {
+  match buf.read_if_string(env, value)? {
+    Some(text) => check_text(env, value, text),
+    None => read_other(env, value, raw::type_of(env, value)),
+  }
+}
+
+/// A string key, read: refused if it lost a lone surrogate, is empty or too long.
+#[inline(always)]
+unsafe fn check_text<'a>(env: Env, value: Value, text: Text<'a>) -> RawResult<Key<'a>> {
+  check_lossless(env, value, text.as_str(), None)?;
+  key::check_string_key(text.as_str())?;
+  Ok(Key::Text(text))
+}
+
+/// A key that is not a string (`t` its type): an array of parts, or refused.
+unsafe fn read_other(env: Env, value: Value, t: sys::napi_valuetype) -> RawResult<Key<'static>> {
+  match t {
     sys::ValueType::napi_object => {
       let mut is_array = false;
       napi_try!(env, sys::napi_is_array(env, value, &mut is_array));

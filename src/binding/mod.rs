@@ -1,9 +1,10 @@
 //! The only module that touches Node-API. `NativeCache` (napi-derive, cold
 //! paths: construction, installation, close, test hooks) hands the JS
 //! wrapper a set of raw functions for everything that runs per call:
-//! `entry` (`getOrLoad`), `flight` (a flight's steps and the leader's
-//! reports), `ops` (get, set, delete, expire, clear, stats). Each converts JS values
-//! and calls the engine's [`Cache`], which decides.
+//! `entry` (`getOrLoad`, and `getOrLoadMany`'s keys in one call), `flight`
+//! (a flight's steps and the leader's reports), `ops` (get, set, delete,
+//! expire, clear, stats). Each converts JS values and calls the engine's
+//! [`Cache`], which decides.
 
 mod entry;
 mod flight;
@@ -56,14 +57,17 @@ pub(crate) struct Inner {
   id: u64,
   cache: RefCell<Cache<Held, FlightHandle>>,
   helpers: RefCell<Option<Helpers>>,
-  /// One byte shared with JS (an ArrayBuffer's memory): the outcome of the
-  /// last `getOrLoad`. Null until installed.
+  /// Bytes shared with JS (an ArrayBuffer's memory): the outcome of the
+  /// last `getOrLoad` (byte 0), whether the last `getOrLoadMany`'s promises
+  /// all are fulfilled (byte 1). Null until installed.
   outcome_slot: Cell<*mut u8>,
   outcome_buffer: RefCell<Option<JsRef>>,
   /// With a fleet: the flights whose first read goes out at the next flush.
   reads: RefCell<Vec<u64>>,
   /// With a fleet: the flights without a JS leader yet (`flight::Unled`).
   unled: RefCell<hashbrown::HashSet<u64>>,
+  /// `getOrLoadMany`'s buffer for its keys' text, kept between calls.
+  many_keys: Cell<String>,
 }
 
 thread_local! {
@@ -146,6 +150,19 @@ impl Inner {
   }
 
   fn set_outcome(&self, outcome: u8) {
+    self.set_slot(0, outcome);
+  }
+
+  /// Byte 1 of the outcome slot: no promise the last `getOrLoadMany`
+  /// answered can reject.
+  fn set_many_fulfilled(&self, fulfilled: bool) {
+    self.set_slot(1, u8::from(fulfilled));
+  }
+
+  /// Writes byte `at` (< 8) of the outcome slot.
+  #[inline]
+  fn set_slot(&self, at: usize, byte: u8) {
+    debug_assert!(at < 8);
     let slot = self.outcome_slot.get();
     if !slot.is_null() {
       // SAFETY: a non-null slot is the data pointer napi_create_arraybuffer
@@ -155,8 +172,9 @@ impl Inner {
       // the JS thread touches it (`Inner` is behind an `Rc`). What no Rust
       // type enforces: the buffer must never be detached (transferred), or
       // this writes to freed memory. The JS wrapper keeps it in private
-      // fields (`#fns`, `#outcome`) and never transfers it.
-      unsafe { *slot = outcome };
+      // fields (`#fns`, `#outcome`) and never transfers it. `at` is one of
+      // the two bytes its callers above write, inside the 8.
+      unsafe { *slot.add(at) = byte };
     }
   }
 
@@ -220,6 +238,7 @@ impl NativeCache {
       outcome_buffer: RefCell::new(None),
       reads: RefCell::new(Vec::new()),
       unled: RefCell::new(hashbrown::HashSet::new()),
+      many_keys: Cell::new(String::new()),
     });
     CACHES.with(|caches| caches.borrow_mut().insert(id, Rc::downgrade(&inner)));
     // SAFETY: `env` is the env napi-rs passed to this constructor, on its
@@ -448,8 +467,9 @@ type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) 
 /// The raw functions `install()` returns (with `outcomeBuffer`), by JS name.
 /// `lib/native-contract.d.ts` describes each for the JS side, and
 /// `__test__/native-contract.test.js` checks that it lists these.
-const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 19] = [
+const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 20] = [
   (c"getOrLoad", entry::get_or_load),
+  (c"getOrLoadMany", entry::get_or_load_many),
   (c"fill", flight::fill),
   (c"fail", flight::fail),
   (c"recordSoftWait", flight::record_soft_wait),

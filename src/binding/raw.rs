@@ -48,18 +48,28 @@ pub unsafe fn check(env: Env, status: sys::napi_status) -> RawResult<()> {
   if status == sys::Status::napi_ok {
     return Ok(());
   }
+  Err(failed(env, status))
+}
+
+/// What [`check`] makes of a status other than `napi_ok`.
+///
+/// # Safety
+///
+/// As [`check`].
+#[cold]
+unsafe fn failed(env: Env, status: sys::napi_status) -> Failure {
   let mut pending = false;
   sys::napi_is_exception_pending(env, &mut pending);
   if pending {
     let mut exception = ptr::null_mut();
     sys::napi_get_and_clear_last_exception(env, &mut exception);
-    return Err(Failure::Thrown(exception));
+    return Failure::Thrown(exception);
   }
-  Err(Failure::Coded(Error::new(
+  Failure::Coded(Error::new(
     crate::core::error::Code::Internal,
     Kind::Plain,
     format!("internal Node-API call failed with status {status}"),
-  )))
+  ))
 }
 
 macro_rules! napi_try {
@@ -164,19 +174,38 @@ impl Utf8 {
   /// The module's contract. The returned text borrows the buffer, so it
   /// cannot outlive it or see it reused.
   pub unsafe fn read<'a>(&'a mut self, env: Env, value: Value) -> RawResult<Text<'a>> {
+    match self.read_if_string(env, value)? {
+      Some(text) => Ok(text),
+      None => Err(failed(env, sys::Status::napi_string_expected)),
+    }
+  }
+
+  /// As [`Utf8::read`], for a value that may not be a string: `None` then
+  /// (Node-API checks the type itself, so a string costs no `napi_typeof`).
+  ///
+  /// # Safety
+  ///
+  /// As [`Utf8::read`].
+  pub unsafe fn read_if_string<'a>(
+    &'a mut self,
+    env: Env,
+    value: Value,
+  ) -> RawResult<Option<Text<'a>>> {
     let capacity = std::mem::size_of::<[u8; 128]>();
     let buf = self.stack.as_mut_ptr() as *mut u8;
     let mut len = 0;
-    napi_try!(
-      env,
-      sys::napi_get_value_string_utf8(env, value, buf as *mut c_char, capacity, &mut len)
-    );
+    let status =
+      sys::napi_get_value_string_utf8(env, value, buf as *mut c_char, capacity, &mut len);
+    if status == sys::Status::napi_string_expected {
+      return Ok(None);
+    }
+    check(env, status)?;
     // napi stops short of a code point that does not fit, so a nearly full
     // buffer may hold a cut string: read it again at its real size.
     if len + 4 >= capacity {
-      return Ok(Text::Heap(get_string_sized(env, value)?));
+      return Ok(Some(Text::Heap(get_string_sized(env, value)?)));
     }
-    // SAFETY: napi_get_value_string_utf8 returned napi_ok (napi_try above),
+    // SAFETY: napi_get_value_string_utf8 returned napi_ok (checked above),
     // so it wrote `len` bytes (at most capacity - 1, then a NUL) to the
     // start of the buffer: the `len` bytes read here are initialised and
     // inside the 128-byte array, which `self` (borrowed for 'a) owns.
@@ -188,7 +217,7 @@ impl Utf8 {
     // REPLACE_INVALID_UTF8 (js_native_api_v8.cc), lone surrogates becoming
     // U+FFFD: valid UTF-8. That flag is Node's implementation, not a
     // documented Node-API promise; the heap path checks instead.
-    Ok(Text::Stack(std::str::from_utf8_unchecked(bytes)))
+    Ok(Some(Text::Stack(std::str::from_utf8_unchecked(bytes))))
   }
 }
 
