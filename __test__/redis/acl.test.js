@@ -86,3 +86,50 @@ test('without onError, a refused PUBLISH is one process warning', T, async (t) =
   await sleep(50)
   assert.equal(warnings.filter((w) => w.code === 'ERR_HERDCACHE_REDIS_NOPERM').length, 1)
 })
+
+test(
+  'ACL user without the fleet load slots key: loads run under the per-process cap, reported once, the rest works',
+  T,
+  async (t) => {
+    const redis = await startRedis(t)
+    if (!redis) return
+    const prefix = 'acl-slots:'
+    // Every key of the prefix's values and locks, and the channels, but not `<prefix>loads:{loads}`.
+    await redis.cmd('ACL', 'SETUSER', 'noslots', 'on', '>secret', `~{${prefix}*`, '&*', '+@all')
+    const reports = []
+    const cache = track(
+      t,
+      new Cache({
+        redis: `redis://noslots:secret@127.0.0.1:${redis.port}`,
+        prefix,
+        fleetMaxConcurrentLoads: 2,
+        maxConcurrentLoads: 3,
+        onError: (error) => reports.push(error),
+      }),
+    )
+    await cache.ready()
+    let running = 0
+    let peak = 0
+    const loader = async ({ key }) => {
+      running++
+      peak = Math.max(peak, running)
+      await sleep(20)
+      running--
+      return key
+    }
+    const keys = Array.from({ length: 9 }, (_, i) => `k${i}`)
+    assert.deepEqual(await Promise.all(keys.map((key) => cache.getOrLoad(key, loader))), keys)
+    assert.equal(peak, 3, 'the per-process cap held (the fleet cap could not be asked)')
+    const s = cache.stats()
+    assert.equal(s.fleetCapBypassed, 9)
+    assert.equal(s.circuitOpen, 0, 'the breaker stays closed: reads, locks and writes go on')
+    assert.equal(s.lockAcquired, 9)
+    assert.ok((await redis.cmd('GET', `{${prefix}k0}`)).endsWith('\n"k0"'), 'the values were written')
+    await waitFor(() => reports.length > 0, 'the refusal reported', 3000)
+    assert.deepEqual(
+      reports.map((e) => e.code),
+      ['ERR_HERDCACHE_REDIS_NOPERM'],
+      'once, whatever the number of loads',
+    )
+  },
+)
