@@ -17,8 +17,9 @@
 // go at once, when the last call was made. A key enrolled later (with Redis,
 // once the fleet lock was won; with `maxConcurrentLoads`, once a slot freed)
 // goes when every key of the call is decided (answered, or enrolled), or
-// BATCH_WINDOW_MS after it enrolled, so a key that waits for another
-// instance's fill delays the others by that much at most. A background
+// BATCH_WINDOW_MS after the last key enrolled (BATCH_MAX_WAIT_MS after the
+// first at most), so a key that waits for another instance's fill delays
+// the others by that much at most. A background
 // refresh enrolling after the call was answered goes at the next
 // `setImmediate`, with the refreshes that enrolled in the same turn.
 
@@ -203,11 +204,17 @@ class BatchContext {
 /**
  * How long, in ms, keys enrolled after the call's getOrLoad calls were made
  * wait for the call's other keys to be decided (answered, or enrolled)
- * before they go to the loader without them: with Redis the fleet answers
- * each key's lock in its own callback, spread over a millisecond or two; a
- * key whose lock another instance holds stays undecided until its fill.
+ * before they go to the loader without them, counted from the last key
+ * that enrolled: with Redis the fleet answers each key's lock in its own
+ * callback, spread over a millisecond or two (more on a busy host, where
+ * they keep coming); a key whose lock another instance holds stays
+ * undecided until its fill. BATCH_MAX_WAIT_MS bounds the wait from the
+ * first. When the window ends, the batch goes at the next `setImmediate`,
+ * after the answers the loop already has: a host that paused the process
+ * finds them all in, not only the timer.
  */
 const BATCH_WINDOW_MS = 5
+const BATCH_MAX_WAIT_MS = 50
 
 const NOWHERE = Object.freeze([])
 
@@ -243,7 +250,13 @@ class Batch {
     this.watching = false
     this.timer = undefined
     this.immediate = false
+    /** `performance.now()` the first key enrolled after the calls were made, for BATCH_MAX_WAIT_MS. */
+    this.firstEnrolled = undefined
     this.flushLater = () => this.flush()
+    this.windowEnded = () => {
+      this.timer = setImmediate(this.flushLater)
+      this.immediate = true
+    }
   }
 
   /** Key `i` was answered or enrolled; true if that is news. */
@@ -293,12 +306,23 @@ class Batch {
       if (this.calling) return // flushed when the calls are made
       if (!this.watching) this.watch()
       if (news && this.open === 0) this.flush()
+      else if (news) this.wait()
       else if (this.timer === undefined) {
         // A background refresh after the call was answered: what enrols in this turn goes together.
-        this.timer = news ? setTimeout(this.flushLater, BATCH_WINDOW_MS) : setImmediate(this.flushLater)
-        this.immediate = !news
+        this.timer = setImmediate(this.flushLater)
+        this.immediate = true
       }
     })
+  }
+
+  /** A key of the call enrolled: the batch goes BATCH_WINDOW_MS from now, or BATCH_MAX_WAIT_MS after the first. */
+  wait() {
+    if (this.immediate) return // it goes in this turn anyway
+    const now = performance.now()
+    this.firstEnrolled ??= now
+    if (this.timer !== undefined) clearTimeout(this.timer)
+    const at = Math.min(now + BATCH_WINDOW_MS, this.firstEnrolled + BATCH_MAX_WAIT_MS)
+    this.timer = setTimeout(this.windowEnded, Math.max(0, at - now))
   }
 
   flush() {
@@ -307,6 +331,8 @@ class Batch {
       else clearTimeout(this.timer)
       this.timer = undefined
     }
+    this.immediate = false
+    this.firstEnrolled = undefined
     const { pending, maxBatchSize } = this
     if (pending.length === 0) return
     this.pending = []
