@@ -115,7 +115,10 @@ test(
     const freedAfter = firstAt - killedAt
     // Its last renewal was at most lockTtl/3 before the kill; the waiters ask every 250 ms.
     assert.ok(freedAfter >= 300, `the dead holder's slots counted until its lease ended (freed after ${freedAfter} ms)`)
-    assert.ok(freedAfter <= lockTtl + 250 + 750, `freed within lockTtl (+ a poll, + slack): ${freedAfter} ms`)
+    assert.ok(
+      freedAfter <= lockTtl + 250 + 1500,
+      `freed within lockTtl (+ a poll, + slack for a busy host): ${freedAfter} ms`,
+    )
     const spans = log.spans().filter((s) => pids.has(s.pid))
     assert.equal(spans.length, 24)
     assert.ok(peakOverlap(spans) <= cap, `at most ${cap} loaders at once across the fleet: ${peakOverlap(spans)}`)
