@@ -10,6 +10,7 @@
 const net = require('node:net')
 const path = require('node:path')
 const { Cache } = require(path.join(__dirname, '..'))
+const { stormCalls } = require('./common')
 
 const [, , dbPort] = process.argv
 const socket = net.connect(Number(dbPort), '127.0.0.1')
@@ -51,7 +52,7 @@ async function prepare({ options }) {
  */
 async function storm({ keys, callers, first, share, laterMs }) {
   let loads = 0
-  let errors = 0
+  const counts = { errors: 0 }
   const started = performance.now()
   const calls = []
   const call = (k) => {
@@ -60,16 +61,7 @@ async function storm({ keys, callers, first, share, laterMs }) {
       await query()
       return { k }
     }
-    for (let j = 0; j < callers; j++) {
-      calls.push(
-        cache.getOrLoad(['storm', k], load).then(
-          (value) => {
-            if (value.k !== k) errors++
-          },
-          () => errors++,
-        ),
-      )
-    }
+    stormCalls(cache, k, callers, load, calls, counts)
   }
   for (let n = 0; n < share; n++) call((first + n) % keys)
   await new Promise((resolve) => setTimeout(resolve, laterMs))
@@ -78,7 +70,7 @@ async function storm({ keys, callers, first, share, laterMs }) {
   const ms = performance.now() - started
   const stats = cache.stats()
   await cache.close()
-  return { ms, errors, loads, stats }
+  return { ms, errors: counts.errors, loads, stats }
 }
 
 process.on('message', (message) => {

@@ -49,35 +49,31 @@ async function storm(options) {
   let running = 0
   let peak = 0
   let runs = 0
-  const loader = (i) => async () => {
+  const loader = (k) => async () => {
     runs++
     running++
     if (running > peak) peak = running
     await c.sleep(LOADER_MS)
     running--
-    return { i }
+    return { k }
   }
-  let errors = 0
+  const counts = { errors: 0 }
   const started = c.now()
   const calls = []
-  for (let k = 0; k < KEYS; k++) {
-    const load = loader(k)
-    for (let j = 0; j < CALLERS; j++) {
-      calls.push(
-        cache.getOrLoad(['storm', k], load).then(
-          (value) => {
-            if (value.i !== k) errors++
-          },
-          () => errors++,
-        ),
-      )
-    }
-  }
+  for (let k = 0; k < KEYS; k++) c.stormCalls(cache, k, CALLERS, loader(k), calls, counts)
   await Promise.all(calls)
   const ms = c.now() - started
   const s = cache.stats()
   await cache.close()
-  return { ms, peak, runs, errors, queued: s.loadsQueued, waitMs: s.loadQueueWaitMs, rejected: s.loadsRejected }
+  return {
+    ms,
+    peak,
+    runs,
+    errors: counts.errors,
+    queued: s.loadsQueued,
+    waitMs: s.loadQueueWaitMs,
+    rejected: s.loadsRejected,
+  }
 }
 
 const VARIANTS = [

@@ -173,6 +173,18 @@ function quantile(hist, q) {
   return hval(HB_N - 1)
 }
 
+/**
+ * A cold storm's calls of one key: `callers` calls of `cache.getOrLoad(['storm', k], load)` pushed onto `calls`;
+ * each that rejects, or answers another key's value (`load` answers `{ k }`), adds one to `counts.errors`.
+ */
+function stormCalls(cache, k, callers, load, calls, counts) {
+  const check = (value) => {
+    if (value.k !== k) counts.errors++
+  }
+  const failed = () => counts.errors++
+  for (let j = 0; j < callers; j++) calls.push(cache.getOrLoad(['storm', k], load).then(check, failed))
+}
+
 module.exports = {
   /** The arguments after the script's name. */
   argv,
@@ -208,6 +220,7 @@ module.exports = {
   herdcacheBuild,
   /** A promise resolved after `ms`. */
   sleep,
+  stormCalls,
   /** `promise`, or `onTimeout()` after `ms` (the timer cleared either way). */
   race,
   /** An `onTimeout` for `race` that rejects with `what`. */

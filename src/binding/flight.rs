@@ -333,14 +333,7 @@ pub unsafe extern "C" fn record_soft_wait(env: Env, info: sys::napi_callback_inf
 /// non-number reads as 0.
 pub unsafe extern "C" fn record_load_queue(env: Env, info: sys::napi_callback_info) -> Value {
   let (argv, _, inner) = raw::args::<7, Rc<Inner>>(env, info);
-  let count = |value: Value| {
-    let n = raw::get_number(env, value);
-    if n.is_finite() && n > 0.0 {
-      n.round() as u64
-    } else {
-      0
-    }
-  };
+  let count = |value: Value| raw::get_count(env, value);
   let added = [
     count(argv[0]),
     count(argv[1]),

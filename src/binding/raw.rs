@@ -146,6 +146,17 @@ pub unsafe fn get_number(env: Env, value: Value) -> f64 {
   n
 }
 
+/// A count JS made (lib/bulkhead.js's reports): a non-number, or one below
+/// 0, reads as 0.
+pub unsafe fn get_count(env: Env, value: Value) -> u64 {
+  let n = get_number(env, value);
+  if n.is_finite() && n > 0.0 {
+    n.round() as u64
+  } else {
+    0
+  }
+}
+
 pub unsafe fn get_bool(env: Env, value: Value) -> bool {
   let mut b = false;
   sys::napi_get_value_bool(env, value, &mut b);

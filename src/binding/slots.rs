@@ -24,23 +24,13 @@ unsafe fn slots_of<const N: usize>(
   (argv, inner.id, inner.cache.borrow().load_slots())
 }
 
-/// A count JS made: a non-number, or below 0, reads as 0.
-unsafe fn count(env: Env, value: Value) -> u64 {
-  let n = raw::get_number(env, value);
-  if n.is_finite() && n > 0.0 {
-    n.round() as u64
-  } else {
-    0
-  }
-}
-
 /// `loadSlots(released, wanted)`: `released` fleet slots given back (their
 /// loaders settled, or no queued load needed them), and the queued loads a
 /// fleet slot would start now number `wanted` (all of them, not a change).
 pub unsafe extern "C" fn load_slots(env: Env, info: sys::napi_callback_info) -> Value {
   let (argv, _, slots) = slots_of::<2>(env, info);
   if let Some(slots) = slots {
-    slots.update(count(env, argv[0]), count(env, argv[1]));
+    slots.update(raw::get_count(env, argv[0]), raw::get_count(env, argv[1]));
   }
   raw::undefined(env)
 }

@@ -388,21 +388,20 @@ impl<S: SharedStore> Fleet<S> {
     if !self.allowed() {
       return None;
     }
-    match self.store.load_slots(slots.call(held, wanted)).await {
+    let answer = self.store.load_slots(slots.call(held, wanted)).await;
+    if let Err(error) = &answer {
       // An ACL that refuses the semaphore (its key, or a command of its
       // script) leaves the rest of the fleet working: the loads run under
       // the per-process cap, and it is reported once, without opening the
       // breaker for the reads and locks.
-      Err(error) if self.store.describe(&error).code == crate::core::error::Code::RedisNoPerm => {
+      let problem = self.store.describe(error);
+      if problem.code == crate::core::error::Code::RedisNoPerm {
         bump(&self.counters.redis_errors);
-        self
-          .store
-          .problems()
-          .raise("load slots", self.store.describe(&error));
-        None
+        self.store.problems().raise("load slots", problem);
+        return None;
       }
-      answer => self.track(answer),
     }
+    self.track(answer)
   }
 
   /// What the store found that the application must be told (each once).

@@ -88,11 +88,12 @@ pub struct LoadSlots {
 }
 
 impl LoadSlots {
-  /// `cap` slots in the fleet; a holding lives `lease` ms unless renewed.
+  /// `cap` slots in the fleet; a holding lives `lease` ms (the lock's,
+  /// at least 3) unless renewed.
   pub fn new(cap: u64, lease: u64) -> LoadSlots {
     LoadSlots {
       cap,
-      lease: lease.max(3),
+      lease,
       state: Mutex::new(State::default()),
       wake: Notify::new(),
       ready: Notify::new(),
