@@ -36,7 +36,8 @@ test('a failed refresh on A backs off B too; the next due attempt recovers and c
   assert.equal(await staleRead(a, 'k', failing), 'v1')
   assert.equal(failing.calls, 1)
   const marker = backoffKey(prefix, 'k')
-  assert.equal(await redis.cmd('GET', marker), '1', 'the first failure in a row')
+  // The marker is written as the failed flight lets go of its lock, a round trip after the flight ended.
+  await waitFor(async () => (await redis.cmd('GET', marker)) === '1', 'the marker of the first failure in a row')
   const pttl = await redis.cmd('PTTL', marker)
   assert.ok(pttl > 0 && pttl <= 250, `PX = the first delay, at most 250 ms (PTTL ${pttl})`)
   await lockReleased(redis, names(prefix, 'k').lock)
@@ -45,7 +46,7 @@ test('a failed refresh on A backs off B too; the next due attempt recovers and c
   await sleep(300)
   assert.equal(await staleRead(a, 'k', failing), 'v1')
   assert.equal(failing.calls, 2)
-  assert.equal(await redis.cmd('GET', marker), '2')
+  await waitFor(async () => (await redis.cmd('GET', marker)) === '2', 'the marker of the second failure in a row')
   assert.ok((await redis.cmd('PTTL', marker)) > 250)
 
   // B's refresh finds the marker: no loader, and B backs off locally too.
