@@ -69,6 +69,17 @@ impl State {
     self.demand.saturating_sub(self.granted)
   }
 
+  /// Grants past the demand (it fell while they were asked for) are not
+  /// handed to JS: they go back, told to the store at the keeper's next
+  /// call, or the instance would hold and renew slots nobody uses. True if
+  /// some went back.
+  fn give_back_surplus(&mut self) -> bool {
+    let surplus = self.granted.saturating_sub(self.demand);
+    self.granted -= surplus;
+    self.held = self.held.saturating_sub(surplus);
+    surplus > 0
+  }
+
   /// Whether the store must hear from us now.
   fn must_call(&self) -> bool {
     self.told != Some(self.held) || self.wanted() > 0
@@ -128,9 +139,10 @@ impl LoadSlots {
     let had = state.wanted();
     state.held = state.held.saturating_sub(released);
     state.demand = demand;
+    let gave_back = state.give_back_surplus();
     let wanted = state.wanted();
     drop(state);
-    if released > 0 || wanted > had {
+    if released > 0 || gave_back || wanted > had {
       self.wake.notify_one();
     }
     if demand == 0 {
@@ -198,6 +210,8 @@ impl LoadSlots {
     // JS may have given slots back during the call: told what was sent.
     state.told = Some(held + granted);
     state.granted += granted;
+    // The keeper, which called, sees the store must be told of it.
+    state.give_back_surplus();
     drop(state);
     if granted > 0 {
       self.ready.notify_one();
@@ -313,6 +327,27 @@ mod tests {
       Some(0),
       "nothing wanted: the waiter is let go"
     );
+  }
+
+  #[test]
+  fn grants_past_a_demand_that_fell_meanwhile_go_back() {
+    let slots = LoadSlots::new(10, 3_000);
+    slots.update(0, 2);
+    // The queue's loads all ran (or left) while the store was asked.
+    slots.update(0, 0);
+    slots.answered(0, 2, 0);
+    assert_eq!(slots.held(), 0, "nobody will use them: not held");
+    assert!(
+      slots.state().must_call(),
+      "the store must hear they are back"
+    );
+    assert_eq!(answered_now(&slots), Some(0));
+    // Granted and not yet taken when the demand falls: the surplus goes back.
+    slots.update(0, 3);
+    slots.answered(0, 3, 0);
+    slots.update(0, 1);
+    assert_eq!(slots.held(), 1);
+    assert_eq!(answered_now(&slots), Some(1));
   }
 
   #[test]
