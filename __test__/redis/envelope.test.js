@@ -352,6 +352,7 @@ test(
     await write('v1', `hc1 ${now + 60000} ${now + 600000} 50 ${now} v\n"old"`)
 
     const never = track(t, new Cache({ redis: redis.url, prefix, beta: 1 }))
+    await never.ready() // the subscription's going live clears the L1
     never[kTesting].setRandom({ xfetch: 0 })
     const noLoad = counted(() => 'WRONG')
     for (let i = 0; i < 5; i++) assert.equal(await never.getOrLoad('never', noLoad), 'old')
@@ -360,6 +361,7 @@ test(
     assert.equal(never.stats().earlyRefreshes, 0)
 
     const due = track(t, new Cache({ redis: redis.url, prefix, beta: 1 }))
+    await due.ready()
     due[kTesting].setRandom({ xfetch: 1 })
     const refresh = counted(() => 'new')
     const status = {}

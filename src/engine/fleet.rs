@@ -235,9 +235,11 @@ pub type SharedTagStamps = Arc<Mutex<TagStamps>>;
 pub enum Invalidation {
   /// Another instance changed (or deleted, or cleared) keys.
   Changed(Change),
-  /// The events subscription was down: anything in memory may be outdated,
-  /// but loads in flight are not (they read Redis afresh).
-  Resubscribed,
+  /// The events subscription went live, the first time or again after
+  /// being down: what the L1 holds was filled while changes elsewhere could
+  /// go unseen, so it may be outdated; loads in flight are not (they read
+  /// Redis afresh).
+  Subscribed,
 }
 
 /// Invalidations queued for the thread that owns the L1.
@@ -339,9 +341,10 @@ impl<S: SharedStore> Fleet<S> {
       tag_ttl: AtomicU64::new(0),
       store,
     });
-    // While the subscription is down, changes elsewhere go unseen: each
-    // (re)connection clears the L1, so nothing missed is served from it.
-    let ever_connected = AtomicBool::new(false);
+    // Until the subscription is live, changes elsewhere go unseen: each
+    // connection, the first too, clears the L1, so nothing missed is served
+    // from it (an instance that cached values before its first connection
+    // would otherwise keep them past another instance's change).
     let handle = fleet.store.subscribe(&fleet.events, move |connected| {
       // Down, invalidations may be missed; up again, a read of the stamps
       // begun while it was down may predate one. The flag goes down before
@@ -355,8 +358,8 @@ impl<S: SharedStore> Fleet<S> {
       if connected {
         subscription.set(true);
       }
-      if connected && ever_connected.swap(true, Ordering::Relaxed) {
-        invalidations.push(Invalidation::Resubscribed);
+      if connected {
+        invalidations.push(Invalidation::Subscribed);
       }
     });
     *fleet.subscriber.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);

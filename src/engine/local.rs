@@ -471,7 +471,7 @@ impl<V, F> Engine<V, F> {
         Invalidation::Changed(Change::PrefixCleared(prefix)) => self.clear_prefix(&prefix),
         // The fleet hands these to its load slots, never here.
         Invalidation::Changed(Change::SlotsFreed { .. }) => {}
-        Invalidation::Resubscribed => {
+        Invalidation::Subscribed => {
           self.store.clear();
         }
       }
