@@ -54,6 +54,9 @@ test(
     await Promise.all([a.ready(), b.ready()])
     const blocker = deferred()
     const blocking = a.getOrLoad('x', () => blocker.promise)
+    // x's loader holds the only slot before y asks for one (their Redis steps race otherwise: y's lock
+    // answered first ran y at once).
+    await waitFor(() => a.stats().loadSlotsUsed === 1, "x's loader in a's slot", 3000)
     let aLoadedY = false
     const queued = a.getOrLoad('y', () => {
       aLoadedY = true
