@@ -59,3 +59,26 @@ for (const skew of [SKEW, -SKEW]) {
     assert.equal(status.outcome, 'miss')
   })
 }
+
+test(
+  "a set that loses to a value stamped later leaves the writer's L1: it reads what the fleet reads",
+  T,
+  async (t) => {
+    // Two writes within the clocks' error of each other are ordered by their
+    // stamps, not by when they reached Redis. Here A's stamps run 10 s ahead
+    // (a test offset, not measured away), so B's later set loses.
+    const redis = await startRedis(t)
+    if (!redis) return
+    const options = { redis: redis.url, prefix: 'skew-lost:', ttl: 60000 }
+    const a = track(t, new Cache(options))
+    const b = track(t, new Cache(options))
+    await Promise.all([a.ready(), b.ready()])
+    a[kTesting].advanceClock(10000)
+    await a.set('k', 'from a')
+    await b.set('k', 'from b')
+    assert.match(String(await redis.cmd('GET', `{${options.prefix}k}`)), /\n"from a"$/, 'Redis kept the later stamp')
+    assert.equal(await b.get('k'), 'from a', "B's own value left its L1: B reads Redis's")
+    assert.equal(await b.getOrLoad('k', () => 'WRONG'), 'from a')
+    assert.equal(await a.get('k'), 'from a')
+  },
+)

@@ -240,6 +240,11 @@ pub enum Invalidation {
   /// go unseen, so it may be outdated; loads in flight are not (they read
   /// Redis afresh).
   Subscribed,
+  /// This instance's `set` of `key` lost to a value in the store stamped
+  /// later (written within the clocks' error by another instance): the
+  /// value it put in memory leaves it, unless something replaced it there
+  /// meanwhile, so this instance reads what the fleet reads.
+  Superseded { key: String, stamp: u64 },
 }
 
 /// Invalidations queued for the thread that owns the L1.
@@ -1100,7 +1105,8 @@ impl<S: SharedStore> Fleet<S> {
   }
 
   /// `set`: an envelope written outside any flight. One that cannot reach
-  /// the store is kept for auto-recovery (false then).
+  /// the store is kept for auto-recovery (false then); one the store had a
+  /// later value for leaves this instance's memory (false too).
   pub async fn write(&self, key: &str, envelope: Envelope) -> bool {
     if !self.allowed() {
       self.keep(key, KeyOp::Set(envelope));
@@ -1110,6 +1116,9 @@ impl<S: SharedStore> Fleet<S> {
     match self.track(result) {
       Some(written) => {
         self.settled(key, envelope.meta.stamp);
+        if !written {
+          self.superseded(key, envelope.meta.stamp);
+        }
         written
       }
       None => {
@@ -1117,6 +1126,15 @@ impl<S: SharedStore> Fleet<S> {
         false
       }
     }
+  }
+
+  /// This instance's write of `key` stamped `stamp` lost to a later value
+  /// in the store: the L1 lets go of it ([`Invalidation::Superseded`]).
+  fn superseded(&self, key: &str, stamp: u64) {
+    self.invalidations.push(Invalidation::Superseded {
+      key: key.to_string(),
+      stamp,
+    });
   }
 
   /// `get` past the L1: the live envelope, if Redis answers.
@@ -1335,7 +1353,11 @@ impl<S: SharedStore> Fleet<S> {
           .map(drop),
         Replay::Key { key, op } => match op {
           KeyOp::Set(envelope) if envelope.meta.hard_until > self.clock.now() => {
-            self.write_envelope(key, envelope, None).await.map(drop)
+            let written = self.write_envelope(key, envelope, None).await;
+            if matches!(written, Ok(false)) {
+              self.superseded(key, envelope.meta.stamp);
+            }
+            written.map(drop)
           }
           // A value that expired while it waited still replaced the
           // older ones: they go, as its write would have made them.

@@ -474,6 +474,7 @@ impl<V, F> Engine<V, F> {
         Invalidation::Subscribed => {
           self.store.clear();
         }
+        Invalidation::Superseded { key, stamp } => self.forget_if_stamp(&key, stamp),
       }
     }
   }
