@@ -33,7 +33,8 @@ test('status with Redis: lock won, read from Redis, lock lost and answered by th
     { outcome: lost.outcome, source: lost.source, lock: lost.lock },
     { outcome: 'hit', source: 'fleet', lock: 'lost' },
   )
-  assert.ok(lost.ttl > 55_000 && lost.ttl <= 60_000, `the winner's value, fresh: ttl ${lost.ttl} ms`)
+  // A's freshUntil read by C's clock: each instance's measure of the server's time, a few ms apart.
+  assert.ok(lost.ttl > 55_000 && lost.ttl <= 60_000 + 20, `the winner's value, fresh: ttl ${lost.ttl} ms`)
 
   // B reads k from Redis (no lock asked), then from its memory.
   const read = {}
