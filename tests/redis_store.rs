@@ -92,6 +92,65 @@ async fn a_redis_that_is_down_fails_fast() {
   );
 }
 
+/// A Redis that accepts connections and never answers (hung, or a proxy
+/// with no backend), asked by 200 callers at once before any connection
+/// was made: they share one connection attempt (redis-rs may open a second
+/// socket within it), all fail together within the connect bound, and
+/// those that come right after the failure get it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_share_one_connection_attempt() {
+  let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+  let port = listener.local_addr().unwrap().port();
+  let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+  let counted = Arc::clone(&accepted);
+  let holder = tokio::spawn(async move {
+    let mut held = Vec::new();
+    while let Ok((socket, _)) = listener.accept().await {
+      counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+      held.push(socket);
+    }
+  });
+  let timeouts = RedisTimeouts {
+    connect: Duration::from_millis(300),
+    command: Duration::from_millis(300),
+    retries: 1,
+  };
+  let s =
+    Arc::new(RedisStore::open(&format!("redis://127.0.0.1:{port}/"), "t:", timeouts).unwrap());
+  let started = Instant::now();
+  let calls = (0..200).map(|i| {
+    let s = Arc::clone(&s);
+    tokio::spawn(async move {
+      let failed = s.read(&s.keys(&format!("k{i}"))).await.is_err();
+      (failed, started.elapsed())
+    })
+  });
+  let answers = futures_util::future::join_all(calls).await;
+  for answer in answers {
+    let (failed, after) = answer.unwrap();
+    assert!(failed);
+    assert!(
+      after < Duration::from_millis(800),
+      "a caller waited {after:?}"
+    );
+  }
+  let opened = accepted.load(std::sync::atomic::Ordering::SeqCst);
+  assert!(opened <= 2, "{opened} connections for one attempt");
+  let again = Instant::now();
+  assert!(s.read(&s.keys("late")).await.is_err());
+  assert!(
+    again.elapsed() < Duration::from_millis(100),
+    "{:?}",
+    again.elapsed()
+  );
+  assert_eq!(
+    accepted.load(std::sync::atomic::Ordering::SeqCst),
+    opened,
+    "no new attempt"
+  );
+  holder.abort();
+}
+
 #[test]
 fn bad_urls_are_refused_at_once() {
   for url in ["http://127.0.0.1:6379", "not a url", "redis://[::1"] {

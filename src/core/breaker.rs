@@ -1,7 +1,8 @@
 //! The circuit breaker in front of Redis: after `threshold` consecutive
 //! failures it opens, and calls skip Redis (served from memory or the loader)
-//! instead of each waiting for a timeout; after `cooldown` one probe call is
-//! let through, and its success closes the breaker again.
+//! instead of each waiting for a timeout; after `cooldown` one probe is let
+//! through (the fleet's probe task, never a caller: [`Breaker::closed`]),
+//! and its success closes the breaker again.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -31,8 +32,14 @@ impl Breaker {
     }
   }
 
+  /// Whether callers may use Redis: only while closed. Open or half-open,
+  /// they skip it, and the probe is [`Breaker::allow`]'s.
+  pub fn closed(&self) -> bool {
+    matches!(self.state, State::Closed { .. })
+  }
+
   /// Whether a call at `now` may use Redis. Past the cool-down, the first
-  /// caller becomes the probe.
+  /// call becomes the probe.
   pub fn allow(&mut self, now: u64) -> bool {
     match self.state {
       State::Closed { .. } => true,
@@ -99,6 +106,18 @@ mod tests {
     b.success();
     assert!(b.allow(1_002));
     assert!(!b.is_open());
+  }
+
+  #[test]
+  fn callers_never_become_the_probe() {
+    let mut b = Breaker::new(1, 1_000);
+    assert!(b.closed());
+    b.failure(0);
+    assert!(!b.closed(), "open");
+    assert!(b.allow(1_000), "the probe's");
+    assert!(!b.closed(), "half-open: callers still skip Redis");
+    b.success();
+    assert!(b.closed());
   }
 
   #[test]

@@ -19,7 +19,7 @@ use super::clock::Clock;
 use super::recovery::{KeyOp, RecoveryQueue, Replay};
 use super::shared::{lock_token, Events, LockAttempt, Read, RedisStore, SharedStore, SlotGrant};
 use super::slots::{self, LoadSlots};
-use crate::core::breaker::Breaker;
+use crate::core::breaker::{Breaker, State};
 use crate::core::envelope::{DecodeError, Envelope};
 use crate::core::fleet::{loser_step, Change, Lease, LoserStep};
 use crate::core::policy::{self, Answers};
@@ -148,6 +148,10 @@ pub struct Fleet<S: SharedStore = RedisStore> {
   recovery: Mutex<RecoveryQueue>,
   recovery_pending: AtomicUsize,
   replayer: Mutex<Option<JoinHandle<()>>>,
+  /// Wakes the replay task at once: the breaker's probe just closed it.
+  replay_now: Arc<Notify>,
+  /// The breaker's probe task, there only while the breaker is open.
+  prober: Mutex<Option<JoinHandle<()>>>,
   breaker_cooldown: u64,
   /// This fleet, for the replay task (which must not keep it alive).
   me: Weak<Fleet<S>>,
@@ -222,6 +226,10 @@ impl Flag {
 /// The replay task's pause between attempts when the breaker's cool-down
 /// is 0 (it probes at the cool-down otherwise): no busy loop.
 const MIN_REPLAY_PAUSE: Duration = Duration::from_millis(100);
+
+/// The breaker's probes are at least this far apart (its cool-down may be
+/// 0): a store that fails at once is not asked in a busy loop.
+const MIN_PROBE_PAUSE: Duration = Duration::from_millis(100);
 
 /// Past this many remembered corrupt stamps the memo starts afresh.
 const MAX_CORRUPT_STAMPS: usize = 10_000;
@@ -320,6 +328,8 @@ impl<S: SharedStore> Fleet<S> {
       )),
       recovery_pending: AtomicUsize::new(0),
       replayer: Mutex::new(None),
+      replay_now: Arc::new(Notify::new()),
+      prober: Mutex::new(None),
       breaker_cooldown: config.breaker_cooldown,
       me: me.clone(),
       events,
@@ -495,12 +505,65 @@ impl<S: SharedStore> Fleet<S> {
       .is_open()
   }
 
+  /// Whether a call may use the store: only while the breaker is closed.
+  /// Open, no call waits on the store; [`Fleet::start_prober`] probes it.
   fn allowed(&self) -> bool {
     self
       .breaker
       .lock()
       .unwrap_or_else(|p| p.into_inner())
-      .allow(self.clock.now())
+      .closed()
+  }
+
+  /// Starts the probe task unless it runs: while the breaker is open, one
+  /// attempt per cool-down (at least [`MIN_PROBE_PAUSE`] apart) to reach
+  /// the store as the fleet needs it (`SharedStore::ready`: a connection,
+  /// and for Redis its scripts), on a task of its own, so no caller waits
+  /// on a connection or on a store that does not answer. Its success
+  /// closes the breaker and wakes the replay of what was kept meanwhile.
+  fn start_prober(&self) {
+    let mut prober = self.prober.lock().unwrap_or_else(|p| p.into_inner());
+    if prober.is_some() || self.stopped.load(Ordering::SeqCst) {
+      return;
+    }
+    let me = self.me.clone();
+    *prober = Some(self.runtime.spawn(async move {
+      loop {
+        let wait = {
+          let Some(fleet) = me.upgrade() else { return };
+          let now = fleet.clock.now();
+          let state = fleet
+            .breaker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .state;
+          match state {
+            State::Open { until } => until.saturating_sub(now),
+            _ => 0,
+          }
+        };
+        tokio::time::sleep(Duration::from_millis(wait).max(MIN_PROBE_PAUSE)).await;
+        let Some(fleet) = me.upgrade() else { return };
+        if fleet.stopped.load(Ordering::SeqCst) {
+          return;
+        }
+        let probing = {
+          let mut breaker = fleet.breaker.lock().unwrap_or_else(|p| p.into_inner());
+          breaker.allow(fleet.clock.now()) && !breaker.closed()
+        };
+        if probing {
+          let answer = fleet.store.ready().await;
+          fleet.track(answer);
+        }
+        let mut prober = fleet.prober.lock().unwrap_or_else(|p| p.into_inner());
+        if fleet.allowed() {
+          *prober = None;
+          drop(prober);
+          fleet.replay_now.notify_one();
+          return;
+        }
+      }
+    }));
   }
 
   /// Feeds the breaker, the error counter and the connected gauge; a
@@ -524,6 +587,7 @@ impl<S: SharedStore> Fleet<S> {
         self.connected.store(false, Ordering::Relaxed);
         if opened {
           self.store.problems().failed(self.store.describe(&error));
+          self.start_prober();
         }
         None
       }
@@ -1309,9 +1373,13 @@ impl<S: SharedStore> Fleet<S> {
     }
     let me = self.me.clone();
     let pause = Duration::from_millis(self.breaker_cooldown).max(MIN_REPLAY_PAUSE);
+    let replay_now = Arc::clone(&self.replay_now);
     *replayer = Some(tokio::spawn(async move {
       loop {
-        tokio::time::sleep(pause).await;
+        tokio::select! {
+          () = tokio::time::sleep(pause) => {}
+          () = replay_now.notified() => {}
+        }
         let Some(fleet) = me.upgrade() else { return };
         fleet.replay(false).await;
         let mut replayer = fleet.replayer.lock().unwrap_or_else(|p| p.into_inner());
@@ -1485,6 +1553,7 @@ impl<S: SharedStore> Fleet<S> {
     for task in [
       &self.subscriber,
       &self.replayer,
+      &self.prober,
       &self.clock_sync,
       &self.slots_keeper,
     ] {

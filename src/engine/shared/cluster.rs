@@ -158,9 +158,13 @@ impl Cluster {
     self.seeds.iter().map(addr).collect::<Vec<_>>().join(", ")
   }
 
-  /// The command connection, bounded by the connect timeout.
-  pub(crate) async fn connect(&self) -> RedisResult<ClusterConnection> {
-    bounded(self.timeouts.connect, self.client.get_async_connection()).await
+  /// The command connection, bounded by the connect timeout (a future of
+  /// its own: the store makes it on a task every waiting caller shares).
+  pub(crate) fn connect(
+    &self,
+  ) -> impl std::future::Future<Output = RedisResult<ClusterConnection>> + Send + 'static {
+    let (client, bound) = (self.client.clone(), self.timeouts.connect);
+    async move { bounded(bound, client.get_async_connection()).await }
   }
 
   async fn owners(&self, store: &RedisStore, fresh: bool) -> RedisResult<Arc<Owners>> {

@@ -96,6 +96,9 @@ pub struct Problems {
   last: Mutex<Option<Problem>>,
   /// Why the events subscription is not live, when it is not.
   subscription: Mutex<Option<Problem>>,
+  /// While a failed connection is being explained: `Some`, with the
+  /// failure reported meanwhile (held for the explanation).
+  held: Mutex<Option<Option<Problem>>>,
 }
 
 impl Problems {
@@ -125,6 +128,11 @@ impl Problems {
   /// was already reported since the store last answered (a store that
   /// stays misconfigured is reported once, not at every probe).
   pub fn failed(&self, problem: Problem) {
+    if let Some(held) = self.held.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+      *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(problem.clone());
+      *held = Some(problem);
+      return;
+    }
     let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
     *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(problem.clone());
     if *failing == Some(problem.code) {
@@ -133,6 +141,22 @@ impl Problems {
     *failing = Some(problem.code);
     drop(failing);
     self.queue(problem);
+  }
+
+  /// A connection failed and is being explained (a second look, off the
+  /// callers' path): the failure it opens the breaker with is held until
+  /// [`Problems::explained`], so it is reported once, with its cause.
+  pub fn explaining(&self) {
+    *self.held.lock().unwrap_or_else(|p| p.into_inner()) = Some(None);
+  }
+
+  /// What the explanation found (`None`: nothing more than the failure
+  /// said): reported in place of the failure held meanwhile.
+  pub fn explained(&self, explained: Option<Problem>) {
+    let held = self.held.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(problem) = explained.or(held.flatten()) {
+      self.failed(problem);
+    }
   }
 
   /// The store answered: the next outage is reported again. A refusal

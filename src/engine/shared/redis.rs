@@ -8,6 +8,7 @@ use super::{Events, LockAttempt, Problem, Problems, Read, SharedStore, SlotCall,
 use crate::core::envelope::{DecodeError, Envelope, MAX_DIGITS};
 use crate::core::error::Code;
 use crate::core::fleet::{self as protocol, Change, Event, RedisKeys, ANNOUNCE_REFUSED};
+use futures_util::future::{BoxFuture, Shared};
 use futures_util::StreamExt;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
@@ -17,7 +18,7 @@ use redis::{
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
 /// Timeouts and retries of the connection: bounded, so a Redis that is down
@@ -47,12 +48,12 @@ pub struct RedisStore {
   /// A Redis Cluster's client and what only a cluster needs (`cluster.rs`).
   pub(super) cluster: Option<super::cluster::Cluster>,
   timeouts: RedisTimeouts,
-  /// The command connection, made on first use (`connecting` lets one
-  /// caller make it), dropped by `close` (and on a cluster, by a
-  /// resubscription: `cluster.rs`).
+  /// The command connection, made on first use (one attempt at a time,
+  /// shared by every caller: [`Connecting`]), dropped by `close` (and on a
+  /// cluster, by a resubscription: `cluster.rs`).
   pub(super) manager: Arc<Mutex<Option<Connection>>>,
-  connecting: tokio::sync::Mutex<()>,
-  closed: AtomicBool,
+  connecting: Arc<Mutex<Connecting>>,
+  closed: Arc<AtomicBool>,
   pub(super) problems: Arc<Problems>,
   /// Where it connects, for messages: `host:port` (never the credentials),
   /// and whether over TLS.
@@ -169,8 +170,8 @@ impl RedisStore {
       target,
       timeouts,
       manager: Arc::new(Mutex::new(None)),
-      connecting: tokio::sync::Mutex::new(()),
-      closed: AtomicBool::new(false),
+      connecting: Arc::new(Mutex::new(Connecting::default())),
+      closed: Arc::new(AtomicBool::new(false)),
       problems: Arc::new(Problems::default()),
       prefix: prefix.to_string(),
       channel: protocol::events_channel(prefix),
@@ -219,46 +220,154 @@ impl RedisStore {
     }
   }
 
+  /// The command connection. Without one, the attempt in flight is joined
+  /// (never a second one: a Redis that is down or silent costs every caller
+  /// one attempt's time at most, together, not one attempt each), and for
+  /// `connect` after an attempt failed, callers get its error at once; past
+  /// that a new attempt starts. [`RedisStore::reconnect`] asks afresh.
   pub(super) async fn connection(&self) -> RedisResult<Connection> {
     if let Some(manager) = self.live_manager()? {
       return Ok(manager);
     }
-    let _one = self.connecting.lock().await;
+    self.attempt(false)?.outcome.await
+  }
+
+  /// The connection, with a new attempt unless one is in flight (the
+  /// breaker's probe, `ready()`); a failure comes explained ([`explain`]:
+  /// the server's own words, a TLS port that speaks plain text), which
+  /// only these callers wait for.
+  async fn reconnect(&self) -> RedisResult<Connection> {
     if let Some(manager) = self.live_manager()? {
       return Ok(manager);
     }
-    let made = match &self.cluster {
-      Some(cluster) => cluster.connect().await.map(Connection::Cluster),
+    let attempt = self.attempt(true)?;
+    match attempt.outcome.await {
+      Ok(manager) => Ok(manager),
+      Err(e) => Err(attempt.explained.await.unwrap_or(e)),
+    }
+  }
+
+  /// The attempt to join, or a new one; `Err` at once when the last
+  /// attempt failed less than `connect` ago (unless `fresh`).
+  fn attempt(&self, fresh: bool) -> RedisResult<Attempt> {
+    let mut state = self.connecting.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(attempt) = &state.attempt {
+      return Ok(attempt.clone());
+    }
+    if let Some(manager) = self.live_manager()? {
+      // Made while this caller waited for the lock.
+      return Ok(Attempt::made(manager));
+    }
+    if let Some((error, at)) = &state.failed {
+      if !fresh && at.elapsed() < self.timeouts.connect {
+        return Err(error.clone());
+      }
+    }
+    let attempt = self.start_attempt();
+    state.attempt = Some(attempt.clone());
+    Ok(attempt)
+  }
+
+  /// One connection attempt, on a task of its own (a caller that stops
+  /// waiting does not end it), bounded by the connect timeout as a whole
+  /// (redis-rs's own retry included). Its outcome reaches every caller
+  /// waiting on it at once; a failure is then explained, off their path,
+  /// and the explanation goes to [`Problems`] (`onError`, `lastRedisError`)
+  /// and to the callers of [`RedisStore::reconnect`].
+  fn start_attempt(&self) -> Attempt {
+    use futures_util::FutureExt;
+    let bound = self.timeouts.connect;
+    let made: futures_util::future::BoxFuture<'static, RedisResult<Connection>> = match &self
+      .cluster
+    {
+      Some(cluster) => cluster
+        .connect()
+        .map(|c| c.map(Connection::Cluster))
+        .boxed(),
       None => {
         let config = ConnectionManagerConfig::new()
           .set_number_of_retries(self.timeouts.retries)
           .set_connection_timeout(Some(self.timeouts.connect))
           .set_response_timeout(Some(self.timeouts.command));
-        self
-          .client
-          .get_connection_manager_with_config(config)
-          .await
-          .map(Connection::Node)
+        let client = self.client.clone();
+        async move {
+          match tokio::time::timeout(bound, client.get_connection_manager_with_config(config)).await
+          {
+            Ok(made) => made.map(Connection::Node),
+            Err(_) => Err(connect_timed_out()),
+          }
+        }
+        .boxed()
       }
     };
-    let manager = match made {
-      Ok(manager) => manager,
-      Err(e) => return Err(self.diagnose(e).await),
-    };
-    let mut slot = self.manager.lock().unwrap_or_else(|p| p.into_inner());
-    if self.closed.load(Ordering::SeqCst) {
-      return Err(closed_error());
-    }
-    *slot = Some(manager.clone());
-    Ok(manager)
-  }
-
-  /// A connection that could not be made, explained ([`explain`]).
-  async fn diagnose(&self, e: RedisError) -> RedisError {
-    let probe = explain(&self.client, &self.target, &e);
-    match tokio::time::timeout(self.timeouts.connect, probe).await {
-      Ok(Some(explained)) => explained,
-      _ => e,
+    let (outcome_tx, outcome_rx) = tokio::sync::oneshot::channel();
+    let (explained_tx, explained_rx) = tokio::sync::oneshot::channel();
+    let (state, manager, closed) = (
+      Arc::clone(&self.connecting),
+      Arc::clone(&self.manager),
+      Arc::clone(&self.closed),
+    );
+    let (client, target, problems) = (
+      self.client.clone(),
+      self.target.clone(),
+      Arc::clone(&self.problems),
+    );
+    tokio::spawn(async move {
+      let made = made.await;
+      let explaining = matches!(&made, Err(e) if needs_explaining(&target, e));
+      let made = {
+        let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+        state.attempt = None;
+        match made {
+          Ok(made) => {
+            let mut slot = manager.lock().unwrap_or_else(|p| p.into_inner());
+            state.failed = None;
+            if closed.load(Ordering::SeqCst) {
+              Err(closed_error())
+            } else {
+              *slot = Some(made.clone());
+              Ok(made)
+            }
+          }
+          Err(e) => {
+            state.failed = Some((e.clone(), Instant::now()));
+            if explaining {
+              // Before the callers hear of it: the report that opens the
+              // breaker waits for the explanation (`Problems::explained`).
+              problems.explaining();
+            }
+            Err(e)
+          }
+        }
+      };
+      let _ = outcome_tx.send(made.clone());
+      let explained = match &made {
+        Err(e) if explaining => tokio::time::timeout(bound, explain(&client, &target, e))
+          .await
+          .ok()
+          .flatten(),
+        _ => None,
+      };
+      if explaining {
+        if let Some(explained) = &explained {
+          let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+          if let Some((error, _)) = state.failed.as_mut() {
+            *error = explained.clone();
+          }
+        }
+        problems.explained(explained.as_ref().map(|e| target.describe(e)));
+      }
+      let _ = explained_tx.send(explained);
+    });
+    Attempt {
+      outcome: outcome_rx
+        .map(|sent| sent.unwrap_or_else(|_| Err(closed_error())))
+        .boxed()
+        .shared(),
+      explained: explained_rx
+        .map(|sent| sent.ok().flatten())
+        .boxed()
+        .shared(),
     }
   }
 
@@ -956,8 +1065,18 @@ impl SharedStore for RedisStore {
 
   /// A connection (authenticated, its db selected), then every script
   /// loaded, as EVALSHA will need them.
+  /// Once more on a new connection when the first was closed under it (an
+  /// idle connection the server or a proxy dropped), as for `retried`.
   async fn ready(&self) -> RedisResult<()> {
-    let mut c = self.connection().await?;
+    match self.load_scripts(self.reconnect().await?).await {
+      Err(e) if dropped(&e) => self.load_scripts(self.reconnect().await?).await,
+      other => other,
+    }
+  }
+}
+
+impl RedisStore {
+  async fn load_scripts(&self, mut c: Connection) -> RedisResult<()> {
     for script in [
       &self.lock,
       &self.refresh_lock,
@@ -1133,6 +1252,47 @@ pub(super) async fn plain_redis(addr: &str) -> bool {
 /// What a call on a closed store fails with.
 fn closed_error() -> RedisError {
   RedisError::from((ErrorKind::Client, "the store was closed"))
+}
+
+/// A connection attempt that ran out of its bound.
+fn connect_timed_out() -> RedisError {
+  RedisError::from(std::io::Error::new(
+    std::io::ErrorKind::TimedOut,
+    "no connection within redisTimeout",
+  ))
+}
+
+/// Whether [`explain`] may say more of `e` than `e` does.
+fn needs_explaining(target: &Target, e: &RedisError) -> bool {
+  e.kind() == ErrorKind::AuthenticationFailed || (target.tls && (e.is_timeout() || e.is_io_error()))
+}
+
+/// The command connection being made ([`RedisStore::connection`]).
+#[derive(Default)]
+struct Connecting {
+  /// The attempt in flight, which every caller without a connection joins.
+  attempt: Option<Attempt>,
+  /// How the last attempt failed (explained, once it is), and when.
+  failed: Option<(RedisError, Instant)>,
+}
+
+/// One connection attempt, as its callers wait for it.
+#[derive(Clone)]
+struct Attempt {
+  outcome: Shared<BoxFuture<'static, RedisResult<Connection>>>,
+  /// For a failure, what [`explain`] found (`None`: nothing more).
+  explained: Shared<BoxFuture<'static, Option<RedisError>>>,
+}
+
+impl Attempt {
+  /// An attempt that already made `manager`.
+  fn made(manager: Connection) -> Attempt {
+    use futures_util::FutureExt;
+    Attempt {
+      outcome: futures_util::future::ready(Ok(manager)).boxed().shared(),
+      explained: futures_util::future::ready(None).boxed().shared(),
+    }
+  }
 }
 
 /// Whether `e` says the connection was closed under the command (reset,
