@@ -227,6 +227,13 @@ impl Flag {
 /// is 0 (it probes at the cool-down otherwise): no busy loop.
 const MIN_REPLAY_PAUSE: Duration = Duration::from_millis(100);
 
+/// How long a write or invalidation made before the store first answered
+/// waits for it (capped by the command timeout): a healthy store's first
+/// connection is made well within it; a silent or unreachable one does not
+/// hold the caller for a whole connection attempt (the operation is kept
+/// and delivered once the store answers).
+const FIRST_ANSWER_WAIT: Duration = Duration::from_millis(100);
+
 /// The breaker's probes are at least this far apart (its cool-down may be
 /// 0): a store that fails at once is not asked in a busy loop.
 const MIN_PROBE_PAUSE: Duration = Duration::from_millis(100);
@@ -1176,7 +1183,16 @@ impl<S: SharedStore> Fleet<S> {
       self.keep(key, KeyOp::Set(envelope));
       return false;
     }
-    let result = self.write_envelope(key, &envelope, None).await;
+    let first = self.before_first_answer();
+    if first {
+      self.keep(key, KeyOp::Set(envelope.clone()));
+    }
+    let Some(result) = self
+      .unhurried(first, self.write_envelope(key, &envelope, None))
+      .await
+    else {
+      return false;
+    };
     match self.track(result) {
       Some(written) => {
         self.settled(key, envelope.meta.stamp);
@@ -1186,10 +1202,31 @@ impl<S: SharedStore> Fleet<S> {
         written
       }
       None => {
-        self.keep(key, KeyOp::Set(envelope));
+        if !first {
+          self.keep(key, KeyOp::Set(envelope));
+        }
         false
       }
     }
+  }
+
+  /// No command reached the store yet (the first connection is being
+  /// made): a write or invalidation is kept for auto-recovery before it is
+  /// sent, and its caller waits [`FIRST_ANSWER_WAIT`] at most
+  /// ([`Fleet::unhurried`]); if it lands, it supersedes what was kept.
+  fn before_first_answer(&self) -> bool {
+    !self.connected.load(Ordering::Relaxed)
+  }
+
+  /// `call`, awaited whole, or with `first` for [`FIRST_ANSWER_WAIT`] at
+  /// most (`None` then: it was kept, and the replay delivers it once the
+  /// store answers).
+  async fn unhurried<T>(&self, first: bool, call: impl Future<Output = T>) -> Option<T> {
+    if !first {
+      return Some(call.await);
+    }
+    let wait = FIRST_ANSWER_WAIT.min(self.store.command_timeout());
+    tokio::time::timeout(wait, call).await.ok()
   }
 
   /// This instance's write of `key` stamped `stamp` lost to a later value
@@ -1226,10 +1263,22 @@ impl<S: SharedStore> Fleet<S> {
       keep(self);
       return None;
     }
-    let answer = self.track(call.await);
-    match answer {
-      Some(_) => settle(self),
-      None => keep(self),
+    let first = self.before_first_answer();
+    let keep = match first {
+      true => {
+        keep(self);
+        None
+      }
+      false => Some(keep),
+    };
+    let answer = match self.unhurried(first, call).await {
+      Some(result) => self.track(result),
+      None => None,
+    };
+    match (&answer, keep) {
+      (Some(_), _) => settle(self),
+      (None, Some(keep)) => keep(self),
+      (None, None) => {}
     }
     answer
   }
@@ -1376,8 +1425,15 @@ impl<S: SharedStore> Fleet<S> {
     let replay_now = Arc::clone(&self.replay_now);
     *replayer = Some(tokio::spawn(async move {
       loop {
+        // With the breaker closed (what waits was kept before the first
+        // connection was made), soon; open, at its probe's pace.
+        let wait = match me.upgrade() {
+          Some(fleet) if fleet.allowed() => MIN_REPLAY_PAUSE,
+          Some(_) => pause,
+          None => return,
+        };
         tokio::select! {
-          () = tokio::time::sleep(pause) => {}
+          () = tokio::time::sleep(wait) => {}
           () = replay_now.notified() => {}
         }
         let Some(fleet) = me.upgrade() else { return };

@@ -99,6 +99,10 @@ pub struct Problems {
   /// While a failed connection is being explained: `Some`, with the
   /// failure reported meanwhile (held for the explanation).
   held: Mutex<Option<Option<Problem>>>,
+  /// What the last explanation found, until the store answers: a failure
+  /// that says less (a timeout, a refused or dropped connection, where the
+  /// explanation found a refused password or a plain-text port) is that.
+  explained: Mutex<Option<Problem>>,
 }
 
 impl Problems {
@@ -128,6 +132,10 @@ impl Problems {
   /// was already reported since the store last answered (a store that
   /// stays misconfigured is reported once, not at every probe).
   pub fn failed(&self, problem: Problem) {
+    let problem = match &*self.explained.lock().unwrap_or_else(|p| p.into_inner()) {
+      Some(explained) if transient(problem.code) => explained.clone(),
+      _ => problem,
+    };
     if let Some(held) = self.held.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
       *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(problem.clone());
       *held = Some(problem);
@@ -154,6 +162,9 @@ impl Problems {
   /// said): reported in place of the failure held meanwhile.
   pub fn explained(&self, explained: Option<Problem>) {
     let held = self.held.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if explained.is_some() {
+      *self.explained.lock().unwrap_or_else(|p| p.into_inner()) = explained.clone();
+    }
     if let Some(problem) = explained.or(held.flatten()) {
       self.failed(problem);
     }
@@ -163,11 +174,13 @@ impl Problems {
   /// (credentials, ACL, db, TLS) is not: a user whose ACL forbids scripts
   /// still has its reads answered, and is told once.
   pub fn answered(&self) {
+    self
+      .explained
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .take();
     let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
-    if matches!(
-      *failing,
-      Some(Code::RedisTimeout | Code::RedisUnreachable | Code::RedisFailed)
-    ) {
+    if failing.is_some_and(transient) {
       *failing = None;
     }
   }
@@ -196,6 +209,14 @@ impl Problems {
     }
     std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()))
   }
+}
+
+/// A failure no configuration causes: the next outage is reported anew.
+fn transient(code: Code) -> bool {
+  matches!(
+    code,
+    Code::RedisTimeout | Code::RedisUnreachable | Code::RedisFailed
+  )
 }
 
 /// A fresh lock token: random, unique per acquisition.
