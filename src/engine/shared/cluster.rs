@@ -588,13 +588,38 @@ async fn whole(conn: &ClusterConnection, channels: &[String], timeout: Duration)
 }
 
 /// The cluster client's settings: the store's bounds on connecting and on
-/// each command (MOVED, ASK and reconnects included: `overall`).
+/// each command (MOVED, ASK and reconnects included: `overall`), and its
+/// waits before a command is tried again.
+///
+/// The waits are short because the bound is: while a slot is migrated, a
+/// script naming keys of it some of which have moved already (a value and
+/// its lock, not its back-off marker) is answered TRYAGAIN until the rest
+/// follow, a few ms to a few hundred later. redis-rs waits at least 1.28 s
+/// before trying again by default, past any `redisTimeout` under it: the
+/// lock or the write of a key whose slot moves then timed out, and that one
+/// failure opened the breaker, so every instance loaded every key by itself
+/// for `circuitBreakerDuration`. Tried again every 10–100 ms instead, the
+/// command lands within its bound once the migration has moved the keys.
 fn builder(seeds: &[String], timeouts: RedisTimeouts) -> redis::cluster::ClusterClientBuilder {
   ClusterClient::builder(seeds.to_vec())
     .connection_timeout(timeouts.connect)
     .response_timeout(timeouts.command)
     .overall_response_timeout(Some(timeouts.command))
+    .min_retry_wait(RETRY_WAIT_MS.0)
+    .max_retry_wait(RETRY_WAIT_MS.1)
+    .retry_wait_formula(RETRY_WAIT_MS.0, 2)
+    .retries(RETRIES)
 }
+
+/// The wait before a command is tried again (TRYAGAIN, CLUSTERDOWN, a slot
+/// no node serves yet), ms: drawn between the first and a doubling bound
+/// capped at the second.
+const RETRY_WAIT_MS: (u64, u64) = (10, 100);
+
+/// How many times a command is tried again: at about 55 ms apart once the
+/// cap is reached, about a second of them, which the command bound cuts
+/// short anyway.
+const RETRIES: u32 = 20;
 
 /// `future`, failing as a timeout past `bound`.
 async fn bounded<T>(
