@@ -109,13 +109,19 @@ impl Owners {
     (start..=end).contains(&slot).then_some(owner)
   }
 
-  /// A slot each primary serves, to route a command to it.
-  fn a_slot_of_each(&self) -> Vec<u16> {
-    let mut slots = vec![None; self.primaries.len()];
-    for &(start, _, owner) in &self.ranges {
-      slots[owner].get_or_insert(start);
-    }
-    slots.into_iter().flatten().collect()
+  /// The route to each primary by its address.
+  fn addresses(&self) -> Vec<RoutingInfo> {
+    self
+      .primaries
+      .iter()
+      .filter_map(|addr| {
+        let (host, port) = addr.rsplit_once(':')?;
+        Some(RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+          host: host.to_string(),
+          port: port.parse().ok()?,
+        }))
+      })
+      .collect()
   }
 }
 
@@ -297,7 +303,12 @@ impl Cluster {
     let mut c = store.connection().await?;
     let pattern = store.pattern(within);
     let mut removed = 0;
-    for primary in owners.a_slot_of_each() {
+    // Each primary by its address, not by a slot of it: routed by slot, a
+    // SCAN whose primary is down (a failover under way) went to another
+    // node, which answered with its own names, and the clear "succeeded"
+    // with the dead primary's values left. By address it fails, and the
+    // clear is kept and delivered once the replica has taken over.
+    for primary in owners.addresses() {
       let mut cursor: u64 = 0;
       loop {
         let scan = redis::cmd("SCAN")
@@ -311,7 +322,7 @@ impl Cluster {
           unreachable!("a cluster store's connection is a cluster's")
         };
         let (next, names): (u64, Vec<String>) =
-          redis::from_redis_value(routed.route_command(scan, slot_route(primary)).await?)?;
+          redis::from_redis_value(routed.route_command(scan, primary.clone()).await?)?;
         let mut by_slot: Vec<(u16, Vec<String>)> = Vec::new();
         for name in names {
           let s = slot(name.as_bytes());
@@ -670,7 +681,19 @@ mod tests {
     assert_eq!(addr(5460), Some("127.0.0.1:7000"));
     assert_eq!(addr(5461), Some("127.0.0.1:7001"));
     assert_eq!(addr(16383), Some("127.0.0.1:7002"));
-    assert_eq!(owners.a_slot_of_each(), [10923, 0, 5461]);
+    let ports: Vec<u16> = owners
+      .addresses()
+      .into_iter()
+      .filter_map(|route| match route {
+        RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { port, .. }) => Some(port),
+        _ => None,
+      })
+      .collect();
+    assert_eq!(
+      ports,
+      [7002, 7000, 7001],
+      "each primary once, by its address"
+    );
     let gap = Owners::parse(reply(&[(0, 99, "h", 1), (200, 16383, "h", 2)])).unwrap();
     assert_eq!(gap.of(150), None);
     assert_eq!(gap.of(99).map(|i| gap.primaries[i].as_str()), Some("h:1"));
