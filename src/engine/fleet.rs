@@ -245,6 +245,11 @@ pub enum Invalidation {
   /// value it put in memory leaves it, unless something replaced it there
   /// meanwhile, so this instance reads what the fleet reads.
   Superseded { key: String, stamp: u64 },
+  /// This instance's `set` of `key` stamped `from` was written stamped `to`,
+  /// after a value another instance wrote within the clocks' error: the
+  /// value in memory, unless something replaced it meanwhile, takes the
+  /// stamp the fleet's copy has.
+  Restamped { key: String, from: u64, to: u64 },
 }
 
 /// Invalidations queued for the thread that owns the L1.
@@ -1104,22 +1109,36 @@ impl<S: SharedStore> Fleet<S> {
     self.track(result);
   }
 
-  /// `set`: an envelope written outside any flight. One that cannot reach
-  /// the store is kept for auto-recovery (false then); one the store had a
-  /// later value for leaves this instance's memory (false too).
+  /// `set`: an envelope written outside any flight, over whatever is
+  /// stored: the application's newest value always lands, stamped after the
+  /// stored one if need be (`write_newest`), and this instance's memory
+  /// takes the stamp written. One that cannot reach the store is kept for
+  /// auto-recovery (false then), and replayed conditionally.
   pub async fn write(&self, key: &str, envelope: Envelope) -> bool {
     if !self.allowed() {
       self.keep(key, KeyOp::Set(envelope));
       return false;
     }
-    let result = self.write_envelope(key, &envelope, None).await;
+    let keys = self.store.keys(key);
+    let px = envelope
+      .meta
+      .hard_until
+      .saturating_sub(self.clock.now())
+      .max(1);
+    // A corrupt value this instance read is overwritten by any write.
+    self.take_corrupt_stamp(key);
+    let result = self.store.write_newest(key, &keys, &envelope, px).await;
     match self.track(result) {
-      Some(written) => {
+      Some(stamp) => {
         self.settled(key, envelope.meta.stamp);
-        if !written {
-          self.superseded(key, envelope.meta.stamp);
+        if stamp != envelope.meta.stamp {
+          self.invalidations.push(Invalidation::Restamped {
+            key: key.to_string(),
+            from: envelope.meta.stamp,
+            to: stamp,
+          });
         }
-        written
+        true
       }
       None => {
         self.keep(key, KeyOp::Set(envelope));
