@@ -21,7 +21,7 @@ use super::shared::{lock_token, Events, LockAttempt, Read, RedisStore, SharedSto
 use super::slots::{self, LoadSlots};
 use crate::core::breaker::Breaker;
 use crate::core::envelope::{DecodeError, Envelope};
-use crate::core::fleet::{loser_step, Change, Lease, LoserStep};
+use crate::core::fleet::{loser_wait, Change, Lease};
 use crate::core::policy::{self, Answers};
 use crate::core::tags::{TagStamps, TAG_STAMPS_CAPACITY};
 use std::collections::HashMap;
@@ -856,7 +856,6 @@ impl<S: SharedStore> Fleet<S> {
       return local;
     }
     let keys = Arc::new(self.store.keys(key));
-    let started = Instant::now();
     if read_first {
       match self.read(&keys).await {
         None => return local,
@@ -934,10 +933,8 @@ impl<S: SharedStore> Fleet<S> {
             None => return local,
             Some(None) => {}
           }
-          let waited = started.elapsed().as_millis() as u64;
-          let LoserStep::Wait(ms) = loser_step(lease, waited, self.hard_timeout) else {
-            return local;
-          };
+          // Bounded by the flight's deadline, not here: see `loser_wait`.
+          let ms = loser_wait(lease);
           bump(&self.counters.lock_waits);
           // A timeout (the lease ran out first: the holder died, or is
           // extending it) keeps the waiter for the next turn.
