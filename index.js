@@ -9,7 +9,7 @@ const { lead, resume, scheduleReads, reportProblem, track } = require('./lib/lea
 const { detach, softWait, isAbortSignal, SIGNAL_PROBLEM } = require('./lib/callers')
 const { stop } = require('./lib/deadlines')
 const { bulkheadOf } = require('./lib/bulkhead')
-const { herdError, sizeProblem } = require('./lib/errors')
+const { herdError, sizeProblem, unreadable } = require('./lib/errors')
 const { codes, OUTCOMES, NATIVE_OPTIONS, channels, CALL_OPTIONS: CALL_OPTION_NAMES } = require('./lib/names')
 const { getOrLoadChannel, LoadTrace, traceGetOrLoad, invalidated, redisFailed } = require('./lib/tracing')
 const { openNamespace } = require('./lib/namespace')
@@ -358,7 +358,13 @@ class Cache {
   deleteByTag(tags) {
     return settle(() => {
       const list = typeof tags === 'string' ? [tags] : tags
-      if (!Array.isArray(list)) {
+      let isArray
+      try {
+        isArray = Array.isArray(list)
+      } catch (cause) {
+        throw unreadable(codes.INVALID_OPTION, 'the tags given to deleteByTag()', cause)
+      }
+      if (!isArray) {
         const got = list === null ? 'null' : typeof list
         throw invalidOption(`deleteByTag() takes a tag (a string) or an array of tags; got ${got}`)
       }

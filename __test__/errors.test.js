@@ -270,6 +270,128 @@ test('get / set / delete with a bad key fail with ERR_HERDCACHE_INVALID_KEY', T,
   assert.equal(cache.stats().size, 0)
 })
 
+// ---- keys that cannot be read -------------------------------------------------
+
+// Reading these runs JS that throws. Each makes a fresh key, with the error
+// it throws (when the test makes it) to compare with the rejection's cause.
+const UNREADABLE_KEYS = [
+  ['a revoked Proxy', () => revoked({})],
+  ['a revoked Proxy over an array', () => revoked(['user', 1])],
+  [
+    'an array whose element getter throws',
+    () => {
+      const thrown = new Error('getter threw')
+      const key = ['user']
+      Object.defineProperty(key, 1, {
+        get: () => {
+          throw thrown
+        },
+      })
+      return { key, thrown }
+    },
+  ],
+  [
+    'a Proxy over an array whose length trap throws',
+    () => {
+      const thrown = new Error('trap threw')
+      const key = new Proxy(['user', 1], {
+        get: (target, p) => {
+          if (p === 'length') throw thrown
+          return target[p]
+        },
+      })
+      return { key, thrown }
+    },
+  ],
+]
+
+function revoked(target) {
+  const { proxy, revoke } = Proxy.revocable(target, {})
+  revoke()
+  return { key: proxy, thrown: undefined }
+}
+
+/** The rejection is coded, a TypeError, with what reading threw as its cause. */
+async function rejectsUnreadable(promise, thrown, code = 'ERR_HERDCACHE_INVALID_KEY') {
+  const err = await h.rejectsWith(promise, code, TypeError)
+  assert.ok(err.cause !== undefined, `the exception is the cause (${err.message})`)
+  if (thrown !== undefined) assert.equal(err.cause, thrown, 'the very error reading the key threw')
+  else assert.ok(err.cause instanceof TypeError, "the engine's TypeError about the revoked Proxy")
+  assert.equal(Object.keys(err).includes('cause'), false, 'cause is not enumerable, as new Error(m, { cause }) has it')
+  return err
+}
+
+for (const [label, make] of UNREADABLE_KEYS) {
+  test(
+    `a key that is ${label}: every entry point rejects with ERR_HERDCACHE_INVALID_KEY, the exception as cause`,
+    T,
+    async (t) => {
+      const cache = h.track(t, new Cache({}))
+      const loader = h.counted(() => 'v')
+      const views = { cache, namespace: cache.namespace('ns'), nested: cache.namespace('ns').namespace('inner') }
+      for (const [name, view] of Object.entries(views)) {
+        const calls = {
+          getOrLoad: (key) => view.getOrLoad(key, loader),
+          get: (key) => view.get(key),
+          set: (key) => view.set(key, 'v'),
+          delete: (key) => view.delete(key),
+          expire: (key) => view.expire(key),
+          'getOrLoadMany (one of the keys)': (key) => view.getOrLoadMany(['ok', key], (keys) => keys.map(() => 'v')),
+          'getOrLoadMany (the list itself)': (key) => view.getOrLoadMany(key, (keys) => keys.map(() => 'v')),
+        }
+        for (const [call, run] of Object.entries(calls)) {
+          const { key, thrown } = make()
+          await t.test(`${name}.${call}`, () =>
+            rejectsUnreadable(
+              h.callAsync(() => run(key)),
+              thrown,
+            ),
+          )
+        }
+      }
+      assert.equal(loader.calls, 0, 'nothing was loaded')
+      assert.equal(await cache.get('ok'), undefined, "getOrLoadMany loaded none of a call's keys")
+      assert.equal(cache.stats().size, 0)
+    },
+  )
+}
+
+test('tags that cannot be read reject with ERR_HERDCACHE_INVALID_OPTION, the exception as cause', T, async (t) => {
+  const cache = h.track(t, new Cache({}))
+  for (const [label, make] of UNREADABLE_KEYS) {
+    // A Proxy is no array to Node-API (tags, unlike keys, are not read through one): the plain "must be an array".
+    if (label.includes('Proxy')) continue
+    let { key: tags, thrown } = make()
+    await t.test(`getOrLoad tags: ${label}`, () =>
+      rejectsUnreadable(
+        h.callAsync(() => cache.getOrLoad('k', () => 'v', { tags })),
+        thrown,
+        'ERR_HERDCACHE_INVALID_OPTION',
+      ),
+    )
+    ;({ key: tags, thrown } = make())
+    await t.test(`set tags: ${label}`, () =>
+      rejectsUnreadable(
+        h.callAsync(() => cache.set('k', 'v', { tags })),
+        thrown,
+        'ERR_HERDCACHE_INVALID_OPTION',
+      ),
+    )
+  }
+  for (const [label, make] of UNREADABLE_KEYS) {
+    if (label.includes('length trap')) continue // Array.isArray says yes, then as above
+    const { key: tags, thrown } = make()
+    await t.test(`deleteByTag: ${label}`, () =>
+      rejectsUnreadable(
+        h.callAsync(() => cache.deleteByTag(tags)),
+        thrown,
+        'ERR_HERDCACHE_INVALID_OPTION',
+      ),
+    )
+  }
+  assert.equal(cache.stats().size, 0)
+})
+
 // ---- bad loaders ------------------------------------------------------------
 
 for (const [label, loader] of [

@@ -44,6 +44,24 @@ function herdError(Kind, code, message, cause) {
   return error
 }
 
+/**
+ * The error for an argument whose reading threw (a revoked Proxy, a getter
+ * or a Proxy trap that throws): bad input, with a code, the exception as its
+ * cause.
+ *
+ * @param {string} code
+ * @param {string} what e.g. 'the key'
+ * @param {unknown} cause what reading it threw
+ */
+function unreadable(code, what, cause) {
+  return herdError(
+    TypeError,
+    code,
+    `${what} could not be read: reading it threw (a revoked Proxy, or a getter or Proxy trap that throws; the error is this one's \`cause\`)`,
+    cause,
+  )
+}
+
 function describeKey(key) {
   try {
     return JSON.stringify(key)
@@ -84,6 +102,7 @@ function sizeProblem(json, maxValueBytes) {
 
 module.exports = {
   herdError,
+  unreadable,
   describeKey,
   unserializable,
   sizeProblem,

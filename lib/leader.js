@@ -157,14 +157,13 @@ class Flight {
 
   /** Gives the load up with ERR_HERDCACHE_TIMEOUT (the deadline passed). */
   expire() {
-    this.failWith(
-      herdError(
-        Error,
-        codes.TIMEOUT,
-        `the loader for key ${describeKey(this.userKey)} did not settle within hardTimeout (${this.ctx.hardTimeout} ms); its signal was aborted`,
-      ),
-      true,
-    )
+    // Still waiting for the fleet: another instance held the key's lock all
+    // that time (its loader hangs, or its process is paused) and this
+    // loader never ran. The deadline is the call's, whoever loads.
+    const what = this.waiting
+      ? `another instance held the fleet lock for key ${describeKey(this.userKey)} and its value did not arrive within hardTimeout (${this.ctx.hardTimeout} ms, from the call); this call's loader never ran`
+      : `the loader for key ${describeKey(this.userKey)} did not settle within hardTimeout (${this.ctx.hardTimeout} ms); its signal was aborted`
+    this.failWith(herdError(Error, codes.TIMEOUT, what), true)
   }
 
   // A loader that settles past hardTimeout is given up (nothing is stored,

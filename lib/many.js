@@ -23,7 +23,7 @@
 // refresh enrolling after the call was answered goes at the next
 // `setImmediate`, with the refreshes that enrolled in the same turn.
 
-const { herdError, describeKey, JS_CODES } = require('./errors')
+const { herdError, describeKey, unreadable, JS_CODES } = require('./errors')
 const { codes, CALL_OPTIONS } = require('./names')
 const { detach, isAbortSignal, SIGNAL_PROBLEM } = require('./callers')
 
@@ -410,6 +410,9 @@ function callNative(native, loader, o, keys) {
     promises = native.getOrLoadMany(collect, loader, stale, ttl, hardTtl, negativeTtl, beta, tags, ...keys)
   } catch (error) {
     if (error?.code === codes.INVALID_KEY) return error
+    // The addon throws only coded errors: this came from reading `keys` (an
+    // element's getter, a Proxy's trap).
+    if (typeof error?.code !== 'string') return unreadable(codes.INVALID_KEY, 'a key of getOrLoadMany()', error)
     throw error
   }
   const signal = o?.signal
@@ -426,7 +429,12 @@ function eachKey(cache, keys, from, to, loader, options, promises) {
 /** The error of the first of `keys` that is no key, by keyProblem's rules, or undefined. */
 function keysProblem(keys, n) {
   for (let i = 0; i < n; i++) {
-    const problem = keyProblem(keys[i])
+    let problem
+    try {
+      problem = keyProblem(keys[i])
+    } catch (cause) {
+      return unreadable(codes.INVALID_KEY, `key ${i} of getOrLoadMany()`, cause)
+    }
     if (problem !== undefined) {
       return herdError(
         TypeError,
@@ -452,7 +460,15 @@ function keysProblem(keys, n) {
  *   it (traced), each is a `cache.getOrLoad` call
  */
 function getOrLoadMany(cache, keys, loader, options, native) {
-  if (!Array.isArray(keys)) {
+  let isArray
+  let n
+  try {
+    isArray = Array.isArray(keys)
+    n = isArray ? keys.length : 0
+  } catch (cause) {
+    return Promise.reject(unreadable(codes.INVALID_KEY, 'the keys of getOrLoadMany()', cause))
+  }
+  if (!isArray) {
     return Promise.reject(
       herdError(
         TypeError,
@@ -472,7 +488,6 @@ function getOrLoadMany(cache, keys, loader, options, native) {
   }
   const read = readOptions(options)
   if (read instanceof Error) return Promise.reject(read)
-  const n = keys.length
   // One native call checks the keys itself, before it looks any up; else they are checked here.
   const once = native !== undefined && n <= NATIVE_KEYS
   if (!once) {

@@ -5,7 +5,7 @@
 // parent's memory, Redis connection, flights and counters serve it, so a
 // view is as cheap to make as an object (README, "Namespaces").
 
-const { herdError } = require('./errors')
+const { herdError, unreadable } = require('./errors')
 const { codes, ENTRY_CALL_OPTIONS } = require('./names')
 const { alignResults, keyId } = require('./many')
 
@@ -180,14 +180,29 @@ class Namespace {
   /** The parent's key for `key`; what is not a key the parent rejects as it would. */
   #key(key) {
     if (typeof key === 'string') return key === '' ? key : this.#prefix + key
-    if (Array.isArray(key) && key.length > 0) return [...this.#names, ...key]
+    try {
+      if (Array.isArray(key) && key.length > 0) return [...this.#names, ...key]
+    } catch (cause) {
+      throw unreadable(codes.INVALID_KEY, 'the key', cause)
+    }
     return key
+  }
+
+  /** `call(key)` with the parent's key for `key`; a key that cannot be read rejects, as the parent's call would. */
+  #with(key, call) {
+    let mapped
+    try {
+      mapped = this.#key(key)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return call(mapped)
   }
 
   /** The cache's getOrLoad of the view's key; the loader's context has `key` as given here. */
   getOrLoad(key, loader, options) {
     const load = typeof loader === 'function' ? (context) => loader(new NamespaceLoaderContext(context, key)) : loader
-    return this.#cache.getOrLoad(this.#key(key), load, withDefaults(options, this.#loadDefaults))
+    return this.#with(key, (mapped) => this.#cache.getOrLoad(mapped, load, withDefaults(options, this.#loadDefaults)))
   }
 
   /**
@@ -195,9 +210,18 @@ class Namespace {
    * missing keys as given here, and its Map is looked up by them.
    */
   getOrLoadMany(keys, loader, options) {
-    const mapped = Array.isArray(keys) ? keys.map((key) => this.#key(key)) : keys
+    let isArray
+    let mapped
+    try {
+      isArray = Array.isArray(keys)
+      mapped = isArray ? keys.map((key) => this.#key(key)) : keys
+    } catch (error) {
+      return Promise.reject(
+        error?.code === codes.INVALID_KEY ? error : unreadable(codes.INVALID_KEY, 'the keys', error),
+      )
+    }
     let load = loader
-    if (typeof loader === 'function' && Array.isArray(keys)) {
+    if (typeof loader === 'function' && isArray) {
       let ours
       load = async (missing, context) => {
         ours ??= new Map(mapped.map((key, i) => [keyId(key), keys[i]]))
@@ -211,22 +235,22 @@ class Namespace {
 
   /** The cache's get of the view's key (`stale` from the defaults). */
   get(key, options) {
-    return this.#cache.get(this.#key(key), withDefaults(options, this.#getDefaults))
+    return this.#with(key, (mapped) => this.#cache.get(mapped, withDefaults(options, this.#getDefaults)))
   }
 
   /** The cache's set of the view's key (`ttl`, `hardTtl` from the defaults). */
   set(key, value, options) {
-    return this.#cache.set(this.#key(key), value, withDefaults(options, this.#setDefaults))
+    return this.#with(key, (mapped) => this.#cache.set(mapped, value, withDefaults(options, this.#setDefaults)))
   }
 
   /** The cache's delete of the view's key. */
   delete(key) {
-    return this.#cache.delete(this.#key(key))
+    return this.#with(key, (mapped) => this.#cache.delete(mapped))
   }
 
   /** The cache's expire of the view's key. */
   expire(key) {
-    return this.#cache.expire(this.#key(key))
+    return this.#with(key, (mapped) => this.#cache.expire(mapped))
   }
 
   /** The cache's deleteByTag: tags are the cache's, not a namespace's (every entry carrying one goes). */

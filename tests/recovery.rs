@@ -409,6 +409,15 @@ impl SharedStore for FlakyDeletes {
       .write_over(key, keys, envelope, px, token, corrupt_stamp)
       .await
   }
+  async fn write_newest(
+    &self,
+    key: &str,
+    keys: &Self::Keys,
+    envelope: &Envelope,
+    px: u64,
+  ) -> RedisResult<u64> {
+    self.inner.write_newest(key, keys, envelope, px).await
+  }
   async fn delete(&self, key: &str, keys: &Self::Keys) -> RedisResult<bool> {
     self.check()?;
     self.inner.delete(key, keys).await

@@ -86,6 +86,7 @@ async fn contract<F: Fixture>(f: &F) {
     reads_tell_absent_found_and_corrupt_apart,
     read_many_answers_in_the_order_asked,
     an_older_load_never_overwrites_a_newer_value,
+    a_set_always_lands_stamped_after_the_stored_value,
     a_value_readers_reject_is_replaced_and_a_valid_newer_one_kept,
     the_writer_and_the_reader_agree_on_near_valid_values,
     one_holder_at_a_time_and_only_the_holder_releases_or_extends,
@@ -410,6 +411,98 @@ async fn an_older_load_never_overwrites_a_newer_value<F: Fixture>(f: &F) {
     s.read(&keys).await.unwrap(),
     Read::Found(envelope(2_001, "\"newer\""))
   );
+}
+
+/// A live `set` is the newest value whatever is stored: over a value
+/// stamped later (another instance's write, its clock ahead within the
+/// bound) it lands stamped one past that value, so a late fill or replay of
+/// the older stamps still loses to it; over an older, a corrupt or no value
+/// it keeps its own stamp. It ends the back-off and is announced.
+async fn a_set_always_lands_stamped_after_the_stored_value<F: Fixture>(f: &F) {
+  let s = f.store("set:");
+  let recorder = Recorder::start(&s).await;
+  let keys = s.keys("k");
+  let waiter = recorder.events.wait("k");
+  assert_eq!(
+    s.write_newest("k", &keys, &envelope(1_000, "\"first\""), 60_000)
+      .await
+      .unwrap(),
+    1_000,
+    "nothing stored: its own stamp"
+  );
+  tokio::time::timeout(Duration::from_secs(5), waiter)
+    .await
+    .expect("the set is announced as a fill")
+    .unwrap();
+  // Another instance, its clock 50 ms ahead, wrote just before.
+  assert!(s
+    .write("k", &keys, &envelope(2_050, "\"theirs\""), 60_000, None)
+    .await
+    .unwrap());
+  let ours = envelope(2_000, "\"ours\"");
+  assert_eq!(
+    s.write_newest("k", &keys, &ours, 60_000).await.unwrap(),
+    2_051,
+    "stamped one past the stored value"
+  );
+  let mut landed = ours.clone();
+  landed.meta.stamp = 2_051;
+  assert_eq!(s.read(&keys).await.unwrap(), Read::Found(landed.clone()));
+  // The same stamp stored: still after it.
+  assert_eq!(
+    s.write_newest("k", &keys, &envelope(2_051, "\"again\""), 60_000)
+      .await
+      .unwrap(),
+    2_052
+  );
+  // A fill that started before the set still loses to it.
+  assert!(!s
+    .write("k", &keys, &envelope(2_051, "\"late fill\""), 60_000, None)
+    .await
+    .unwrap());
+  assert_eq!(
+    s.read(&keys).await.unwrap(),
+    Read::Found({
+      let mut e = envelope(2_051, "\"again\"");
+      e.meta.stamp = 2_052;
+      e
+    })
+  );
+  // Over an older value: its own stamp.
+  assert_eq!(
+    s.write_newest("k", &keys, &envelope(9_000, "\"later\""), 60_000)
+      .await
+      .unwrap(),
+    9_000
+  );
+  assert_eq!(
+    s.read(&keys).await.unwrap(),
+    Read::Found(envelope(9_000, "\"later\""))
+  );
+  // A tagged envelope (hc3) is restamped the same way, its tags kept.
+  let mut tagged = envelope(8_000, "\"tagged\"");
+  tagged.tags = Tags::new(vec!["t1".into(), "t2".into()]).unwrap();
+  assert_eq!(
+    s.write_newest("k", &keys, &tagged, 60_000).await.unwrap(),
+    9_001
+  );
+  tagged.meta.stamp = 9_001;
+  assert_eq!(s.read(&keys).await.unwrap(), Read::Found(tagged));
+  // Over a value the reader rejects, or another program's: its own stamp.
+  for stored in ["hc2 5 2 3 99999999999999 1 v\n1", "plain text"] {
+    f.plant_value(&s, "k", stored.as_bytes()).await;
+    assert_eq!(
+      s.write_newest("k", &keys, &envelope(3_000, "3"), 60_000)
+        .await
+        .unwrap(),
+      3_000,
+      "over {stored:?}"
+    );
+    assert_eq!(
+      s.read(&keys).await.unwrap(),
+      Read::Found(envelope(3_000, "3"))
+    );
+  }
 }
 
 /// A stored value the reader rejects can never block writes, whatever its

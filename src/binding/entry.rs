@@ -124,6 +124,16 @@ pub(super) unsafe fn check_tags_shape(env: Env, value: Value) -> RawResult<()> {
 
 /// `tags`: undefined (none), or an array of tags (`core::tags` checks them).
 pub(super) unsafe fn read_tags(env: Env, value: Value) -> RawResult<Tags> {
+  raw::coded_throw(env, read_tags_js(env, value), || {
+    Error::new(
+      Code::InvalidOption,
+      Kind::Type,
+      "call option `tags` must be an array of strings; reading it threw (the error is this one's `cause`)",
+    )
+  })
+}
+
+unsafe fn read_tags_js(env: Env, value: Value) -> RawResult<Tags> {
   if raw::type_of(env, value) == sys::ValueType::napi_undefined {
     return Ok(Tags::NONE);
   }

@@ -28,7 +28,7 @@ pub unsafe fn read(env: Env, value: Value, buf: &mut Utf8) -> RawResult<Key<'_>>
       let text = buf.read(env, value)?;
       check_text(env, value, text)
     }
-    other => read_other(env, value, other),
+    other => read_other_coded(env, value, other),
   }
 }
 
@@ -37,8 +37,23 @@ pub unsafe fn read(env: Env, value: Value, buf: &mut Utf8) -> RawResult<Key<'_>>
 pub unsafe fn read_string_first(env: Env, value: Value, buf: &mut Utf8) -> RawResult<Key<'_>> {
   match buf.read_if_string(env, value)? {
     Some(text) => check_text(env, value, text),
-    None => read_other(env, value, raw::type_of(env, value)),
+    None => read_other_coded(env, value, raw::type_of(env, value)),
   }
+}
+
+/// [`read_other`], where JS that throws while the key is read (a revoked
+/// Proxy, a getter or trap that throws) makes `ERR_HERDCACHE_INVALID_KEY`
+/// with the exception as its cause.
+unsafe fn read_other_coded(
+  env: Env,
+  value: Value,
+  t: sys::napi_valuetype,
+) -> RawResult<Key<'static>> {
+  raw::coded_throw(env, read_other(env, value, t), || {
+    key::invalid(
+      "the key could not be read: reading it threw (a revoked Proxy, or a getter or Proxy trap that throws; the error is this one's `cause`); give a non-empty string or an array of strings and numbers".to_string(),
+    )
+  })
 }
 
 /// A string key, read: refused if it lost a lone surrogate, is empty or too long.

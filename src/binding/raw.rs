@@ -309,6 +309,40 @@ pub unsafe fn make_error(env: Env, error: &Error) -> Value {
   v
 }
 
+/// [`make_error`] with `cause` as its `cause`, defined as `new Error(message,
+/// { cause })` defines it (own, not enumerable).
+pub unsafe fn make_error_with_cause(env: Env, error: &Error, cause: Value) -> Value {
+  let v = make_error(env, error);
+  let descriptor = sys::napi_property_descriptor {
+    utf8name: c"cause".as_ptr(),
+    name: ptr::null_mut(),
+    method: None,
+    getter: None,
+    setter: None,
+    value: cause,
+    attributes: sys::PropertyAttributes::writable | sys::PropertyAttributes::configurable,
+    data: ptr::null_mut(),
+  };
+  sys::napi_define_properties(env, v, 1, &descriptor);
+  v
+}
+
+/// A JS exception taken while reading an argument becomes `error`, with the
+/// exception as its cause: what JS ran (a getter, a Proxy's trap, a revoked
+/// Proxy) is bad input, which gets a code, never a raw TypeError.
+pub unsafe fn coded_throw<T>(
+  env: Env,
+  result: RawResult<T>,
+  error: impl FnOnce() -> Error,
+) -> RawResult<T> {
+  match result {
+    Err(Failure::Thrown(cause)) => {
+      Err(Failure::Thrown(make_error_with_cause(env, &error(), cause)))
+    }
+    other => other,
+  }
+}
+
 pub unsafe fn failure_value(env: Env, failure: Failure) -> Value {
   match failure {
     Failure::Coded(e) => make_error(env, &e),

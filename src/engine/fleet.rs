@@ -21,7 +21,7 @@ use super::shared::{lock_token, Events, LockAttempt, Read, RedisStore, SharedSto
 use super::slots::{self, LoadSlots};
 use crate::core::breaker::{Breaker, State};
 use crate::core::envelope::{DecodeError, Envelope};
-use crate::core::fleet::{loser_step, Change, Lease, LoserStep};
+use crate::core::fleet::{loser_wait, Change, Lease};
 use crate::core::policy::{self, Answers};
 use crate::core::tags::{TagStamps, TAG_STAMPS_CAPACITY};
 use std::collections::HashMap;
@@ -260,6 +260,11 @@ pub enum Invalidation {
   /// value it put in memory leaves it, unless something replaced it there
   /// meanwhile, so this instance reads what the fleet reads.
   Superseded { key: String, stamp: u64 },
+  /// This instance's `set` of `key` stamped `from` was written stamped `to`,
+  /// after a value another instance wrote within the clocks' error: the
+  /// value in memory, unless something replaced it meanwhile, takes the
+  /// stamp the fleet's copy has.
+  Restamped { key: String, from: u64, to: u64 },
 }
 
 /// Invalidations queued for the thread that owns the L1.
@@ -922,7 +927,6 @@ impl<S: SharedStore> Fleet<S> {
       return local;
     }
     let keys = Arc::new(self.store.keys(key));
-    let started = Instant::now();
     if read_first {
       match self.read(&keys).await {
         None => return local,
@@ -1000,10 +1004,8 @@ impl<S: SharedStore> Fleet<S> {
             None => return local,
             Some(None) => {}
           }
-          let waited = started.elapsed().as_millis() as u64;
-          let LoserStep::Wait(ms) = loser_step(lease, waited, self.hard_timeout) else {
-            return local;
-          };
+          // Bounded by the flight's deadline, not here: see `loser_wait`.
+          let ms = loser_wait(lease);
           bump(&self.counters.lock_waits);
           // A timeout (the lease ran out first: the holder died, or is
           // extending it) keeps the waiter for the next turn.
@@ -1175,9 +1177,11 @@ impl<S: SharedStore> Fleet<S> {
     self.track(result);
   }
 
-  /// `set`: an envelope written outside any flight. One that cannot reach
-  /// the store is kept for auto-recovery (false then); one the store had a
-  /// later value for leaves this instance's memory (false too).
+  /// `set`: an envelope written outside any flight, over whatever is
+  /// stored: the application's newest value always lands, stamped after the
+  /// stored one if need be (`write_newest`), and this instance's memory
+  /// takes the stamp written. One that cannot reach the store is kept for
+  /// auto-recovery (false then), and replayed conditionally.
   pub async fn write(&self, key: &str, envelope: Envelope) -> bool {
     if !self.allowed() {
       self.keep(key, KeyOp::Set(envelope));
@@ -1187,19 +1191,31 @@ impl<S: SharedStore> Fleet<S> {
     if first {
       self.keep(key, KeyOp::Set(envelope.clone()));
     }
+    let keys = self.store.keys(key);
+    let px = envelope
+      .meta
+      .hard_until
+      .saturating_sub(self.clock.now())
+      .max(1);
+    // A corrupt value this instance read is overwritten by any write.
+    self.take_corrupt_stamp(key);
     let Some(result) = self
-      .unhurried(first, self.write_envelope(key, &envelope, None))
+      .unhurried(first, self.store.write_newest(key, &keys, &envelope, px))
       .await
     else {
       return false;
     };
     match self.track(result) {
-      Some(written) => {
+      Some(stamp) => {
         self.settled(key, envelope.meta.stamp);
-        if !written {
-          self.superseded(key, envelope.meta.stamp);
+        if stamp != envelope.meta.stamp {
+          self.invalidations.push(Invalidation::Restamped {
+            key: key.to_string(),
+            from: envelope.meta.stamp,
+            to: stamp,
+          });
         }
-        written
+        true
       }
       None => {
         if !first {

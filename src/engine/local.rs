@@ -475,6 +475,11 @@ impl<V, F> Engine<V, F> {
           self.store.clear();
         }
         Invalidation::Superseded { key, stamp } => self.forget_if_stamp(&key, stamp),
+        Invalidation::Restamped { key, from, to } => {
+          if let Some(e) = self.store.peek_mut(&key).filter(|e| e.meta.stamp == from) {
+            e.meta.stamp = to;
+          }
+        }
       }
     }
   }

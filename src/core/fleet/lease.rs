@@ -22,26 +22,18 @@ impl Lease {
   }
 }
 
-/// What a caller that lost the lock on a cold miss does next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LoserStep {
-  /// Wait up to this many ms for the winner's fill notice.
-  Wait(u64),
-  /// The load's own deadline has come: load locally.
-  LoadLocally,
-}
-
-/// `lease`: the holder's remaining lease (ms, > 0, as the lock script
-/// reports it); `waited`: how long this caller has waited so far;
-/// `hard_timeout`: the bound of any load. A winner that keeps extending its
-/// lease is waited for up to `hard_timeout`; a lease that runs out means the
-/// winner died, and the next attempt takes the lock. Every step waits, so a
-/// loser never spins.
-pub fn loser_step(lease: u64, waited: u64, hard_timeout: u64) -> LoserStep {
-  match hard_timeout.saturating_sub(waited) {
-    0 => LoserStep::LoadLocally,
-    left => LoserStep::Wait(lease.clamp(1, left)),
-  }
+/// How long a caller that lost the lock on a cold miss waits for the
+/// winner's fill notice before it reads and asks for the lock again:
+/// `lease`, the holder's remaining lease (ms, as the lock script reports
+/// it), at least 1 ms, so a loser never spins. A winner that keeps
+/// extending its lease is waited for; a lease that runs out means the
+/// winner died, and the next attempt takes the lock. The wait has no clock
+/// of its own: the call's `hardTimeout`, counted from the call by its JS
+/// leader (`lib/deadlines.js`), gives the flight up, which ends these steps
+/// (`Fleet::acquire_steps`). A second clock here, started later (at the
+/// lock request), could only ever fire after that one.
+pub fn loser_wait(lease: u64) -> u64 {
+  lease.max(1)
 }
 
 #[cfg(test)]
@@ -61,12 +53,8 @@ mod tests {
   }
 
   #[test]
-  fn losers_wait_for_a_live_lease_then_load_locally() {
-    assert_eq!(loser_step(2_000, 0, 30_000), LoserStep::Wait(2_000));
-    // Never past the load's own deadline.
-    assert_eq!(loser_step(2_000, 29_500, 30_000), LoserStep::Wait(500));
-    assert_eq!(loser_step(2_000, 30_000, 30_000), LoserStep::LoadLocally);
-    // Every step before the deadline waits at least 1 ms: no spinning.
-    assert_eq!(loser_step(0, 100, 30_000), LoserStep::Wait(1));
+  fn losers_wait_for_the_holders_lease_and_never_spin() {
+    assert_eq!(loser_wait(2_000), 2_000);
+    assert_eq!(loser_wait(0), 1);
   }
 }

@@ -17,9 +17,9 @@ pub use events::{slots_freed_head, Change, Event};
 pub use keys::{
   channel_of, events_channel, load_slots, sharded_channels, slot, tag_stamp, RedisKeys, SLOTS,
 };
-pub use lease::{loser_step, Lease, LoserStep};
+pub use lease::{loser_wait, Lease};
 pub use scripts::{
   ANNOUNCE_REFUSED, CLEAR_NOT_NEWER_SCRIPT, DELETE_NOT_NEWER_SCRIPT, DELETE_SCRIPT, EXPIRE_SCRIPT,
   EXTEND_SCRIPT, FAIL_REFRESH_SCRIPT, LOAD_SLOTS_SCRIPT, LOCK_SCRIPT, REFRESH_LOCK_SCRIPT,
-  RELEASE_SCRIPT, TAG_SCRIPT, TOKEN_PATTERN, WRITE_SCRIPT,
+  RELEASE_SCRIPT, SET_SCRIPT, TAG_SCRIPT, TOKEN_PATTERN, WRITE_SCRIPT,
 };

@@ -198,6 +198,41 @@ return 1 + announce(ARGV[5], ARGV[6])
 "#
 );
 
+/// A live `set`: the application's statement of the newest value, so it
+/// always lands. Its stamp orders after the stored one: when a valid
+/// envelope there is stamped no earlier than ours (another instance wrote it
+/// within the clocks' error), ours is written stamped one past it (the
+/// header's stamp field rewritten), so every later judgement by stamp (a
+/// late fill, a replay, an `expire`, a tag) sees the `set` as the newer
+/// write. Then the back-off marker goes and the fill is announced.
+/// KEYS[1] value, KEYS[2] back-off marker; ARGV[1] envelope, ARGV[2] hard
+/// TTL ms, ARGV[3] stamp, ARGV[4] channel, ARGV[5] fill message, ARGV[6]
+/// the digit limit.
+/// Returns the stamp written, plus [`ANNOUNCE_REFUSED`] as a second element
+/// if the PUBLISH was refused.
+pub const SET_SCRIPT: &str = concat!(
+  envelope_stamp_lua!(),
+  announce_lua!(),
+  r#"
+local stamp = tonumber(ARGV[3])
+local text = ARGV[1]
+local stored = redis.pcall('GET', KEYS[1])
+if type(stored) == 'string' then
+  local theirs = envelope_stamp(stored, tonumber(ARGV[6]))
+  if theirs ~= nil and theirs >= stamp then
+    local head, tail = string.match(text, '^(hc[23] %d+ %d+ %d+ )%d+( .*)$')
+    if head ~= nil then
+      stamp = theirs + 1
+      text = head .. string.format('%d', stamp) .. tail
+    end
+  end
+end
+redis.call('SET', KEYS[1], text, 'PX', ARGV[2])
+redis.call('DEL', KEYS[2])
+return { stamp, announce(ARGV[4], ARGV[5]) }
+"#
+);
+
 /// A live `delete`: the DEL and its announcement. KEYS[1] value; ARGV[1]
 /// channel, ARGV[2] delete message. Returns how many values were deleted
 /// (0 or 1), plus [`ANNOUNCE_REFUSED`] if the PUBLISH was refused.
@@ -486,6 +521,15 @@ mod tests {
     assert!(WRITE_SCRIPT.contains(r"'^(hc[23]) (%d+) (%d+) (%d+) (%d+) (%d+) ([vn])\n'"));
     // The previous version is still read, so the script still knows it.
     assert!(WRITE_SCRIPT.contains(r"'^hc1 (%d+) (%d+) (%d+) (%d+) ([vn])\n'"));
+  }
+
+  /// A `set` reads the stored stamp as the write does, and rewrites the
+  /// stamp field of the header `Envelope::encode` writes (the fifth field).
+  #[test]
+  fn the_set_script_rewrites_the_stamp_of_the_encoded_header() {
+    assert!(SET_SCRIPT.starts_with(envelope_stamp_lua!()));
+    assert!(SET_SCRIPT.contains("envelope_stamp(stored,"));
+    assert!(SET_SCRIPT.contains(r"'^(hc[23] %d+ %d+ %d+ )%d+( .*)$'"));
   }
 
   /// The replay scripts judge a stored value's header as the write does:

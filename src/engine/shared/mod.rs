@@ -330,6 +330,19 @@ pub trait SharedStore: Send + Sync + 'static {
     corrupt_stamp: Option<u64>,
   ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
+  /// A live `set`: writes `envelope` for `key`, expiring in `px` ms,
+  /// whatever is stored, stamped one past the stored value's stamp when that
+  /// is not earlier than the envelope's (another instance's write within the
+  /// clocks' error), so the `set` orders after it. Announces the fill and
+  /// removes the key's back-off marker. Answers the stamp written.
+  fn write_newest(
+    &self,
+    key: &str,
+    keys: &Self::Keys,
+    envelope: &Envelope,
+    px: u64,
+  ) -> impl Future<Output = Result<u64, Self::Error>> + Send;
+
   /// Deletes `key` and announces it. True if a value was there.
   fn delete(
     &self,

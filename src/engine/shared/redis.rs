@@ -68,6 +68,7 @@ pub struct RedisStore {
   release: Script,
   extend: Script,
   write: Script,
+  set: Script,
   delete: Script,
   delete_not_newer: Script,
   expire: Script,
@@ -182,6 +183,7 @@ impl RedisStore {
       release: Script::new(protocol::RELEASE_SCRIPT),
       extend: Script::new(protocol::EXTEND_SCRIPT),
       write: Script::new(protocol::WRITE_SCRIPT),
+      set: Script::new(protocol::SET_SCRIPT),
       delete: Script::new(protocol::DELETE_SCRIPT),
       delete_not_newer: Script::new(protocol::DELETE_NOT_NEWER_SCRIPT),
       expire: Script::new(protocol::EXPIRE_SCRIPT),
@@ -821,6 +823,41 @@ impl SharedStore for RedisStore {
     Ok(written)
   }
 
+  /// `SET_SCRIPT`: the SET, stamped after the stored value, and the
+  /// PUBLISH in one round trip. Retried: a repeat after the first landed
+  /// writes the same value again, one stamp later.
+  async fn write_newest(
+    &self,
+    key: &str,
+    keys: &RedisKeys,
+    envelope: &Envelope,
+    px: u64,
+  ) -> RedisResult<u64> {
+    let (text, event) = (
+      envelope.encode(),
+      self.event(Change::Filled(key.to_string())),
+    );
+    let (text, event) = (&text, &event);
+    let set = |mut c: Connection| async move {
+      self
+        .set
+        .key(&keys.value)
+        .key(&keys.backoff)
+        .arg(text)
+        .arg(px.max(1))
+        .arg(envelope.meta.stamp)
+        .arg(self.script_channel())
+        .arg(event)
+        .arg(MAX_DIGITS)
+        .invoke_async::<(u64, i64)>(&mut c)
+        .await
+    };
+    let (stamp, announce) = self.retried(set).await?;
+    self.announced(announce);
+    self.announce_on_cluster(&keys.value, event).await?;
+    Ok(stamp)
+  }
+
   /// `DELETE_SCRIPT`: the DEL and its announcement in one round trip.
   /// Retried: deleting again is harmless (though a repeat after the first
   /// landed answers that nothing was there).
@@ -1084,6 +1121,7 @@ impl RedisStore {
       &self.release,
       &self.extend,
       &self.write,
+      &self.set,
       &self.delete,
       &self.delete_not_newer,
       &self.expire,
