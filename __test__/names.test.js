@@ -42,7 +42,10 @@ function section(heading) {
 
 /** The rows of the first Markdown table in `text`, as arrays of trimmed cells (header and rule left out). */
 function tableRows(text) {
-  const rows = text.split('\n').filter((line) => line.startsWith('|'))
+  const lines = text.split('\n')
+  const start = lines.findIndex((line) => line.startsWith('|'))
+  const end = lines.findIndex((line, i) => i > start && !line.startsWith('|'))
+  const rows = start === -1 ? [] : lines.slice(start, end === -1 ? undefined : end)
   assert.ok(rows.length > 2, `a table in:\n${text.slice(0, 200)}`)
   return rows.slice(2).map((row) =>
     row

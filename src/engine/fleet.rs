@@ -1119,6 +1119,15 @@ impl<S: SharedStore> Fleet<S> {
     self.track(result)
   }
 
+  /// How long `envelope` lives in the store: to its hard TTL, 1 ms at least.
+  fn hard_ttl_left(&self, envelope: &Envelope) -> u64 {
+    envelope
+      .meta
+      .hard_until
+      .saturating_sub(self.clock.now())
+      .max(1)
+  }
+
   /// The conditional write of `envelope`, expiring at its hard TTL, over a
   /// corrupt value this instance read (untracked: the caller feeds the
   /// breaker).
@@ -1129,11 +1138,7 @@ impl<S: SharedStore> Fleet<S> {
     token: Option<&str>,
   ) -> Result<bool, S::Error> {
     let keys = self.store.keys(key);
-    let px = envelope
-      .meta
-      .hard_until
-      .saturating_sub(self.clock.now())
-      .max(1);
+    let px = self.hard_ttl_left(envelope);
     let corrupt = self.take_corrupt_stamp(key);
     self
       .store
@@ -1192,11 +1197,7 @@ impl<S: SharedStore> Fleet<S> {
       self.keep(key, KeyOp::Set(envelope.clone()));
     }
     let keys = self.store.keys(key);
-    let px = envelope
-      .meta
-      .hard_until
-      .saturating_sub(self.clock.now())
-      .max(1);
+    let px = self.hard_ttl_left(&envelope);
     // A corrupt value this instance read is overwritten by any write.
     self.take_corrupt_stamp(key);
     let Some(result) = self
