@@ -507,10 +507,10 @@ async fn a_kept_delete_hides_the_values_it_deleted_until_it_is_delivered() {
       "{acquired:?}"
     );
     assert!(Instant::now() < deadline, "no read reached Redis");
-    // The replay takes the breaker's half-open probe at every cool-down (and
-    // fails it): a read reaches Redis only when it asks first, in the
-    // millisecond or so before the replay wakes. So ask often.
-    tokio::time::sleep(Duration::from_millis(1)).await;
+    // The breaker's probe closes the breaker, and the replay it wakes fails
+    // at once and opens it again: reads reach Redis once `ready()` closed it
+    // (the replay asks again 100 ms later).
+    let _ = a.ready().await;
   }
   assert_eq!(
     a.peek("k", wall_ms()).await,
@@ -526,8 +526,8 @@ async fn a_kept_delete_hides_the_values_it_deleted_until_it_is_delivered() {
       Instant::now() < deadline,
       "the newer value was never served"
     );
-    // As above: the failing replay takes the probe at every cool-down.
-    tokio::time::sleep(Duration::from_millis(1)).await;
+    // As above: reads reach Redis once `ready()` closed the breaker.
+    let _ = a.ready().await;
   }
 
   fail.store(false, Ordering::Relaxed);
