@@ -205,4 +205,31 @@ async function startProxy(t, targetPort, targetHost = '127.0.0.1') {
   return proxy
 }
 
-module.exports = { startProxy }
+/**
+ * A TCP server on a free loopback port that accepts every connection and
+ * never answers (a hung Redis, a proxy with no backend).
+ * @param {import('node:test').TestContext | null} t closes it when the test ends
+ */
+async function startSilentServer(t) {
+  const sockets = new Set()
+  const server = net.createServer((socket) => {
+    sockets.add(socket)
+    socket.on('error', () => {})
+    socket.on('close', () => sockets.delete(socket))
+  })
+  await new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', resolve)
+  })
+  const silent = {
+    port: server.address().port,
+    close: () => {
+      for (const s of sockets) s.destroy()
+      return new Promise((resolve) => server.close(() => resolve()))
+    },
+  }
+  if (t) t.after(() => silent.close())
+  return silent
+}
+
+module.exports = { startProxy, startSilentServer }

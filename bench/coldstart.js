@@ -15,7 +15,6 @@
 // Writes bench/COLDSTART.md (or FILE). Everything runs on 127.0.0.1; the run takes about a minute.
 
 const fs = require('node:fs')
-const net = require('node:net')
 const path = require('node:path')
 const { fork } = require('node:child_process')
 const c = require('./common')
@@ -191,27 +190,6 @@ async function child({ lib, conn, seconds }) {
 
 // ---------------------------------------------------------------- the parent
 
-/** A TCP server that accepts every connection and never answers. */
-async function silentServer() {
-  const sockets = new Set()
-  const server = net.createServer((socket) => {
-    sockets.add(socket)
-    socket.on('error', () => {})
-    socket.on('close', () => sockets.delete(socket))
-  })
-  await new Promise((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', resolve)
-  })
-  return {
-    port: server.address().port,
-    close: () => {
-      for (const s of sockets) s.destroy()
-      return new Promise((resolve) => server.close(() => resolve()))
-    },
-  }
-}
-
 function runChild(lib, conn, seconds) {
   return new Promise((resolve) => {
     const proc = fork(__filename, ['--child'], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] })
@@ -248,9 +226,10 @@ async function main() {
   const started = c.now()
   const loadStart = c.loadAvg()
   const { startRedis, freePort } = require('../__test__/redis-server')
+  const { startSilentServer } = require('../__test__/tcp-proxy')
   const authRedis = await startRedis(null)
   await authRedis.cmd('CONFIG', 'SET', 'requirepass', 'secret')
-  const silent = await silentServer()
+  const silent = await startSilentServer(null)
   const refusedPort = await freePort()
   const conns = {
     refused: { host: '127.0.0.1', port: refusedPort },

@@ -18,10 +18,9 @@
 // would be a silent one.
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const net = require('node:net')
 const { Cache } = require('../..')
 const { startRedis, freePort } = require('../redis-server')
-const { startProxy } = require('../tcp-proxy')
+const { startProxy, startSilentServer } = require('../tcp-proxy')
 const { track, rejectsWith, sleep, waitFor, within } = require('../helpers')
 const { loaderLog, spawnChild } = require('./fixtures/fleet')
 
@@ -45,24 +44,8 @@ const WRITE_BOUND = 50 + BUSY_HOST_SLACK
 const BREAKER = 1000
 const T = { timeout: 60000 }
 
-/** A TCP server that accepts every connection and never answers (a hung Redis, a proxy with no backend). */
-async function silentServer(t) {
-  const sockets = new Set()
-  const server = net.createServer((socket) => {
-    sockets.add(socket)
-    socket.on('error', () => {})
-    socket.on('close', () => sockets.delete(socket))
-  })
-  await new Promise((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', resolve)
-  })
-  t.after(() => {
-    for (const s of sockets) s.destroy()
-    return new Promise((resolve) => server.close(() => resolve()))
-  })
-  return server.address().port
-}
+/** A silent server's port (`startSilentServer`), closed when the test ends. */
+const silentServer = async (t) => (await startSilentServer(t)).port
 
 /**
  * The ways Redis can be unreachable at start: each `make(t)` starts what it
