@@ -205,10 +205,11 @@ class BatchContext {
  * How long, in ms, keys enrolled after the call's getOrLoad calls were made
  * wait for the call's other keys to be decided (answered, or enrolled)
  * before they go to the loader without them, counted from the last key
- * that enrolled: with Redis the fleet answers each key's lock in its own
- * callback, spread over a millisecond or two (more on a busy host, where
- * they keep coming); a key whose lock another instance holds stays
- * undecided until its fill. BATCH_MAX_WAIT_MS bounds the wait from the
+ * that enrolled: with Redis the locks asked in one turn are answered in
+ * one callback (the addon's `engine::together`), but a key first read in a
+ * later turn, or one whose ask took past the addon's 20 ms, answers on its
+ * own; a key whose lock another instance holds stays undecided until its
+ * fill. BATCH_MAX_WAIT_MS bounds the wait from the
  * first. When the window ends, the batch goes at the next `setImmediate`,
  * after the answers the loop already has: a host that paused the process
  * finds them all in, not only the timer.

@@ -19,6 +19,7 @@ use super::status::{self, Answered, Lock, Source, StaleReason};
 use super::Inner;
 use crate::core::envelope::Meta;
 use crate::core::options::RawCallOptions;
+use crate::engine::together::{self, Ask};
 use crate::engine::{Effect, Event, Keep, Refresh, Served, Step, Written};
 use napi::sys;
 use std::rc::Rc;
@@ -433,9 +434,12 @@ pub unsafe extern "C" fn flush_reads(env: Env, info: sys::napi_callback_info) ->
     return raw::undefined(env);
   };
   let started = then_on_cache(env, inner.id, read, |env, inner, answers| {
+    *inner.asks.borrow_mut() = Some(Vec::new());
     for (id, key, answer) in answers {
       step(env, inner, id, Event::Read { key, answer });
     }
+    let asks = inner.asks.borrow_mut().take().unwrap_or_default();
+    ask_together(env, inner, asks);
   });
   started.unwrap_or_else(|failure| raw::throw(env, failure))
 }
@@ -461,14 +465,16 @@ unsafe fn step(env: Env, inner: &Rc<Inner>, id: u64, event: Event) {
 
 unsafe fn carry_out(env: Env, inner: &Rc<Inner>, id: u64, effect: Effect<FlightHandle>) {
   match effect {
-    Effect::Ask(future) => {
+    Effect::Ask(ask) => {
       // The wait for the lock's holder is bounded by the leader's deadline.
       lead_deferred(env, inner, id, true);
-      let asked = then_on_cache(env, inner.id, future, move |env, inner, (key, acquired)| {
-        step(env, inner, id, Event::Claimed { key, acquired })
-      });
-      if asked.is_err() {
-        step(env, inner, id, Event::Unavailable);
+      let mut collecting = inner.asks.borrow_mut();
+      match collecting.as_mut() {
+        Some(asks) => asks.push((id, ask)),
+        None => {
+          drop(collecting);
+          ask_alone(env, inner, id, ask);
+        }
       }
     }
     Effect::Load => {
@@ -490,6 +496,45 @@ unsafe fn carry_out(env: Env, inner: &Rc<Inner>, id: u64, effect: Effect<FlightH
     }
     Effect::Spawn(future) => futures::spawn(future),
     Effect::Done => {}
+  }
+}
+
+/// Runs flight `id`'s ask; its answer goes to `step`.
+unsafe fn ask_alone(env: Env, inner: &Rc<Inner>, id: u64, ask: Ask) {
+  let asked = then_on_cache(
+    env,
+    inner.id,
+    ask.future,
+    move |env, inner, (key, acquired)| step(env, inner, id, Event::Claimed { key, acquired }),
+  );
+  if asked.is_err() {
+    step(env, inner, id, Event::Unavailable);
+  }
+}
+
+/// Runs the asks one read's answers made, answered in one turn
+/// (`engine::together`): the ones still out after it, each alone.
+unsafe fn ask_together(env: Env, inner: &Rc<Inner>, mut asks: Vec<(u64, Ask)>) {
+  if asks.len() <= 1 {
+    if let Some((id, ask)) = asks.pop() {
+      ask_alone(env, inner, id, ask);
+    }
+    return;
+  }
+  let ids: Vec<u64> = asks.iter().map(|(id, _)| *id).collect();
+  let group = together::together(asks, together::TOGETHER_WAIT);
+  let asked = then_on_cache(env, inner.id, group, |env, inner, answered| {
+    for (id, (key, acquired)) in answered.answers {
+      step(env, inner, id, Event::Claimed { key, acquired });
+    }
+    for (id, ask) in answered.rest {
+      ask_alone(env, inner, id, ask);
+    }
+  });
+  if asked.is_err() {
+    for id in ids {
+      step(env, inner, id, Event::Unavailable);
+    }
   }
 }
 

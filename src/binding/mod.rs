@@ -66,6 +66,9 @@ pub(crate) struct Inner {
   reads: RefCell<Vec<u64>>,
   /// With a fleet: the flights without a JS leader yet (`flight::Unled`).
   unled: RefCell<hashbrown::HashSet<u64>>,
+  /// While a read's answers are stepped: the asks they made, which go out
+  /// together (`flight::flush_reads`, `engine::together`).
+  asks: RefCell<Option<Vec<(u64, crate::engine::together::Ask)>>>,
   /// `getOrLoadMany`'s buffer for its keys' text, kept between calls.
   many_keys: Cell<String>,
 }
@@ -238,6 +241,7 @@ impl NativeCache {
       outcome_buffer: RefCell::new(None),
       reads: RefCell::new(Vec::new()),
       unled: RefCell::new(hashbrown::HashSet::new()),
+      asks: RefCell::new(None),
       many_keys: Cell::new(String::new()),
     });
     CACHES.with(|caches| caches.borrow_mut().insert(id, Rc::downgrade(&inner)));

@@ -25,6 +25,7 @@ use super::local::{Backoff, Decision, Engine, Keep, Refresh, Served};
 use super::metrics::{Gauges, Metrics};
 use super::shared::{Problem, RedisStore, RedisTimeouts};
 use super::slots::LoadSlots;
+use super::together::Ask;
 use crate::core::envelope::{Envelope, Meta};
 use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{CacheConfig, EntryPolicy, RedisEndpoint};
@@ -32,7 +33,7 @@ use crate::core::policy;
 use crate::core::tags::Tags;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,9 +65,10 @@ pub enum Event {
 
 /// What the binding carries out for a flight ([`Cache::step`]).
 pub enum Effect<F> {
-  /// Run this future and hand its answer back to `step` as
-  /// [`Event::Claimed`].
-  Ask(Pending<(String, Acquired)>),
+  /// Run this ask and hand its answer back to `step` as
+  /// [`Event::Claimed`]: with the other asks of the turn
+  /// ([`super::together`]).
+  Ask(Ask),
   /// Tell the leader to run our loader (the lock is ours, or there is no
   /// Redis to ask).
   Load,
@@ -342,12 +344,17 @@ impl<V, F> Cache<V, F> {
     let terms = self.terms(id);
     // Registered now, on this thread: a give-up that follows finds it.
     let given_up = fleet.begin_steps(id);
-    Effect::Ask(Box::pin(async move {
-      let acquired = fleet
-        .acquire_steps(&key, id, terms, read_first, given_up)
-        .await;
-      (key, acquired)
-    }))
+    let parked = Arc::new(AtomicBool::new(false));
+    let steps_parked = Arc::clone(&parked);
+    Effect::Ask(Ask {
+      future: Box::pin(async move {
+        let acquired = fleet
+          .acquire_steps(&key, id, terms, read_first, given_up, &steps_parked)
+          .await;
+        (key, acquired)
+      }),
+      parked,
+    })
   }
 
   /// What flight `id` does with the fleet's answer.

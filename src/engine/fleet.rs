@@ -879,8 +879,9 @@ impl<S: SharedStore> Fleet<S> {
     read_first: bool,
   ) -> Acquired {
     let given_up = self.begin_steps(id);
+    let parked = AtomicBool::new(false);
     self
-      .acquire_steps(key, id, terms, read_first, given_up)
+      .acquire_steps(key, id, terms, read_first, given_up, &parked)
       .await
   }
 
@@ -889,7 +890,9 @@ impl<S: SharedStore> Fleet<S> {
   /// notice. `read_first: false` when [`Fleet::read_many`] just read it.
   /// `given_up` is [`Fleet::begin_steps`]'s: once it fires, the steps end
   /// (answering a local load, which a flight that is gone never runs) and a
-  /// lock won meanwhile is released at once.
+  /// lock won meanwhile is released at once. `parked` is set while the
+  /// steps wait for the lock's holder to fill the key
+  /// (`engine::together`).
   pub async fn acquire_steps(
     self: &Arc<Self>,
     key: &str,
@@ -897,11 +900,12 @@ impl<S: SharedStore> Fleet<S> {
     terms: Terms,
     read_first: bool,
     given_up: Arc<Flag>,
+    parked: &AtomicBool,
   ) -> Acquired {
     let acquired = tokio::select! {
       biased;
       () = given_up.wait() => Acquired::Load { token: None },
-      acquired = self.decide_loader(key, id, terms, read_first, &given_up) => acquired,
+      acquired = self.decide_loader(key, id, terms, read_first, &given_up, parked) => acquired,
     };
     if !matches!(acquired, Acquired::Load { token: Some(_) }) {
       // No lock for the flight: nothing of it stays with the fleet (a lock
@@ -920,6 +924,7 @@ impl<S: SharedStore> Fleet<S> {
     terms: Terms,
     read_first: bool,
     given_up: &Flag,
+    parked: &AtomicBool,
   ) -> Acquired {
     let Terms { newer_than, .. } = terms;
     let local = Acquired::Load { token: None };
@@ -1009,7 +1014,10 @@ impl<S: SharedStore> Fleet<S> {
           bump(&self.counters.lock_waits);
           // A timeout (the lease ran out first: the holder died, or is
           // extending it) keeps the waiter for the next turn.
-          if let Ok(woken) = tokio::time::timeout(Duration::from_millis(ms), waiter).await {
+          parked.store(true, Ordering::SeqCst);
+          let woken = tokio::time::timeout(Duration::from_millis(ms), waiter).await;
+          parked.store(false, Ordering::SeqCst);
+          if let Ok(woken) = woken {
             if woken.is_ok() {
               bump(&self.counters.fill_notices);
             }

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod recovery;
 pub mod shared;
 pub mod slots;
+pub mod together;
 
 pub use cache::{Cache, Effect, Event, FirstStep, Step, Written};
 pub use local::{Backoff, Decision, Engine, Keep, Refresh, Served};
