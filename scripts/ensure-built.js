@@ -2,12 +2,23 @@
 
 // Builds the native addon when it is missing or older than its sources, so
 // `npm test`, `npm run demo` and `npm run bench` work on a fresh clone.
+//
+// Two builds of the same sources: `release` (one codegen unit and LTO: what
+// ships, what the demo and the benchmarks measure) and, with `--for-tests`,
+// the `tests` profile (Cargo.toml: no LTO, incremental), which shares every
+// compiled dependency with the Rust tests, so a fresh clone's `npm test`
+// compiles them once. A test run takes either build if it is fresh; a demo or
+// a benchmark rebuilds a `tests` one in release. Which profile built the
+// addon is kept in target/addon-profile.json, with the addon's mtime (an
+// addon it does not describe, e.g. from `npm run build`, is a release one).
 
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 
 const root = path.join(__dirname, '..')
+const forTests = process.argv.includes('--for-tests')
+const stampFile = path.join(root, 'target', 'addon-profile.json')
 
 /** This machine's platform as `napi build --platform` names the addon: linux-x64-gnu, darwin-arm64, win32-x64-msvc. */
 function platformName() {
@@ -39,7 +50,17 @@ function newestMtime(entry) {
 const builtAt = Math.min(...outputs.map((file) => fs.statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0))
 const changedAt = Math.max(...sources.map((entry) => newestMtime(path.join(root, entry))))
 
-if (builtAt >= changedAt) process.exit(0)
+/** The profile that built the addon now in place: `release` unless the stamp says otherwise for this very file. */
+function builtProfile() {
+  try {
+    const stamp = JSON.parse(fs.readFileSync(stampFile, 'utf8'))
+    if (stamp.addonMtimeMs === fs.statSync(addon).mtimeMs) return stamp.profile
+  } catch {}
+  return 'release'
+}
+
+if (builtAt >= changedAt && (forTests || builtProfile() === 'release')) process.exit(0)
+const profile = forTests ? 'tests' : 'release'
 
 const napi = path.join(root, 'node_modules', '.bin', 'napi')
 if (!fs.existsSync(napi)) {
@@ -48,19 +69,26 @@ if (!fs.existsSync(napi)) {
   )
   process.exit(1)
 }
-console.error(
-  builtAt
-    ? 'herdcache: sources changed, rebuilding the native addon (cargo shows its progress)…'
-    : 'herdcache: building the native addon. The first build compiles every dependency in release mode: several ' +
-        'minutes, with cargo showing its progress…',
-)
+const why =
+  builtAt >= changedAt
+    ? 'it was built for the tests, not in release'
+    : builtAt
+      ? 'sources changed'
+      : 'it is not built yet; the first build compiles every dependency: a few minutes'
+console.error(`herdcache: building the native addon (profile \`${profile}\`: ${why}; cargo shows its progress)…`)
 const started = Date.now()
-const result = spawnSync(napi, ['build', '--platform', '--release', '--js', 'binding.js', '--dts', 'binding.d.ts'], {
-  cwd: root,
-  stdio: 'inherit',
-})
+const result = spawnSync(
+  napi,
+  ['build', '--platform', '--profile', profile, '--js', 'binding.js', '--dts', 'binding.d.ts'],
+  {
+    cwd: root,
+    stdio: 'inherit',
+  },
+)
 if (result.status !== 0) {
   console.error('herdcache: the native build failed (is a Rust toolchain installed? https://rustup.rs)')
   process.exit(result.status ?? 1)
 }
+fs.mkdirSync(path.dirname(stampFile), { recursive: true })
+fs.writeFileSync(stampFile, `${JSON.stringify({ profile, addonMtimeMs: fs.statSync(addon).mtimeMs })}\n`)
 console.error(`herdcache: the native addon was built in ${Math.round((Date.now() - started) / 1000)} s`)

