@@ -2,157 +2,19 @@
 //! `getOrLoadMany`, the same for many keys in one crossing). A hit or a
 //! join is answered here synchronously, on the JS thread: no tokio, no
 //! thread hop, no per-call closure. A miss starts a flight
-//! ([`start_flight`]), whose later steps are `binding/flight.rs`.
+//! ([`start_flight`]), whose life is `binding/flight.rs`.
 
-use super::flight::{self, FlightHandle};
+use super::args::{check_tags_shape, read_call_options, CallOptions};
+use super::flight::{start_flight, Call};
 use super::key;
-use super::raw::{self, napi_try, Env, Failure, JsRef, RawResult, Utf8, Value};
-use super::status::{self, Source, StaleReason};
+use super::raw::{self, Env, Failure, JsRef, RawResult, Utf8, Value};
+use super::status::{self, Outcome, Source, StaleReason};
 use super::{closed, Inner};
 use crate::core::error::{Code, Error, Kind};
-use crate::core::options::{EntryPolicy, RawCallOptions};
-use crate::core::tags::{self, Tags};
-use crate::engine::{Decision, FirstStep, Refresh, Served};
+use crate::core::options::EntryPolicy;
+use crate::engine::{Decision, Refresh};
 use napi::sys;
 use std::rc::Rc;
-
-/// Declares [`Outcome`] and its `status.outcome` names once: the byte of a
-/// variant is its position in the list, from 1 (0: no outcome written), and
-/// `Outcome::NAMES` (exported by `names()`) is in that order.
-macro_rules! outcomes {
-  ($first:ident => $first_name:literal, $($variant:ident => $name:literal,)*) => {
-    /// How a call was answered, written to the cache's outcome slot (a byte
-    /// the JS wrapper reads right after the call, to fill `status.outcome`):
-    /// setting a property from native code costs more than the whole hit.
-    #[derive(Clone, Copy)]
-    #[repr(u8)]
-    pub(super) enum Outcome {
-      $first = 1,
-      $($variant,)*
-    }
-
-    impl Outcome {
-      /// The `status.outcome` of byte `b` is `NAMES[b - 1]`. Read by
-      /// `names()` only, which `cfg(test)` builds do not register.
-      #[cfg_attr(test, allow(dead_code))]
-      pub(super) const NAMES: &'static [&'static str] = &[$first_name, $($name,)*];
-    }
-  };
-}
-
-outcomes! {
-  Hit => "hit",
-  Stale => "stale",
-  Negative => "negative",
-  Miss => "miss",
-  Coalesced => "coalesced",
-}
-
-impl Outcome {
-  pub(super) fn name(self) -> &'static str {
-    Outcome::NAMES[self as usize - 1]
-  }
-
-  /// What the callers of a flight the shared store answered got.
-  pub(super) fn served(served: Served) -> Outcome {
-    match served {
-      Served::Fresh => Outcome::Hit,
-      Served::Stale => Outcome::Stale,
-      Served::Negative => Outcome::Negative,
-    }
-  }
-}
-
-/// The per-call options, passed positionally by the JS wrapper (it reads
-/// the options object, where property access is cheap).
-#[derive(Default)]
-pub(super) struct CallOptions {
-  pub refuse_stale: bool,
-  pub overrides: RawCallOptions,
-}
-
-fn option_type(name: &str, rule: &str) -> Failure {
-  Failure::Coded(Error::new(
-    Code::InvalidOption,
-    Kind::Type,
-    format!("call option `{name}` must be {rule}"),
-  ))
-}
-
-pub(super) unsafe fn optional_number(env: Env, value: Value, name: &str) -> RawResult<Option<f64>> {
-  match raw::type_of(env, value) {
-    sys::ValueType::napi_undefined => Ok(None),
-    sys::ValueType::napi_number => Ok(Some(raw::get_number(env, value))),
-    _ => Err(option_type(name, "a number")),
-  }
-}
-
-/// `stale, ttl, hardTtl, negativeTtl, beta`, each possibly undefined.
-pub(super) unsafe fn read_call_options(
-  env: Env,
-  [stale, ttl, hard_ttl, negative_ttl, beta]: [Value; 5],
-) -> RawResult<CallOptions> {
-  let refuse_stale = match raw::type_of(env, stale) {
-    sys::ValueType::napi_undefined => false,
-    sys::ValueType::napi_boolean => !raw::get_bool(env, stale),
-    _ => return Err(option_type("stale", "a boolean")),
-  };
-  Ok(CallOptions {
-    refuse_stale,
-    overrides: RawCallOptions {
-      ttl: optional_number(env, ttl, "ttl")?,
-      hard_ttl: optional_number(env, hard_ttl, "hardTtl")?,
-      negative_ttl: optional_number(env, negative_ttl, "negativeTtl")?,
-      beta: optional_number(env, beta, "beta")?,
-    },
-  })
-}
-
-/// Whether `tags` is undefined or an array: what a call checks before its
-/// entry is known (a hit reads no tags: they are read when a flight starts).
-pub(super) unsafe fn check_tags_shape(env: Env, value: Value) -> RawResult<()> {
-  if raw::type_of(env, value) == sys::ValueType::napi_undefined {
-    return Ok(());
-  }
-  let mut is_array = false;
-  napi_try!(env, sys::napi_is_array(env, value, &mut is_array));
-  match is_array {
-    true => Ok(()),
-    false => Err(option_type("tags", "an array of strings")),
-  }
-}
-
-/// `tags`: undefined (none), or an array of tags (`core::tags` checks them).
-pub(super) unsafe fn read_tags(env: Env, value: Value) -> RawResult<Tags> {
-  raw::coded_throw(env, read_tags_js(env, value), || {
-    Error::new(
-      Code::InvalidOption,
-      Kind::Type,
-      "call option `tags` must be an array of strings; reading it threw (the error is this one's `cause`)",
-    )
-  })
-}
-
-unsafe fn read_tags_js(env: Env, value: Value) -> RawResult<Tags> {
-  if raw::type_of(env, value) == sys::ValueType::napi_undefined {
-    return Ok(Tags::NONE);
-  }
-  check_tags_shape(env, value)?;
-  let mut len = 0u32;
-  napi_try!(env, sys::napi_get_array_length(env, value, &mut len));
-  // Refused before reading them: a runaway list is a bug.
-  tags::check_count(len as usize)?;
-  let mut tags = Vec::with_capacity(len as usize);
-  for i in 0..len {
-    let mut tag = std::ptr::null_mut();
-    napi_try!(env, sys::napi_get_element(env, value, i, &mut tag));
-    if raw::type_of(env, tag) != sys::ValueType::napi_string {
-      return Err(option_type("tags", "an array of strings"));
-    }
-    tags.push(raw::get_string(env, tag)?);
-  }
-  Ok(Tags::new(tags)?)
-}
 
 /// What the decision asks for, with the JS values taken out while the engine
 /// was borrowed (calling into JS may re-enter it).
@@ -168,19 +30,6 @@ enum Action {
   },
   Join(Value),
   Lead,
-}
-
-/// The JS side of one call: the key (encoded, and as passed), and the loader.
-pub(super) struct Call<'a> {
-  pub key: &'a str,
-  pub key_js: Value,
-  pub loader: Value,
-  pub policy: EntryPolicy,
-  /// The caller refuses stale values (`stale: false`).
-  pub refuse_stale: bool,
-  /// The tags its value is written with, as passed (read by
-  /// [`start_flight`]: a hit needs none).
-  pub tags: Value,
 }
 
 /// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?, status?, tags?)`.
@@ -213,7 +62,7 @@ pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) ->
 
 /// The most keys one `getOrLoadMany` call takes (lib/many.js calls it once
 /// per this many): they come as arguments, read into a buffer on the stack.
-const MANY_KEYS: usize = 256;
+pub(super) const MANY_KEYS: usize = 256;
 
 /// The arguments of `getOrLoadMany` before its keys.
 const MANY_FIXED: usize = 8;
@@ -537,58 +386,6 @@ unsafe fn watch_status(env: Env, inner: &Inner, key: &str, status: Value) -> Raw
     flight.handle.statuses.push(JsRef::strong(env, status)?);
   }
   Ok(())
-}
-
-/// Starts a load of `call.key` and registers it as the key's flight;
-/// returns the promise its callers share. `refresh: None` is a foreground
-/// load. Its deadline runs from now. The JS leader is told of it at once
-/// and runs the loader now; with a fleet, a foreground load's leader is
-/// made once its first read did not answer it (`flight::defer_leader`), and
-/// runs the loader once the fleet says so.
-pub(super) unsafe fn start_flight(
-  env: Env,
-  inner: &Rc<Inner>,
-  call: &Call<'_>,
-  refresh: Option<Refresh>,
-) -> RawResult<Value> {
-  let tags = read_tags(env, call.tags)?;
-  let (handle, promise) = FlightHandle::new(env)?;
-  let (id, first) = {
-    let mut cache = inner.cache.borrow_mut();
-    let begun = cache.begin(call.key, handle, refresh, call.policy, call.refuse_stale);
-    if !tags.is_empty() || refresh.is_some() {
-      cache.local_mut().tag_flight(begun.0, tags);
-    }
-    begun
-  };
-  let waiting = first == FirstStep::ReadShared;
-  let started = if waiting && refresh.is_none() {
-    // A background refresh leads at once: `waitUntil` gets its promise now.
-    flight::defer_leader(env, inner, id, call.key_js, call.loader)
-  } else {
-    let background = refresh.is_some();
-    flight::lead(
-      env,
-      inner,
-      id,
-      call.key_js,
-      call.loader,
-      background,
-      promise,
-      waiting,
-      0.0,
-    )
-    .map(drop)
-  };
-  if let Err(failure) = started {
-    // The leader never saw it: nobody else has its promise yet.
-    let _ = inner.cache.borrow_mut().fail(id, false, false);
-    return Err(failure);
-  }
-  if waiting {
-    flight::queue_first_read(env, inner, id)?;
-  }
-  Ok(promise)
 }
 
 /// `softWait(ctx, flight, stale, status)`: `status` the caller's object, or undefined.

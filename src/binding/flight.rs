@@ -1,4 +1,4 @@
-//! A flight's life after `getOrLoad` started it ([`super::entry::start_flight`]),
+//! A flight's life from its start ([`start_flight`], for `getOrLoad`'s miss),
 //! on the binding's side: the promise its callers share (made here, settled
 //! here), the fleet's steps the engine's [`crate::engine::Cache`] asks for,
 //! and the raw functions the JS leader reports with. Every report takes the
@@ -11,18 +11,83 @@
 //! tells the JS leader to run the loader, or that the flight was answered
 //! (`resume(ctx, id, load, refresh)`).
 
-use super::entry::{self, Call, Outcome};
+use super::args::{optional_string, read_tags};
 use super::futures::{self, then_on_cache};
 use super::held::Held;
 use super::raw::{self, napi_try, Env, JsRef, RawResult, Value};
-use super::status::{self, Answered, Lock, Source, StaleReason};
+use super::status::{self, Answered, Lock, Outcome, Source, StaleReason};
 use super::Inner;
 use crate::core::envelope::Meta;
-use crate::core::options::RawCallOptions;
+use crate::core::options::{EntryPolicy, RawCallOptions};
 use crate::engine::together::{self, Ask};
-use crate::engine::{Effect, Event, Keep, Refresh, Served, Step, Written};
+use crate::engine::{Effect, Event, FirstStep, Keep, Refresh, Served, Step, Written};
 use napi::sys;
 use std::rc::Rc;
+
+/// The JS side of one call: the key (encoded, and as passed), and the loader.
+pub(super) struct Call<'a> {
+  pub key: &'a str,
+  pub key_js: Value,
+  pub loader: Value,
+  pub policy: EntryPolicy,
+  /// The caller refuses stale values (`stale: false`).
+  pub refuse_stale: bool,
+  /// The tags its value is written with, as passed (read by
+  /// [`start_flight`]: a hit needs none).
+  pub tags: Value,
+}
+
+/// Starts a load of `call.key` and registers it as the key's flight;
+/// returns the promise its callers share. `refresh: None` is a foreground
+/// load. Its deadline runs from now. The JS leader is told of it at once
+/// and runs the loader now; with a fleet, a foreground load's leader is
+/// made once its first read did not answer it ([`defer_leader`]), and
+/// runs the loader once the fleet says so.
+pub(super) unsafe fn start_flight(
+  env: Env,
+  inner: &Rc<Inner>,
+  call: &Call<'_>,
+  refresh: Option<Refresh>,
+) -> RawResult<Value> {
+  let tags = read_tags(env, call.tags)?;
+  let (handle, promise) = FlightHandle::new(env)?;
+  let (id, first) = {
+    let mut cache = inner.cache.borrow_mut();
+    let begun = cache.begin(call.key, handle, refresh, call.policy, call.refuse_stale);
+    if !tags.is_empty() || refresh.is_some() {
+      cache.local_mut().tag_flight(begun.0, tags);
+    }
+    begun
+  };
+  let waiting = first == FirstStep::ReadShared;
+  let started = if waiting && refresh.is_none() {
+    // A background refresh leads at once: `waitUntil` gets its promise now.
+    defer_leader(env, inner, id, call.key_js, call.loader)
+  } else {
+    let background = refresh.is_some();
+    lead(
+      env,
+      inner,
+      id,
+      call.key_js,
+      call.loader,
+      background,
+      promise,
+      waiting,
+      0.0,
+    )
+    .map(drop)
+  };
+  if let Err(failure) = started {
+    // The leader never saw it: nobody else has its promise yet.
+    let _ = inner.cache.borrow_mut().fail(id, false, false);
+    return Err(failure);
+  }
+  if waiting {
+    queue_first_read(env, inner, id)?;
+  }
+  Ok(promise)
+}
 
 /// The binding's handle of a flight: the promise every caller shares, and
 /// what settles it. The deferred is settled once, by [`FlightHandle::settle`],
@@ -396,7 +461,7 @@ unsafe fn refresh_stale(
       tags: raw::undefined(env),
     };
     // Its tags are the stale value's (`Engine::tag_flight`).
-    entry::start_flight(env, inner, &call, Some(Refresh::Stale))?;
+    start_flight(env, inner, &call, Some(Refresh::Stale))?;
   }
   Ok(due)
 }
@@ -713,12 +778,4 @@ pub unsafe fn reject_unled(env: Env, inner: &Rc<Inner>, reason: Value) {
 unsafe fn parse_json(env: Env, inner: &Inner, json: &str) -> RawResult<Value> {
   let parse = inner.helper(env, |h| &h.json_parse)?;
   raw::call(env, parse, &[raw::string(env, json)])
-}
-
-/// An optional JS string argument (a JSON text).
-pub unsafe fn optional_string(env: Env, value: Value) -> RawResult<Option<String>> {
-  match raw::type_of(env, value) {
-    sys::ValueType::napi_string => Ok(Some(raw::get_string(env, value)?)),
-    _ => Ok(None),
-  }
 }

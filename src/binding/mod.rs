@@ -6,6 +6,7 @@
 //! expire, clear, stats). Each converts JS values and calls the engine's
 //! [`Cache`], which decides.
 
+mod args;
 mod entry;
 mod flight;
 mod futures;

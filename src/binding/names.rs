@@ -3,12 +3,14 @@
 //! `__test__/names.test.js` (which checks the README and the `.d.ts` files
 //! against them). Called once, when the package is loaded.
 
-use super::entry::Outcome;
-use super::status::{Lock, Source, StaleReason};
+use super::entry::MANY_KEYS;
+use super::status::{Lock, Outcome, Source, StaleReason};
 use super::ENTRY_POINTS;
 use crate::core::error::Code;
-use crate::core::options::CACHE_OPTIONS;
+use crate::core::key::MAX_KEY_BYTES;
+use crate::core::options::{CACHE_OPTIONS, MAX_TTL};
 use crate::engine::metrics::{Gauges, Metrics};
+use crate::engine::slots::FAILED_OPEN;
 use napi_derive::napi;
 
 /// One native option of `new Cache(options)`.
@@ -48,6 +50,21 @@ pub struct Names {
   pub entry_points: Vec<String>,
   /// The values of a caller's `status` fields besides `outcome`.
   pub status: StatusNames,
+  /// The numbers the JS side checks against or answers with.
+  pub limits: Limits,
+}
+
+/// The numbers both sides must agree on, declared in Rust only.
+#[napi(object)]
+pub struct Limits {
+  /// The longest TTL of any option or `setTtl()`, in ms (`core::options::MAX_TTL`).
+  pub max_ttl: f64,
+  /// The longest encoded key, in bytes (`core::key::MAX_KEY_BYTES`).
+  pub max_key_bytes: u32,
+  /// The most keys one native `getOrLoadMany` call takes (`binding::entry::MANY_KEYS`).
+  pub many_keys: u32,
+  /// What `nextLoadSlots` answers when the store could not be asked (`engine::slots::FAILED_OPEN`).
+  pub failed_open: i64,
 }
 
 /// The values of `status.source`, `status.lock` and `status.stale`.
@@ -92,6 +109,12 @@ pub fn names() -> Names {
       source: owned(Source::NAMES),
       lock: owned(Lock::NAMES),
       stale: owned(StaleReason::NAMES),
+    },
+    limits: Limits {
+      max_ttl: MAX_TTL,
+      max_key_bytes: MAX_KEY_BYTES as u32,
+      many_keys: MANY_KEYS as u32,
+      failed_open: FAILED_OPEN,
     },
   }
 }

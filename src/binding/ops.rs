@@ -2,8 +2,7 @@
 //! `clear`, `clearPrefix` (a namespace's clear), `peek` (get past memory, with Redis), `stats` and `metrics`.
 //! With a fleet, the ones that reach Redis return a promise.
 
-use super::entry::{read_call_options, read_tags};
-use super::flight::optional_string;
+use super::args::{optional_string, read_call_options, read_tags};
 use super::futures::promise_on_cache;
 use super::held::Held;
 use super::key;

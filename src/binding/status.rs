@@ -7,6 +7,7 @@
 
 use super::raw::{self, Env, Value};
 use crate::core::envelope::Meta;
+use crate::engine::Served;
 
 /// Declares a `status` field's values once, with their names.
 macro_rules! status_field {
@@ -108,5 +109,52 @@ pub unsafe fn describe(
   if let Some((meta, now)) = meta {
     let ttl = meta.fresh_until as f64 - now as f64;
     set(c"ttl", raw::number(env, ttl));
+  }
+}
+
+/// Declares [`Outcome`] and its `status.outcome` names once: the byte of a
+/// variant is its position in the list, from 1 (0: no outcome written), and
+/// `Outcome::NAMES` (exported by `names()`) is in that order.
+macro_rules! outcomes {
+  ($first:ident => $first_name:literal, $($variant:ident => $name:literal,)*) => {
+    /// How a call was answered, written to the cache's outcome slot (a byte
+    /// the JS wrapper reads right after the call, to fill `status.outcome`):
+    /// setting a property from native code costs more than the whole hit.
+    #[derive(Clone, Copy)]
+    #[repr(u8)]
+    pub enum Outcome {
+      $first = 1,
+      $($variant,)*
+    }
+
+    impl Outcome {
+      /// The `status.outcome` of byte `b` is `NAMES[b - 1]`. Read by
+      /// `names()` only, which `cfg(test)` builds do not register.
+      #[cfg_attr(test, allow(dead_code))]
+      pub const NAMES: &'static [&'static str] = &[$first_name, $($name,)*];
+    }
+  };
+}
+
+outcomes! {
+  Hit => "hit",
+  Stale => "stale",
+  Negative => "negative",
+  Miss => "miss",
+  Coalesced => "coalesced",
+}
+
+impl Outcome {
+  pub fn name(self) -> &'static str {
+    Outcome::NAMES[self as usize - 1]
+  }
+
+  /// What the callers of a flight the shared store answered got.
+  pub fn served(served: Served) -> Outcome {
+    match served {
+      Served::Fresh => Outcome::Hit,
+      Served::Stale => Outcome::Stale,
+      Served::Negative => Outcome::Negative,
+    }
   }
 }

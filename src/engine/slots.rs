@@ -22,9 +22,9 @@
 //! alone (fail open); the slots held meanwhile are told to the store once
 //! it answers again.
 
-use super::fleet::Fleet;
-use super::shared::{SharedStore, SlotCall};
-use std::sync::{Arc, Mutex, Weak};
+use super::shared::{SlotCall, SlotGrant};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 
@@ -234,9 +234,15 @@ impl LoadSlots {
   }
 }
 
-/// The task that keeps the store in step with `slots`, the load slots of
-/// `fleet`, until the fleet is gone (its `stop` aborts it).
-pub(super) async fn keep<S: SharedStore>(fleet: Weak<Fleet<S>>, slots: Arc<LoadSlots>) {
+/// The task that keeps the store in step with `slots` through `ask` (one
+/// store call: `held` held, `wanted` more wanted; `Some(None)`: the store
+/// could not be asked), until `ask` answers `None` (its fleet is gone; the
+/// fleet's `stop` aborts the task before that).
+pub async fn keep<A, F>(ask: A, slots: Arc<LoadSlots>)
+where
+  A: Fn(u64, u64) -> F,
+  F: Future<Output = Option<Option<SlotGrant>>>,
+{
   let renew = Duration::from_millis(slots.lease / 3);
   let mut renew_due = false;
   loop {
@@ -258,10 +264,7 @@ pub(super) async fn keep<S: SharedStore>(fleet: Weak<Fleet<S>>, slots: Arc<LoadS
       continue;
     }
     renew_due = false;
-    let Some(answer) = (match fleet.upgrade() {
-      Some(fleet) => Some(fleet.ask_load_slots(&slots, held, wanted).await),
-      None => None,
-    }) else {
+    let Some(answer) = ask(held, wanted).await else {
       return;
     };
     let pause = match answer {
@@ -380,5 +383,48 @@ mod tests {
     assert_eq!(answered_now(&slots), Some(1));
     assert!(slots.stop(), "one held: the store is told at stop");
     assert_eq!(answered_now(&slots), Some(0));
+  }
+
+  /// The keeper asks through the function it is given (no fleet needed):
+  /// the demand goes to the store, the grant to the waiter, a release back
+  /// to the store, and the task ends once its asker is gone.
+  #[test]
+  fn the_keeper_carries_demand_grants_and_releases_through_its_asker() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+      .enable_time()
+      .build()
+      .unwrap();
+    let slots = Arc::new(LoadSlots::new(10, 3_000));
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let asked = Arc::clone(&calls);
+    let ask = move |held: u64, wanted: u64| {
+      let calls = Arc::clone(&asked);
+      async move {
+        let mut calls = calls.lock().unwrap();
+        calls.push((held, wanted));
+        // The second call finds the fleet gone.
+        (calls.len() < 2).then_some(Some(SlotGrant {
+          granted: wanted,
+          free: 0,
+          waiting: 0,
+          ticket: 0,
+        }))
+      }
+    };
+    runtime.block_on(async {
+      let keeper = tokio::spawn(keep(ask, Arc::clone(&slots)));
+      slots.update(0, 2);
+      assert_eq!(slots.next().await, 2);
+      slots.update(2, 0);
+      tokio::time::timeout(Duration::from_secs(5), keeper)
+        .await
+        .expect("the keeper ends once its asker answers None")
+        .unwrap();
+    });
+    assert_eq!(
+      *calls.lock().unwrap(),
+      vec![(0, 2), (0, 0)],
+      "asked for two, then told both were given back"
+    );
   }
 }
