@@ -102,22 +102,11 @@ pub unsafe extern "C" fn get_or_load_many(env: Env, info: sys::napi_callback_inf
   let &[collect, loader, stale, ttl, hard_ttl, negative_ttl, beta, tags] = fixed else {
     unreachable!("split at MANY_FIXED")
   };
-  // The keys' text, end to end, reused from call to call (a nested call,
-  // from JS this one calls, takes an empty one).
-  let mut text = inner.many_keys.take();
-  text.clear();
   let mut ends = [0usize; MANY_KEYS];
-  for (&key_js, end) in keys.iter().zip(ends.iter_mut()) {
-    let mut key_buf = Utf8::new();
-    match key::read_string_first(env, key_js, &mut key_buf) {
-      Ok(key) => text.push_str(key.as_str()),
-      Err(failure) => {
-        keep_many_keys(inner, text);
-        return raw::throw(env, failure);
-      }
-    }
-    *end = text.len();
-  }
+  let text = match read_many_keys(env, inner, keys, &mut ends) {
+    Ok(text) => text,
+    Err(failure) => return raw::throw(env, failure),
+  };
   let values = [stale, ttl, hard_ttl, negative_ttl, beta];
   // Bad options are read again by each key, which then fails as its own
   // getOrLoad call would (after its key's checks).
@@ -164,6 +153,31 @@ pub unsafe extern "C" fn get_or_load_many(env: Env, info: sys::napi_callback_inf
     }
     Err(failure) => raw::throw(env, failure),
   }
+}
+
+/// The keys' text, end to end (each key's end in `ends`), in the buffer
+/// reused from call to call (a nested call, from JS this one calls, takes
+/// an empty one).
+unsafe fn read_many_keys(
+  env: Env,
+  inner: &Inner,
+  keys: &[Value],
+  ends: &mut [usize; MANY_KEYS],
+) -> RawResult<String> {
+  let mut text = inner.many_keys.take();
+  text.clear();
+  for (&key_js, end) in keys.iter().zip(ends.iter_mut()) {
+    let mut key_buf = Utf8::new();
+    match key::read_string_first(env, key_js, &mut key_buf) {
+      Ok(key) => text.push_str(key.as_str()),
+      Err(failure) => {
+        keep_many_keys(inner, text);
+        return Err(failure);
+      }
+    }
+    *end = text.len();
+  }
+  Ok(text)
 }
 
 /// The most bytes of keys' text `getOrLoadMany` keeps between calls: a
@@ -292,29 +306,7 @@ unsafe fn answer_read_key(
     Options::Checked(checked) => checked,
     Options::Unread { values, given } => check_options(env, inner, values, given, tags)?,
   };
-  let action = {
-    let mut cache = inner.cache.borrow_mut();
-    match cache.decide(key, !refuse_stale) {
-      Decision::Hit { value, refresh } => Action::Serve(value.resolved(env), Outcome::Hit, refresh),
-      Decision::Negative { value } => Action::Serve(value.resolved(env), Outcome::Negative, None),
-      Decision::Stale {
-        value,
-        refresh,
-        join,
-        counted,
-      } => Action::Stale {
-        value: value.resolved(env),
-        refresh,
-        join: join.and_then(|f| f.promise(env)),
-        counted,
-      },
-      Decision::Join { flight } => match flight.promise(env) {
-        Some(promise) => Action::Join(promise),
-        None => Action::Lead,
-      },
-      Decision::Lead => Action::Lead,
-    }
-  };
+  let action = decide(env, inner, key, refuse_stale);
   let call = Call {
     key,
     key_js,
@@ -337,46 +329,107 @@ unsafe fn answer_read_key(
       join,
       counted,
     } => {
-      let flight = if refresh {
-        start_flight(env, inner, &call, Some(Refresh::Stale)).ok()
-      } else {
-        join
-      };
-      stale_reason = Some(match flight {
-        Some(_) => StaleReason::Refresh,
-        None => StaleReason::Backoff,
-      });
-      let promise = match flight {
-        Some(flight) if !counted => soft_wait(env, inner, flight, value, status)?,
-        _ => {
-          if !counted {
-            inner.cache.borrow_mut().local_mut().record_soft_wait(true);
-          }
-          // `value` is the entry's settled promise.
-          value
-        }
-      };
+      let (promise, reason) =
+        serve_stale(env, inner, &call, value, refresh, join, counted, status)?;
+      stale_reason = Some(reason);
       (promise, Outcome::Stale)
     }
     Action::Join(promise) => (promise, Outcome::Coalesced),
     Action::Lead => (start_flight(env, inner, &call, None)?, Outcome::Miss),
   };
   if let Some(status) = status.filter(|&s| raw::type_of(env, s) == sys::ValueType::napi_object) {
-    match answer.1 {
-      // Answered later, maybe by another instance's value: the flight
-      // fills these callers' `status` when it knows (`flight::answer`).
-      Outcome::Miss | Outcome::Coalesced => watch_status(env, inner, call.key, status)?,
-      Outcome::Hit | Outcome::Stale | Outcome::Negative => {
-        let meta = {
-          let cache = inner.cache.borrow();
-          let local = cache.local();
-          local.entry_meta(call.key).map(|meta| (meta, local.now()))
-        };
-        status::describe(env, status, Source::Memory, None, stale_reason, meta);
-      }
-    }
+    describe_answer(env, inner, call.key, answer.1, stale_reason, status)?;
   }
   Ok(answer)
+}
+
+/// The engine's decision for `key`, with the JS values taken out while it
+/// was borrowed.
+#[inline(always)]
+unsafe fn decide(env: Env, inner: &Inner, key: &str, refuse_stale: bool) -> Action {
+  let mut cache = inner.cache.borrow_mut();
+  match cache.decide(key, !refuse_stale) {
+    Decision::Hit { value, refresh } => Action::Serve(value.resolved(env), Outcome::Hit, refresh),
+    Decision::Negative { value } => Action::Serve(value.resolved(env), Outcome::Negative, None),
+    Decision::Stale {
+      value,
+      refresh,
+      join,
+      counted,
+    } => Action::Stale {
+      value: value.resolved(env),
+      refresh,
+      join: join.and_then(|f| f.promise(env)),
+      counted,
+    },
+    Decision::Join { flight } => match flight.promise(env) {
+      Some(promise) => Action::Join(promise),
+      None => Action::Lead,
+    },
+    Decision::Lead => Action::Lead,
+  }
+}
+
+/// A stale value for the caller: at once, or after a soft wait on the
+/// refresh (started here if the decision asked for one, else the one
+/// running), and why it was stale.
+#[allow(clippy::too_many_arguments)]
+unsafe fn serve_stale(
+  env: Env,
+  inner: &Rc<Inner>,
+  call: &Call<'_>,
+  value: Value,
+  refresh: bool,
+  join: Option<Value>,
+  counted: bool,
+  status: Option<Value>,
+) -> RawResult<(Value, StaleReason)> {
+  let flight = if refresh {
+    start_flight(env, inner, call, Some(Refresh::Stale)).ok()
+  } else {
+    join
+  };
+  let reason = match flight {
+    Some(_) => StaleReason::Refresh,
+    None => StaleReason::Backoff,
+  };
+  let promise = match flight {
+    Some(flight) if !counted => soft_wait(env, inner, flight, value, status)?,
+    _ => {
+      if !counted {
+        inner.cache.borrow_mut().local_mut().record_soft_wait(true);
+      }
+      // `value` is the entry's settled promise.
+      value
+    }
+  };
+  Ok((promise, reason))
+}
+
+/// Fills the caller's `status` object for an answer from memory now, or
+/// leaves it with the flight that answers it later.
+unsafe fn describe_answer(
+  env: Env,
+  inner: &Inner,
+  key: &str,
+  outcome: Outcome,
+  stale_reason: Option<StaleReason>,
+  status: Value,
+) -> RawResult<()> {
+  match outcome {
+    // Answered later, maybe by another instance's value: the flight
+    // fills these callers' `status` when it knows (`flight::answer`).
+    Outcome::Miss | Outcome::Coalesced => watch_status(env, inner, key, status),
+    Outcome::Hit | Outcome::Stale | Outcome::Negative => {
+      let meta = {
+        let cache = inner.cache.borrow();
+        let local = cache.local();
+        local.entry_meta(key).map(|meta| (meta, local.now()))
+      };
+      status::describe(env, status, Source::Memory, None, stale_reason, meta);
+      Ok(())
+    }
+  }
 }
 
 /// Keeps a caller's `status` object with the key's flight.

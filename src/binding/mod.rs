@@ -525,54 +525,7 @@ impl NativeCache {
     *self.inner.outcome_buffer.borrow_mut() = Some(JsRef::strong(env, buffer)?);
     self.inner.outcome_slot.set(slot as *mut u8);
     let config = self.inner.cache.borrow().config().clone();
-    raw::set_property(
-      env,
-      ctx,
-      c"hardTimeout",
-      raw::number(env, config.hard_timeout as f64),
-    )?;
-    raw::set_property(
-      env,
-      ctx,
-      c"softTimeout",
-      raw::number(env, config.soft_timeout as f64),
-    )?;
-    raw::set_property(
-      env,
-      ctx,
-      c"maxValueBytes",
-      raw::number(env, config.max_value_bytes as f64),
-    )?;
-    raw::set_property(
-      env,
-      ctx,
-      c"redis",
-      raw::boolean(env, config.redis.is_some()),
-    )?;
-    // 0: no cap (lib/bulkhead.js makes no bulkhead then).
-    raw::set_property(
-      env,
-      ctx,
-      c"maxConcurrentLoads",
-      raw::number(env, config.process_load_cap().unwrap_or(0) as f64),
-    )?;
-    // 0: no fleet cap (the bulkhead asks for no fleet slots).
-    let fleet_cap = config
-      .redis
-      .as_ref()
-      .and_then(|r| r.fleet_max_concurrent_loads);
-    raw::set_property(
-      env,
-      ctx,
-      c"fleetMaxConcurrentLoads",
-      raw::number(env, fleet_cap.unwrap_or(0) as f64),
-    )?;
-    raw::set_property(
-      env,
-      ctx,
-      c"maxQueuedLoads",
-      raw::number(env, config.max_queued_loads as f64),
-    )?;
+    share_config(env, ctx, &config)?;
     let mut object = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));
     raw::set_property(env, object, c"outcomeBuffer", buffer)?;
@@ -591,4 +544,38 @@ impl NativeCache {
       ))
     })
   }
+}
+
+/// Tells the JS context what it needs of the configuration.
+unsafe fn share_config(
+  env: raw::Env,
+  ctx: raw::Value,
+  config: &crate::core::options::CacheConfig,
+) -> RawResult<()> {
+  let fleet_cap = config
+    .redis
+    .as_ref()
+    .and_then(|r| r.fleet_max_concurrent_loads);
+  let numbers = [
+    (c"hardTimeout", config.hard_timeout as f64),
+    (c"softTimeout", config.soft_timeout as f64),
+    (c"maxValueBytes", config.max_value_bytes as f64),
+    // 0: no cap (lib/bulkhead.js makes no bulkhead then).
+    (
+      c"maxConcurrentLoads",
+      config.process_load_cap().unwrap_or(0) as f64,
+    ),
+    // 0: no fleet cap (the bulkhead asks for no fleet slots).
+    (c"fleetMaxConcurrentLoads", fleet_cap.unwrap_or(0) as f64),
+    (c"maxQueuedLoads", config.max_queued_loads as f64),
+  ];
+  for (name, value) in numbers {
+    raw::set_property(env, ctx, name, raw::number(env, value))?;
+  }
+  raw::set_property(
+    env,
+    ctx,
+    c"redis",
+    raw::boolean(env, config.redis.is_some()),
+  )
 }

@@ -316,140 +316,23 @@ fn beta(value: Option<f64>) -> Result<f64, Error> {
 }
 
 impl CacheConfig {
+  /// The cache's configuration, or a coded error naming the first bad
+  /// option found.
   pub fn from_raw(raw: &RawCacheOptions) -> Result<CacheConfig, Error> {
-    let ttl = millis("ttl", raw.ttl, f64::MIN_POSITIVE, MAX_TTL, DEFAULT_TTL)?;
-    let hard_ttl = millis(
-      "hardTtl",
-      raw.hard_ttl,
-      f64::MIN_POSITIVE,
-      MAX_TTL,
-      ttl.saturating_mul(HARD_TTL_FACTOR).min(MAX_TTL as u64),
-    )?;
-    if hard_ttl < ttl {
-      return Err(Error::new(
-        Code::InvalidOption,
-        Kind::Range,
-        format!("option `hardTtl` ({hard_ttl} ms) must be >= `ttl` ({ttl} ms): the hard TTL bounds how long a stale value is served after the soft one"),
-      ));
-    }
-    let jitter = match raw.jitter {
-      None => DEFAULT_JITTER,
-      Some(j) if j.is_finite() && (0.0..1.0).contains(&j) => j,
-      Some(j) => {
-        return Err(range(
-          "jitter",
-          "a fraction >= 0 and < 1 (0.1 spreads TTLs by ±10 %)",
-          j,
-        ))
-      }
-    };
+    let (ttl, hard_ttl) = ttls(raw)?;
+    let jitter = jitter(raw.jitter)?;
     let redis = match &raw.redis {
       None => None,
-      Some(text) => Some(RedisConfig {
-        endpoint: redis_endpoint(text)?,
-        lock_ttl: millis("lockTtl", raw.lock_ttl, 3.0, MAX_TIMEOUT, DEFAULT_LOCK_TTL)?,
-        l1: raw.l1.unwrap_or(true),
-        timeout: millis(
-          "redisTimeout",
-          raw.redis_timeout,
-          1.0,
-          MAX_TIMEOUT,
-          DEFAULT_REDIS_TIMEOUT,
-        )?,
-        breaker_cooldown: millis(
-          "circuitBreakerDuration",
-          raw.circuit_breaker_duration,
-          0.0,
-          MAX_TIMEOUT,
-          DEFAULT_CIRCUIT_BREAKER_DURATION,
-        )?,
-        recovery_max_entries: integer(
-          "recoveryMaxEntries",
-          raw.recovery_max_entries,
-          0,
-          "an integer >= 0 (0 keeps none)",
-        )?
-        .unwrap_or(DEFAULT_RECOVERY_MAX_ENTRIES),
-        recovery_max_age: millis(
-          "recoveryMaxAge",
-          raw.recovery_max_age,
-          0.0,
-          MAX_TTL,
-          DEFAULT_RECOVERY_MAX_AGE,
-        )?,
-        fleet_max_concurrent_loads: integer(
-          "fleetMaxConcurrentLoads",
-          raw.fleet_max_concurrent_loads,
-          1,
-          "an integer >= 1",
-        )?,
-      }),
+      Some(text) => Some(RedisConfig::from_raw(text, raw)?),
     };
-    for (name, given) in [
-      ("lockTtl", raw.lock_ttl.is_some()),
-      ("l1", raw.l1.is_some()),
-      ("redisTimeout", raw.redis_timeout.is_some()),
-      (
-        "circuitBreakerDuration",
-        raw.circuit_breaker_duration.is_some(),
-      ),
-      ("recoveryMaxEntries", raw.recovery_max_entries.is_some()),
-      ("recoveryMaxAge", raw.recovery_max_age.is_some()),
-      (
-        "fleetMaxConcurrentLoads",
-        raw.fleet_max_concurrent_loads.is_some(),
-      ),
-    ] {
-      if given && redis.is_none() {
-        return Err(Error::new(
-          Code::InvalidOption,
-          Kind::Type,
-          format!("option `{name}` applies to the Redis store; give `redis` too, or leave it out"),
-        ));
-      }
-    }
+    refuse_redis_only(raw, redis.is_some())?;
     let max_entries =
       integer("maxEntries", raw.max_entries, 1, "an integer >= 1")?.unwrap_or(match redis {
         Some(_) => DEFAULT_L1_MAX_ENTRIES,
         None => DEFAULT_MAX_ENTRIES,
       });
-    let max_value_bytes = match raw.max_value_bytes {
-      None => DEFAULT_MAX_VALUE_BYTES,
-      Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 && n <= MAX_VALUE_BYTES => n as u64,
-      Some(n) => {
-        return Err(range(
-          "maxValueBytes",
-          &format!("an integer >= 1 and <= {MAX_VALUE_BYTES} (Redis's limit)"),
-          n,
-        ))
-      }
-    };
-    let max_concurrent_loads = integer(
-      "maxConcurrentLoads",
-      raw.max_concurrent_loads,
-      1,
-      "an integer >= 1",
-    )?;
-    let capped = max_concurrent_loads.is_some()
-      || redis
-        .as_ref()
-        .is_some_and(|r| r.fleet_max_concurrent_loads.is_some());
-    let max_queued_loads = match raw.max_queued_loads {
-      Some(_) if !capped => {
-        return Err(Error::new(
-          Code::InvalidOption,
-          Kind::Type,
-          "option `maxQueuedLoads` bounds the queue of `maxConcurrentLoads` (or `fleetMaxConcurrentLoads`); give one of them too, or leave it out",
-        ))
-      }
-      queued => integer(
-        "maxQueuedLoads",
-        queued,
-        0,
-        "an integer >= 0 (0: no queue, loads past maxConcurrentLoads are refused)",
-      )?
-      .unwrap_or(DEFAULT_MAX_QUEUED_LOADS),
-    };
+    let max_value_bytes = max_value_bytes(raw.max_value_bytes)?;
+    let (max_concurrent_loads, max_queued_loads) = load_caps(raw, redis.as_ref())?;
     Ok(CacheConfig {
       entry: EntryPolicy {
         ttl,
@@ -491,6 +374,159 @@ impl CacheConfig {
       max_queued_loads,
       prefix: raw.prefix.clone().unwrap_or_default(),
       redis,
+    })
+  }
+}
+
+/// `ttl` and `hardTtl` (by default a multiple of `ttl`), the hard one no shorter.
+fn ttls(raw: &RawCacheOptions) -> Result<(u64, u64), Error> {
+  let ttl = millis("ttl", raw.ttl, f64::MIN_POSITIVE, MAX_TTL, DEFAULT_TTL)?;
+  let hard_ttl = millis(
+    "hardTtl",
+    raw.hard_ttl,
+    f64::MIN_POSITIVE,
+    MAX_TTL,
+    ttl.saturating_mul(HARD_TTL_FACTOR).min(MAX_TTL as u64),
+  )?;
+  if hard_ttl < ttl {
+    return Err(Error::new(
+      Code::InvalidOption,
+      Kind::Range,
+      format!("option `hardTtl` ({hard_ttl} ms) must be >= `ttl` ({ttl} ms): the hard TTL bounds how long a stale value is served after the soft one"),
+    ));
+  }
+  Ok((ttl, hard_ttl))
+}
+
+fn jitter(value: Option<f64>) -> Result<f64, Error> {
+  match value {
+    None => Ok(DEFAULT_JITTER),
+    Some(j) if j.is_finite() && (0.0..1.0).contains(&j) => Ok(j),
+    Some(j) => Err(range(
+      "jitter",
+      "a fraction >= 0 and < 1 (0.1 spreads TTLs by ±10 %)",
+      j,
+    )),
+  }
+}
+
+fn max_value_bytes(value: Option<f64>) -> Result<u64, Error> {
+  match value {
+    None => Ok(DEFAULT_MAX_VALUE_BYTES),
+    Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 && n <= MAX_VALUE_BYTES => {
+      Ok(n as u64)
+    }
+    Some(n) => Err(range(
+      "maxValueBytes",
+      &format!("an integer >= 1 and <= {MAX_VALUE_BYTES} (Redis's limit)"),
+      n,
+    )),
+  }
+}
+
+/// An option of the Redis store given without `redis` is a mistake, said
+/// as one (it would do nothing).
+fn refuse_redis_only(raw: &RawCacheOptions, has_redis: bool) -> Result<(), Error> {
+  for (name, given) in [
+    ("lockTtl", raw.lock_ttl.is_some()),
+    ("l1", raw.l1.is_some()),
+    ("redisTimeout", raw.redis_timeout.is_some()),
+    (
+      "circuitBreakerDuration",
+      raw.circuit_breaker_duration.is_some(),
+    ),
+    ("recoveryMaxEntries", raw.recovery_max_entries.is_some()),
+    ("recoveryMaxAge", raw.recovery_max_age.is_some()),
+    (
+      "fleetMaxConcurrentLoads",
+      raw.fleet_max_concurrent_loads.is_some(),
+    ),
+  ] {
+    if given && !has_redis {
+      return Err(Error::new(
+        Code::InvalidOption,
+        Kind::Type,
+        format!("option `{name}` applies to the Redis store; give `redis` too, or leave it out"),
+      ));
+    }
+  }
+  Ok(())
+}
+
+/// `maxConcurrentLoads` and `maxQueuedLoads` (which bounds the queue of a
+/// cap, this process's or the fleet's, and needs one).
+fn load_caps(
+  raw: &RawCacheOptions,
+  redis: Option<&RedisConfig>,
+) -> Result<(Option<u64>, u64), Error> {
+  let max_concurrent_loads = integer(
+    "maxConcurrentLoads",
+    raw.max_concurrent_loads,
+    1,
+    "an integer >= 1",
+  )?;
+  let capped =
+    max_concurrent_loads.is_some() || redis.is_some_and(|r| r.fleet_max_concurrent_loads.is_some());
+  let max_queued_loads = match raw.max_queued_loads {
+    Some(_) if !capped => {
+      return Err(Error::new(
+        Code::InvalidOption,
+        Kind::Type,
+        "option `maxQueuedLoads` bounds the queue of `maxConcurrentLoads` (or `fleetMaxConcurrentLoads`); give one of them too, or leave it out",
+      ))
+    }
+    queued => integer(
+      "maxQueuedLoads",
+      queued,
+      0,
+      "an integer >= 0 (0: no queue, loads past maxConcurrentLoads are refused)",
+    )?
+    .unwrap_or(DEFAULT_MAX_QUEUED_LOADS),
+  };
+  Ok((max_concurrent_loads, max_queued_loads))
+}
+
+impl RedisConfig {
+  /// The Redis store's options, `text` its URL (or cluster seeds).
+  fn from_raw(text: &str, raw: &RawCacheOptions) -> Result<RedisConfig, Error> {
+    Ok(RedisConfig {
+      endpoint: redis_endpoint(text)?,
+      lock_ttl: millis("lockTtl", raw.lock_ttl, 3.0, MAX_TIMEOUT, DEFAULT_LOCK_TTL)?,
+      l1: raw.l1.unwrap_or(true),
+      timeout: millis(
+        "redisTimeout",
+        raw.redis_timeout,
+        1.0,
+        MAX_TIMEOUT,
+        DEFAULT_REDIS_TIMEOUT,
+      )?,
+      breaker_cooldown: millis(
+        "circuitBreakerDuration",
+        raw.circuit_breaker_duration,
+        0.0,
+        MAX_TIMEOUT,
+        DEFAULT_CIRCUIT_BREAKER_DURATION,
+      )?,
+      recovery_max_entries: integer(
+        "recoveryMaxEntries",
+        raw.recovery_max_entries,
+        0,
+        "an integer >= 0 (0 keeps none)",
+      )?
+      .unwrap_or(DEFAULT_RECOVERY_MAX_ENTRIES),
+      recovery_max_age: millis(
+        "recoveryMaxAge",
+        raw.recovery_max_age,
+        0.0,
+        MAX_TTL,
+        DEFAULT_RECOVERY_MAX_AGE,
+      )?,
+      fleet_max_concurrent_loads: integer(
+        "fleetMaxConcurrentLoads",
+        raw.fleet_max_concurrent_loads,
+        1,
+        "an integer >= 1",
+      )?,
     })
   }
 }

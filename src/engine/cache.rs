@@ -26,13 +26,13 @@ use super::metrics::{Gauges, Metrics};
 use super::shared::{Problem, RedisStore, RedisTimeouts};
 use super::slots::LoadSlots;
 use super::together::Ask;
+use super::Pending;
 use crate::core::envelope::{Envelope, Meta};
 use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{CacheConfig, EntryPolicy, RedisEndpoint};
 use crate::core::policy;
 use crate::core::tags::Tags;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,10 +108,6 @@ pub enum Written {
   /// Not written (Redis skipped or failing, or nothing to write).
   Skipped,
 }
-
-/// Work for tokio, boxed: the binding runs it (`execute_tokio_future`
-/// allocates a task per future anyway).
-pub type Pending<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// An answer known now, or one a future gives.
 pub enum Step<T, U> {

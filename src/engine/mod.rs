@@ -5,6 +5,10 @@
 //! random numbers (the core takes them as parameters), and both can be
 //! pinned for tests.
 
+/// Work for tokio, boxed: the binding runs it (`execute_tokio_future`
+/// allocates a task per future anyway).
+pub type Pending<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'static>>;
+
 pub mod cache;
 pub mod clock;
 pub mod fleet;

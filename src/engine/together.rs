@@ -7,8 +7,8 @@
 //! its own tokio wake-up, spread the loads of one batch over several loader
 //! calls whenever the host paused the runtime between two of them.
 
-use super::cache::Pending;
 use super::fleet::Acquired;
+use super::Pending;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
