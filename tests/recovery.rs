@@ -11,7 +11,7 @@ use herdcache::core::fleet::Change;
 use herdcache::engine::clock::Clock;
 use herdcache::engine::fleet::{Acquired, Fleet, FleetConfig, Invalidation, Terms, Undelivered};
 use herdcache::engine::shared::{
-  Events, LockAttempt, Read, RedisStore, RedisTimeouts, SharedStore,
+  ClearScope, Events, LockAttempt, Read, RedisStore, RedisTimeouts, SharedStore,
 };
 use redis::{RedisError, RedisResult};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -418,13 +418,18 @@ impl SharedStore for FlakyDeletes {
   ) -> RedisResult<u64> {
     self.inner.write_newest(key, keys, envelope, px).await
   }
-  async fn delete(&self, key: &str, keys: &Self::Keys) -> RedisResult<bool> {
+  async fn delete(
+    &self,
+    key: &str,
+    keys: &Self::Keys,
+    not_newer_than: Option<u64>,
+  ) -> RedisResult<bool> {
     self.check()?;
-    self.inner.delete(key, keys).await
+    self.inner.delete(key, keys, not_newer_than).await
   }
-  async fn clear(&self) -> RedisResult<u64> {
+  async fn clear(&self, scope: ClearScope<'_>, not_newer_than: Option<u64>) -> RedisResult<u64> {
     self.check()?;
-    self.inner.clear().await
+    self.inner.clear(scope, not_newer_than).await
   }
   async fn invalidate_tag(&self, tag: &str, at: u64, px: u64) -> RedisResult<bool> {
     self.check()?;
@@ -439,21 +444,9 @@ impl SharedStore for FlakyDeletes {
   ) -> RedisResult<herdcache::engine::shared::SlotGrant> {
     self.inner.load_slots(call).await
   }
-  async fn delete_not_newer(&self, key: &str, keys: &Self::Keys, stamp: u64) -> RedisResult<bool> {
-    self.check()?;
-    self.inner.delete_not_newer(key, keys, stamp).await
-  }
   async fn expire(&self, key: &str, keys: &Self::Keys, at: u64) -> RedisResult<bool> {
     self.check()?;
     self.inner.expire(key, keys, at).await
-  }
-  async fn clear_not_newer(&self, stamp: u64) -> RedisResult<u64> {
-    self.check()?;
-    self.inner.clear_not_newer(stamp).await
-  }
-  async fn clear_prefix(&self, prefix: &str, not_newer_than: Option<u64>) -> RedisResult<u64> {
-    self.check()?;
-    self.inner.clear_prefix(prefix, not_newer_than).await
   }
   fn subscribe(
     &self,

@@ -228,7 +228,7 @@ async fn a_silent_subscription_is_probed_and_made_anew() {
   })
   .await;
   let keys = s.keys("k");
-  assert!(s.delete("k", &keys).await.is_ok());
+  assert!(s.delete("k", &keys, None).await.is_ok());
   wait_until("the delete to arrive", || {
     seen
       .lock()

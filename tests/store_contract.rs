@@ -14,7 +14,8 @@ use herdcache::core::envelope::{DecodeError, Envelope, Meta};
 use herdcache::core::fleet::{Change, Event};
 use herdcache::core::tags::Tags;
 use herdcache::engine::shared::{
-  lock_token, Events, LockAttempt, Read, RedisStore, RedisTimeouts, SharedStore, SlotCall,
+  lock_token, ClearScope, Events, LockAttempt, Read, RedisStore, RedisTimeouts, SharedStore,
+  SlotCall,
 };
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -789,12 +790,12 @@ async fn writes_deletes_and_clears_are_announced_and_wake_waiters<F: Fixture>(f:
     .await
     .expect("the fill notice wakes the waiter")
     .unwrap();
-  assert!(s.delete("k", &keys).await.unwrap());
-  assert!(!s.delete("k", &keys).await.unwrap());
+  assert!(s.delete("k", &keys, None).await.unwrap());
+  assert!(!s.delete("k", &keys, None).await.unwrap());
   recorder.first(3).await;
   // A clear wakes every waiter.
   let after_clear = recorder.events.wait("k");
-  assert_eq!(s.clear().await.unwrap(), 0);
+  assert_eq!(s.clear(ClearScope::All, None).await.unwrap(), 0);
   let origin = s.origin().to_string();
   assert_eq!(
     recorder.first(4).await,
@@ -833,7 +834,7 @@ async fn a_subscription_delivers_other_origins_events_of_its_prefix_only<F: Fixt
     .write("k", &keys, &envelope(1, "1"), 60_000, None)
     .await
     .unwrap());
-  assert!(a.delete("k", &keys).await.unwrap());
+  assert!(a.delete("k", &keys, None).await.unwrap());
   let origin = a.origin().to_string();
   assert_eq!(
     at_b.first(2).await,
@@ -845,7 +846,10 @@ async fn a_subscription_delivers_other_origins_events_of_its_prefix_only<F: Fixt
   assert!(other_key.try_recv().is_err(), "woken by another key");
   // The other prefix's subscription saw none of it: its first event is its
   // own, published after a's.
-  elsewhere.delete("k", &elsewhere.keys("k")).await.unwrap();
+  elsewhere
+    .delete("k", &elsewhere.keys("k"), None)
+    .await
+    .unwrap();
   assert_eq!(
     at_elsewhere.first(1).await,
     [Event::new(elsewhere.origin(), Change::Deleted("k".into()))]
@@ -867,7 +871,7 @@ async fn clear_removes_only_this_prefix<F: Fixture>(f: &F) {
     .write("k0", &theirs.keys("k0"), &envelope(1, "1"), 60_000, None)
     .await
     .unwrap();
-  assert_eq!(mine.clear().await.unwrap(), 1_200);
+  assert_eq!(mine.clear(ClearScope::All, None).await.unwrap(), 1_200);
   assert_eq!(mine.read(&mine.keys("k0")).await.unwrap(), Read::Missing);
   assert!(matches!(
     theirs.read(&theirs.keys("k0")).await.unwrap(),
@@ -913,7 +917,12 @@ async fn a_namespace_clear_removes_its_keys_only_and_is_announced<F: Fixture>(f:
     .unwrap();
   let woken = recorder.events.wait("users:k1");
   let mut not_woken = recorder.events.wait("feed:1");
-  assert_eq!(s.clear_prefix("users:", None).await.unwrap(), 601);
+  assert_eq!(
+    s.clear(ClearScope::Namespace("users:"), None)
+      .await
+      .unwrap(),
+    601
+  );
   for gone in ["users:k0", "users:k599", "users:eu:1"] {
     assert_eq!(
       s.read(&s.keys(gone)).await.unwrap(),
@@ -946,7 +955,10 @@ async fn a_namespace_clear_removes_its_keys_only_and_is_announced<F: Fixture>(f:
     "woken by another namespace's clear"
   );
   // A glob character in the namespace matches only itself.
-  assert_eq!(s.clear_prefix("a*:", None).await.unwrap(), 0);
+  assert_eq!(
+    s.clear(ClearScope::Namespace("a*:"), None).await.unwrap(),
+    0
+  );
   assert!(matches!(
     s.read(&s.keys("ab:1")).await.unwrap(),
     Read::Found(_)
@@ -955,7 +967,12 @@ async fn a_namespace_clear_removes_its_keys_only_and_is_announced<F: Fixture>(f:
   put("users:old".into(), 100).await;
   put("users:new".into(), 400).await;
   put("feed:old".into(), 100).await;
-  assert_eq!(s.clear_prefix("users:", Some(250)).await.unwrap(), 1);
+  assert_eq!(
+    s.clear(ClearScope::Namespace("users:"), Some(250))
+      .await
+      .unwrap(),
+    1
+  );
   assert_eq!(s.read(&s.keys("users:old")).await.unwrap(), Read::Missing);
   assert!(matches!(
     s.read(&s.keys("users:new")).await.unwrap(),
@@ -977,7 +994,7 @@ async fn a_namespace_clear_removes_its_keys_only_and_is_announced<F: Fixture>(f:
   })
   .await;
   assert!(
-    s.clear_prefix("", None).await.is_err(),
+    s.clear(ClearScope::Namespace(""), None).await.is_err(),
     "an empty prefix is not taken for a whole clear"
   );
 }
@@ -1223,7 +1240,7 @@ async fn replayed_deletes_and_clears_spare_newer_values_and_are_announced<F: Fix
     ("corrupt", true),
     ("absent", true),
   ] {
-    let answer = s.delete_not_newer(key, &s.keys(key), 200).await.unwrap();
+    let answer = s.delete(key, &s.keys(key), Some(200)).await.unwrap();
     assert_eq!(answer, deleted, "{key}");
   }
   assert_eq!(s.read(&s.keys("older")).await.unwrap(), Read::Missing);
@@ -1251,7 +1268,7 @@ async fn replayed_deletes_and_clears_spare_newer_values_and_are_announced<F: Fix
 
   write("a", 100).await;
   write("b", 400).await;
-  assert_eq!(s.clear_not_newer(250).await.unwrap(), 1);
+  assert_eq!(s.clear(ClearScope::All, Some(250)).await.unwrap(), 1);
   assert_eq!(s.read(&s.keys("a")).await.unwrap(), Read::Missing);
   assert!(matches!(
     s.read(&s.keys("b")).await.unwrap(),

@@ -1,5 +1,7 @@
 //! The cache: the local engine (memory, flights, counters) and, with Redis,
-//! the fleet. This is the only place that sequences a flight:
+//! the fleet, and a flight's steps on the engine's side (the binding and
+//! lib/leader.js hold the rest of its life: ARCHITECTURE.md, "A flight,
+//! step by step"):
 //!
 //! 1. [`Cache::begin`] registers it. Without a fleet its loader runs at
 //!    once; with one, the shared store is asked first
@@ -8,9 +10,9 @@
 //!    the binding carries out next ([`Effect`]): run a future and bring
 //!    its answer back to `step`, run our loader (holding the lock, or
 //!    without Redis), adopt another instance's value, end a refresh that
-//!    backs off, or let go of a lock a flight that ended won. A sans-IO
-//!    step: the decisions are made here, synchronously; the binding only
-//!    runs what it is handed and converts values.
+//!    backs off, or let go of a lock a flight that ended won. The step is
+//!    synchronous, but the lock and the wait for its holder run inside one
+//!    future it hands out (`Fleet::acquire_steps`).
 //! 3. The loader's result goes to [`Cache::fill`] or [`Cache::fail`]; with a
 //!    fleet the value is written there first and the flight ends in
 //!    [`Cache::written`].

@@ -1,6 +1,6 @@
 //! The protocol over the stores, without napi. [`Cache`] composes the local
 //! engine (memory, flights, counters: [`Engine`]) and, with Redis, the
-//! fleet, and sequences every flight; the binding converts JS values and
+//! fleet, and takes a flight's steps; the binding converts JS values and
 //! runs the futures it hands out. The engine reads the clock and draws
 //! random numbers (the core takes them as parameters), and both can be
 //! pinned for tests.

@@ -3,7 +3,7 @@
 
 use super::Fleet;
 use crate::engine::recovery::KeyOp;
-use crate::engine::shared::SharedStore;
+use crate::engine::shared::{ClearScope, SharedStore};
 use std::future::Future;
 use std::sync::atomic::Ordering;
 
@@ -49,7 +49,7 @@ impl<S: SharedStore> Fleet<S> {
     let keys = self.store.keys(key);
     self
       .deliver(
-        self.store.delete(key, &keys),
+        self.store.delete(key, &keys, None),
         |fleet| fleet.settled(key, stamp),
         |fleet| fleet.keep(key, KeyOp::Delete { stamp }),
       )
@@ -89,7 +89,7 @@ impl<S: SharedStore> Fleet<S> {
     let stamp = self.clock.now();
     self
       .deliver(
-        self.store.clear(),
+        self.store.clear(ClearScope::All, None),
         |fleet| fleet.settle_queued(|queue| queue.settled_clear(stamp)),
         |fleet| fleet.kept(|queue, now| queue.push_clear(stamp, now)),
       )
@@ -103,7 +103,7 @@ impl<S: SharedStore> Fleet<S> {
     let stamp = self.clock.now();
     self
       .deliver(
-        self.store.clear_prefix(prefix, None),
+        self.store.clear(ClearScope::Namespace(prefix), None),
         |fleet| fleet.settle_queued(|queue| queue.settled_clear_prefix(prefix, stamp)),
         |fleet| fleet.kept(|queue, now| queue.push_clear_prefix(prefix, stamp, now)),
       )

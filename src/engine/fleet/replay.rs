@@ -5,7 +5,7 @@
 use super::{bump, Fleet, Undelivered};
 use crate::core::envelope::Envelope;
 use crate::engine::recovery::{KeyOp, RecoveryQueue, Replay};
-use crate::engine::shared::SharedStore;
+use crate::engine::shared::{ClearScope, SharedStore};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,14 +129,18 @@ impl<S: SharedStore> Fleet<S> {
     let batch = self.with_recovery(|queue| queue.snapshot());
     for (seq, replay) in batch {
       let result = match &replay {
-        Replay::Clear { stamp } => self.store.clear_not_newer(*stamp).await.map(drop),
+        Replay::Clear { stamp } => self
+          .store
+          .clear(ClearScope::All, Some(*stamp))
+          .await
+          .map(drop),
         Replay::Tag { tag, stamp } => {
           let px = self.tag_ttl.load(Ordering::Relaxed);
           self.store.invalidate_tag(tag, *stamp, px).await.map(drop)
         }
         Replay::ClearPrefix { prefix, stamp } => self
           .store
-          .clear_prefix(prefix, Some(*stamp))
+          .clear(ClearScope::Namespace(prefix), Some(*stamp))
           .await
           .map(drop),
         Replay::Key { key, op } => match op {
@@ -151,7 +155,7 @@ impl<S: SharedStore> Fleet<S> {
           // older ones: they go, as its write would have made them.
           KeyOp::Set(_) | KeyOp::Delete { .. } => self
             .store
-            .delete_not_newer(key, &self.store.keys(key), op.stamp())
+            .delete(key, &self.store.keys(key), Some(op.stamp()))
             .await
             .map(drop),
           KeyOp::Expire { stamp } => self

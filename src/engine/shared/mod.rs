@@ -224,6 +224,16 @@ pub fn lock_token() -> String {
   uuid::Uuid::new_v4().to_string()
 }
 
+/// What a clear removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClearScope<'a> {
+  /// Every value of the store's prefix: `clear()`.
+  All,
+  /// A namespace's: the values of the keys starting with this encoded
+  /// sub-prefix (such as `users:`; never empty, or it would be `All`).
+  Namespace(&'a str),
+}
+
 /// What the fleet protocol needs from the store its instances share: values
 /// (envelopes), one lock per key with a lease, and a channel of changes.
 ///
@@ -343,11 +353,17 @@ pub trait SharedStore: Send + Sync + 'static {
     px: u64,
   ) -> impl Future<Output = Result<u64, Self::Error>> + Send;
 
-  /// Deletes `key` and announces it. True if a value was there.
+  /// Deletes `key` and announces it. Live (`not_newer_than: None`): true
+  /// if a value was there. Replayed (auto-recovery) for a `delete` made at
+  /// stamp `t` (`Some(t)`): deletes unless the stored value is a valid
+  /// envelope from a load that started later (a greater stamp), and
+  /// announces only a delete; true if deleted (or nothing was there), false
+  /// if a newer value was kept.
   fn delete(
     &self,
     key: &str,
     keys: &Self::Keys,
+    not_newer_than: Option<u64>,
   ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
   /// `expire` at `at` (epoch ms), live or replayed: makes `key`'s value
@@ -378,34 +394,13 @@ pub trait SharedStore: Send + Sync + 'static {
     tags: &[String],
   ) -> impl Future<Output = Result<Vec<u64>, Self::Error>> + Send;
 
-  /// Removes every value of this store's prefix (and no other) and
-  /// announces it. Returns how many were removed.
-  fn clear(&self) -> impl Future<Output = Result<u64, Self::Error>> + Send;
-
-  /// A replayed `delete` made at `stamp` (auto-recovery): deletes `key`
-  /// unless the stored value is a valid envelope from a load that started
-  /// later (a greater stamp), and then announces the delete. True if
-  /// deleted (or nothing was there), false if a newer value was kept.
-  fn delete_not_newer(
-    &self,
-    key: &str,
-    keys: &Self::Keys,
-    stamp: u64,
-  ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
-
-  /// A replayed `clear` made at `stamp`: removes the prefix's values except
-  /// valid envelopes newer than `stamp`, and announces the clear. Returns how
+  /// Removes the values of `scope` (and no other) and announces it: live
+  /// (`not_newer_than: None`), or replayed for a clear made at stamp `t`
+  /// (`Some(t)`), sparing the valid envelopes newer than `t`. Returns how
   /// many were removed.
-  fn clear_not_newer(&self, stamp: u64) -> impl Future<Output = Result<u64, Self::Error>> + Send;
-
-  /// A namespace's `clear`, live or (with `not_newer_than`, as
-  /// [`SharedStore::clear_not_newer`] does) replayed: removes the values of
-  /// the keys starting with `prefix` (an encoded sub-prefix such as
-  /// `users:`) and no other, and announces it. Returns how many were
-  /// removed.
-  fn clear_prefix(
+  fn clear(
     &self,
-    prefix: &str,
+    scope: ClearScope<'_>,
     not_newer_than: Option<u64>,
   ) -> impl Future<Output = Result<u64, Self::Error>> + Send;
 

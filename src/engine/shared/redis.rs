@@ -4,7 +4,9 @@
 //! through redis-rs; no napi. The protocol that sequences these calls
 //! (DESIGN.md §3) is `engine::fleet`'s.
 
-use super::{Events, LockAttempt, Problem, Problems, Read, SharedStore, SlotCall, SlotGrant};
+use super::{
+  ClearScope, Events, LockAttempt, Problem, Problems, Read, SharedStore, SlotCall, SlotGrant,
+};
 use crate::core::envelope::{DecodeError, Envelope, MAX_DIGITS};
 use crate::core::error::Code;
 use crate::core::fleet::{self as protocol, Change, Event, RedisKeys, ANNOUNCE_REFUSED};
@@ -117,6 +119,30 @@ impl ConnectionLike for Connection {
 }
 
 impl RedisStore {
+  /// A replayed delete (`SharedStore::delete` with a stamp):
+  /// `DELETE_NOT_NEWER_SCRIPT`, the conditional DEL and the PUBLISH in one
+  /// round trip.
+  /// Retried: conditional on the same stamp, so a repeat changes nothing more.
+  async fn delete_not_newer(&self, key: &str, keys: &RedisKeys, stamp: u64) -> RedisResult<bool> {
+    let event = &self.event(Change::Deleted(key.to_string()));
+    let delete = |mut c: Connection| async move {
+      self
+        .delete_not_newer
+        .key(&keys.value)
+        .arg(stamp)
+        .arg(self.script_channel())
+        .arg(event)
+        .arg(MAX_DIGITS)
+        .invoke_async::<i64>(&mut c)
+        .await
+    };
+    let deleted = self.announced(self.retried(delete).await?) == 1;
+    if deleted {
+      self.announce_on_cluster(&keys.value, event).await?;
+    }
+    Ok(deleted)
+  }
+
   /// Checks the URL (`redis://`, `rediss://` with the system's roots, with
   /// user, password and db; `rediss://…/#insecure` skips certificate checks,
   /// for tests); connects on first use.
@@ -861,7 +887,15 @@ impl SharedStore for RedisStore {
   /// `DELETE_SCRIPT`: the DEL and its announcement in one round trip.
   /// Retried: deleting again is harmless (though a repeat after the first
   /// landed answers that nothing was there).
-  async fn delete(&self, key: &str, keys: &RedisKeys) -> RedisResult<bool> {
+  async fn delete(
+    &self,
+    key: &str,
+    keys: &RedisKeys,
+    not_newer_than: Option<u64>,
+  ) -> RedisResult<bool> {
+    if let Some(stamp) = not_newer_than {
+      return self.delete_not_newer(key, keys, stamp).await;
+    }
     let event = &self.event(Change::Deleted(key.to_string()));
     let delete = |mut c: Connection| async move {
       self
@@ -954,60 +988,24 @@ impl SharedStore for RedisStore {
       .collect()
   }
 
-  /// SCAN, then UNLINK in batches, then PUBLISH. Retried: removing what
-  /// is gone already is harmless.
-  async fn clear(&self) -> RedisResult<u64> {
-    match self.sweep("", None).await {
-      Err(e) if dropped(&e) => self.sweep("", None).await,
-      other => other,
-    }
-  }
-
-  /// `DELETE_NOT_NEWER_SCRIPT`: the conditional DEL and the PUBLISH in one
-  /// round trip.
-  /// Retried: conditional on the same stamp, so a repeat changes nothing more.
-  async fn delete_not_newer(&self, key: &str, keys: &RedisKeys, stamp: u64) -> RedisResult<bool> {
-    let event = &self.event(Change::Deleted(key.to_string()));
-    let delete = |mut c: Connection| async move {
-      self
-        .delete_not_newer
-        .key(&keys.value)
-        .arg(stamp)
-        .arg(self.script_channel())
-        .arg(event)
-        .arg(MAX_DIGITS)
-        .invoke_async::<i64>(&mut c)
-        .await
+  /// SCAN, then UNLINK (or, replayed, `CLEAR_NOT_NEWER_SCRIPT`) in
+  /// batches, then PUBLISH. Retried: removing what is gone already is
+  /// harmless, and a replay is conditional on the same stamp. A namespace's
+  /// empty prefix would be the whole clear: refused, so a namespace's clear
+  /// never becomes one.
+  async fn clear(&self, scope: ClearScope<'_>, not_newer_than: Option<u64>) -> RedisResult<u64> {
+    let within = match scope {
+      ClearScope::All => "",
+      ClearScope::Namespace("") => {
+        return Err(RedisError::from((
+          ErrorKind::Client,
+          "a namespace's clear needs its prefix",
+        )))
+      }
+      ClearScope::Namespace(prefix) => prefix,
     };
-    let deleted = self.announced(self.retried(delete).await?) == 1;
-    if deleted {
-      self.announce_on_cluster(&keys.value, event).await?;
-    }
-    Ok(deleted)
-  }
-
-  /// SCAN, then `CLEAR_NOT_NEWER_SCRIPT` in batches, then PUBLISH.
-  /// Retried: conditional on the same stamp.
-  async fn clear_not_newer(&self, stamp: u64) -> RedisResult<u64> {
-    match self.sweep("", Some(stamp)).await {
-      Err(e) if dropped(&e) => self.sweep("", Some(stamp)).await,
-      other => other,
-    }
-  }
-
-  /// SCAN `{<prefix><sub-prefix>*`, then UNLINK (or, replayed,
-  /// `CLEAR_NOT_NEWER_SCRIPT`) in batches, then PUBLISH. Retried as
-  /// `clear`. An empty `prefix` would be the whole clear: refused, so a
-  /// namespace's clear never becomes one.
-  async fn clear_prefix(&self, prefix: &str, not_newer_than: Option<u64>) -> RedisResult<u64> {
-    if prefix.is_empty() {
-      return Err(RedisError::from((
-        ErrorKind::Client,
-        "a namespace's clear needs its prefix",
-      )));
-    }
-    match self.sweep(prefix, not_newer_than).await {
-      Err(e) if dropped(&e) => self.sweep(prefix, not_newer_than).await,
+    match self.sweep(within, not_newer_than).await {
+      Err(e) if dropped(&e) => self.sweep(within, not_newer_than).await,
       other => other,
     }
   }
