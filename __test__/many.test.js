@@ -496,7 +496,11 @@ test('a key too long rejects the call with ERR_HERDCACHE_INVALID_KEY', T, async 
   assert.equal(calls.length, 0, 'nothing was loaded: the call was refused before any key was looked up')
   assert.equal(cache.stats().misses, 0)
   const many = Array.from({ length: 300 }, (_, i) => `k${i}`)
+  // More keys than one native call takes: lib/keys.js checks the length too, so this is refused up front as well.
   await rejectsWith(cache.getOrLoadMany([...many, long], loader), codes.INVALID_KEY)
+  await rejectsWith(cache.getOrLoadMany([...many, ['k', long]], loader), codes.INVALID_KEY)
+  assert.equal(calls.length, 0, 'nothing was loaded')
+  assert.equal(cache.stats().misses, 0, 'no key was looked up')
 })
 
 test('a signal stops this call waiting, not the loads; one that is no AbortSignal is refused', T, async (t) => {

@@ -212,16 +212,30 @@ test('the error codes: the README table, index.d.ts HerdcacheError and the decla
   sameNames([...new Set(nest)], 'the README NestJS section', Object.values(NEST_CODES), 'lib/errors.js NEST_CODES')
 })
 
-test('index.js, prometheus.js, lib/ and nest/ make only declared codes; all but nest/ spell none out', T, () => {
+/** The product's JavaScript files: index.js, prometheus.js (and their .mjs), every file under lib/ and nest/. */
+function productSources() {
+  const walk = (dir) =>
+    fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true }).flatMap((entry) => {
+      const rel = `${dir}/${entry.name}`
+      return entry.isDirectory() ? walk(rel) : [rel]
+    })
+  const files = ['index.js', 'index.mjs', 'prometheus.js', 'prometheus.mjs', ...walk('lib'), ...walk('nest')]
+  return files.filter((f) => f.endsWith('.js') || f.endsWith('.mjs')).sort()
+}
+
+/** A file's text without its comments (block comments, and `//` to the end of a line outside a string). */
+function withoutComments(text) {
+  return text.replace(
+    /\/\*[\s\S]*?\*\/|'(?:\\.|[^\\'\n])*'|"(?:\\.|[^\\"\n])*"|`(?:\\[\s\S]|[^\\`])*`|\/\/[^\n]*/g,
+    (m) => (m.startsWith('/') ? '' : m),
+  )
+}
+
+test('index.js, prometheus.js, lib/ and nest/ make only declared codes, and spell none out', T, () => {
   const known = new Set([...declared.codes, ...Object.values(JS_CODES), ...Object.values(NEST_CODES)])
-  const sources = [
-    'index.js',
-    'index.mjs',
-    'prometheus.js',
-    'prometheus.mjs',
-    ...['lib', 'nest'].flatMap((dir) => fs.readdirSync(path.join(ROOT, dir)).map((f) => `${dir}/${f}`)),
-  ]
-  for (const file of sources.filter((f) => f.endsWith('.js') || f.endsWith('.mjs'))) {
+  const sources = productSources()
+  assert.ok(sources.includes('lib/keys.js') && sources.includes('nest/interceptor.js'), 'the walk finds the files')
+  for (const file of sources) {
     const text = read(file)
     for (const [literal] of text.matchAll(/ERR_HERDCACHE_[A-Z_]+/g)) {
       assert.ok(
@@ -229,15 +243,52 @@ test('index.js, prometheus.js, lib/ and nest/ make only declared codes; all but 
         `${file} uses ${literal}, which is declared nowhere (core::error::Code or lib/errors.js)`,
       )
     }
-    if ((file.startsWith('lib/') && file !== 'lib/errors.js') || file === 'index.js' || file === 'prometheus.js') {
-      const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '')
-      const spelled = [...code.matchAll(/['"`](ERR_HERDCACHE_[A-Z_]+)['"`]/g)].map((m) => m[1])
-      assert.deepEqual(spelled, [], `${file} takes its codes from lib/names.js (codes.X), not string literals`)
+    if (file !== 'lib/errors.js') {
+      // Any string that starts as a code does (the prefix alone too): the codes are spelled in lib/errors.js only.
+      const spelled = [...withoutComments(text).matchAll(/['"`](ERR_HERDCACHE_[A-Z_]*)/g)].map((m) => m[1])
+      assert.deepEqual(
+        spelled,
+        [],
+        `${file} takes its codes from lib/names.js (codes.X) or lib/errors.js (NEST_CODES.X), not string literals`,
+      )
     }
     for (const [, name] of text.matchAll(/\bcodes\.([A-Z_]+)/g)) {
       assert.ok(name in libNames.codes, `${file} uses codes.${name}, which lib/names.js does not have`)
     }
+    for (const [, name] of text.matchAll(/\bNEST_CODES\.([A-Z_]+)/g)) {
+      assert.ok(name in NEST_CODES, `${file} uses NEST_CODES.${name}, which lib/errors.js does not have`)
+    }
   }
+})
+
+test('the code-literal check sees a literal code, not one in a comment', () => {
+  const spelled = (text) => [...withoutComments(text).matchAll(/['"`](ERR_HERDCACHE_[A-Z_]*)/g)].map((m) => m[1])
+  assert.deepEqual(spelled("throw nestError('ERR_HERDCACHE_NEST_NO_CACHE', m)"), ['ERR_HERDCACHE_NEST_NO_CACHE'])
+  assert.deepEqual(spelled('const p = `ERR_HERDCACHE_${name}`'), ['ERR_HERDCACHE_'])
+  assert.deepEqual(spelled('// throws \'ERR_HERDCACHE_X\'\n/* or "ERR_HERDCACHE_Y" */ f()'), [])
+  assert.deepEqual(spelled("const url = 'http://x' // 'ERR_HERDCACHE_X'"), [])
+})
+
+test('every NEST_CODES code is made somewhere in nest/ (as NEST_CODES.X)', T, () => {
+  const used = new Set(
+    productSources()
+      .filter((file) => file.startsWith('nest/'))
+      .flatMap((file) => [...withoutComments(read(file)).matchAll(/\bNEST_CODES\.([A-Z_]+)/g)].map((m) => m[1])),
+  )
+  const unused = Object.keys(NEST_CODES).filter((name) => !used.has(name))
+  assert.deepEqual(unused, [], `NEST_CODES that nest/ never makes (remove them, or use them): ${unused.join(', ')}`)
+})
+
+test('LIMITS is names().limits, frozen, and lib/ reads each limit from it', T, () => {
+  assert.deepEqual({ ...libNames.LIMITS }, { ...declared.limits })
+  assert.ok(Object.isFrozen(libNames.LIMITS))
+  const taken = new Set(
+    productSources()
+      .filter((file) => file.startsWith('lib/'))
+      .flatMap((file) => [...withoutComments(read(file)).matchAll(/\bLIMITS\.(\w+)/g)].map((m) => m[1])),
+  )
+  const unread = Object.keys(declared.limits).filter((name) => !taken.has(name))
+  assert.deepEqual(unread, [], `limits lib/ does not take from LIMITS (a JS copy of them?): ${unread.join(', ')}`)
 })
 
 test('the outcomes: names().outcomes, index.d.ts Outcome, the README and status.outcome agree', T, async (t) => {

@@ -281,14 +281,16 @@ describe('installed from the packed tarballs, with no Rust toolchain', () => {
       'index.d.mts',
       'binding.js',
       'binding.d.ts',
-      'lib/native.js',
-      'lib/leader.js',
-      'lib/callers.js',
-      'lib/deadlines.js',
-      'lib/errors.js',
       'prometheus.js',
       'prometheus.mjs',
       'prometheus.d.ts',
+      // Every module of lib/ and nest/ (what index.js and herdcache/nest require), a new one too.
+      ...['lib', 'nest'].flatMap((dir) =>
+        fs
+          .readdirSync(path.join(ROOT, dir), { recursive: true })
+          .map((file) => `${dir}/${file.replaceAll('\\', '/')}`)
+          .filter((file) => fs.statSync(path.join(ROOT, file)).isFile()),
+      ),
     ]) {
       assert.ok(files.includes(needed), `${needed} is in the tarball: ${files.join(' ')}`)
     }

@@ -28,17 +28,17 @@
 // fleet's queue, which may be this one). The addon is told, in one call,
 // the slots given back and how many of the queued loads a slot would start
 // now (`loadSlots`), and answers through one promise at a time
-// (`nextLoadSlots`); when Redis cannot be asked it says so (-1), and the
+// (`nextLoadSlots`); when Redis cannot be asked it says so (FAILED_OPEN), and the
 // loads queued then run under the per-process cap alone (counted in
 // `fleetCapBypassed`).
 
 const { herdError, describeKey } = require('./errors')
-const { codes } = require('./names')
+const { codes, LIMITS } = require('./names')
 
 /** @typedef {import('./native-contract').Context} Context */
 
 /** What `nextLoadSlots` answers when Redis could not be asked for fleet slots (engine/slots.rs `FAILED_OPEN`). */
-const FAILED_OPEN = -1
+const FAILED_OPEN = LIMITS.failedOpen
 
 class Bulkhead {
   /**

@@ -5,6 +5,9 @@
 // joins both into `codes`). Every code here is in the README, and the
 // core ones in `index.d.ts`'s `HerdcacheError` (`__test__/names.test.js`).
 
+/** What every code of herdcache starts with (`lib/names.js` names the codes by what follows it). */
+const CODE_PREFIX = 'ERR_HERDCACHE_'
+
 /** Codes of the core package made in JavaScript, by their name after `ERR_HERDCACHE_`. */
 const JS_CODES = Object.freeze({
   /** A loader result JSON cannot represent (lib/leader.js). */
@@ -15,7 +18,7 @@ const JS_CODES = Object.freeze({
   NO_BINARY: 'ERR_HERDCACHE_NO_BINARY',
   /** A cold load past `maxConcurrentLoads` found the queue full (`maxQueuedLoads`; lib/bulkhead.js). */
   LOAD_QUEUE_FULL: 'ERR_HERDCACHE_LOAD_QUEUE_FULL',
-  /** A getOrLoadMany loader's result is not a Map or an array aligned with its keys (lib/many.js). */
+  /** A getOrLoadMany loader's result is not a Map or an array aligned with its keys (lib/batch-result.js). */
   BATCH_RESULT: 'ERR_HERDCACHE_BATCH_RESULT',
 })
 
@@ -62,6 +65,11 @@ function unreadable(code, what, cause) {
   )
 }
 
+/** What `value` is, for an error message: 'null', 'an array', else its `typeof`. */
+function typeName(value) {
+  return value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value
+}
+
 function describeKey(key) {
   try {
     return JSON.stringify(key)
@@ -103,9 +111,11 @@ function sizeProblem(json, maxValueBytes) {
 module.exports = {
   herdError,
   unreadable,
+  typeName,
   describeKey,
   unserializable,
   sizeProblem,
+  CODE_PREFIX,
   JS_CODES,
   NEST_CODES,
 }

@@ -14,7 +14,7 @@
 
 const { enter, leave } = require('./deadlines')
 const { herdError, describeKey, unserializable, sizeProblem } = require('./errors')
-const { codes } = require('./names')
+const { codes, LIMITS } = require('./names')
 const { traceRefresh, fleetDecided, redisFailed } = require('./tracing')
 
 /** The code of the process warning for a failed background refresh when there is no `onError`. */
@@ -25,7 +25,8 @@ const noop = () => {}
 
 /** @typedef {import('./native-contract').Context} Context */
 
-const MAX_TTL = 2 ** 40
+/** The longest TTL a loader may set, in ms (src/core/options.rs `MAX_TTL`, through `LIMITS`). */
+const MAX_TTL = LIMITS.maxTtl
 
 /** Checks one TTL a loader sets, by the rules of the call options. */
 function checkTtl(name, value) {

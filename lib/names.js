@@ -4,7 +4,7 @@
 // `names()` in src/binding/names.rs), so the wrapper has no copy of them.
 
 const { names } = require('./native')
-const { herdError, JS_CODES } = require('./errors')
+const { herdError, CODE_PREFIX, JS_CODES } = require('./errors')
 
 if (typeof names !== 'function') {
   // A binary built from older sources (HERDCACHE_NATIVE_PATH, or a stale local build).
@@ -15,7 +15,14 @@ if (typeof names !== 'function') {
   )
 }
 const declared = names()
-const PREFIX = 'ERR_HERDCACHE_'
+if (declared.limits === undefined) {
+  // Built before names() exported its limits: the checks made against them would pass anything.
+  throw herdError(
+    Error,
+    JS_CODES.NO_BINARY,
+    'the herdcache native binary is older than its JavaScript (its names() has no limits): rebuild it with `npm run build`',
+  )
+}
 
 /**
  * Every error code of the core package by its name after `ERR_HERDCACHE_`:
@@ -25,7 +32,7 @@ const PREFIX = 'ERR_HERDCACHE_'
  * @type {Readonly<Record<string, string>>}
  */
 const codes = Object.freeze({
-  ...Object.fromEntries(declared.codes.map((code) => [code.slice(PREFIX.length), code])),
+  ...Object.fromEntries(declared.codes.map((code) => [code.slice(CODE_PREFIX.length), code])),
   ...JS_CODES,
 })
 
@@ -51,6 +58,17 @@ const STATUS = Object.freeze({
   lock: byName(declared.status.lock),
   stale: byName(declared.status.stale),
 })
+
+/**
+ * The numbers both languages use, declared in Rust only (the addon's
+ * `names().limits`, `Limits` in src/binding/names.rs): the longest TTL in ms
+ * (`maxTtl`), the longest encoded key in UTF-8 bytes (`maxKeyBytes`), the
+ * most keys of one native getOrLoadMany call (`manyKeys`), and what
+ * `nextLoadSlots` answers when the store could not be asked (`failedOpen`).
+ *
+ * @type {Readonly<{ maxTtl: number, maxKeyBytes: number, manyKeys: number, failedOpen: number }>}
+ */
+const LIMITS = Object.freeze({ ...declared.limits })
 
 /**
  * The options of `new Cache(options)` the addon takes, by name, with the
@@ -112,4 +130,5 @@ module.exports = {
   channels,
   ENTRY_CALL_OPTIONS,
   CALL_OPTIONS,
+  LIMITS,
 }

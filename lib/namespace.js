@@ -7,7 +7,8 @@
 
 const { herdError, unreadable } = require('./errors')
 const { codes, ENTRY_CALL_OPTIONS } = require('./names')
-const { alignResults, keyId } = require('./many')
+const { alignResults } = require('./batch-result')
+const { keyId, escapePart } = require('./keys')
 
 /** The call options a view's `defaults` may set (a `signal` or `status` belongs to one call). */
 const DEFAULT_TYPES = new Map(Object.entries(ENTRY_CALL_OPTIONS))
@@ -15,13 +16,10 @@ const GET_DEFAULTS = ['stale']
 const SET_DEFAULTS = ['ttl', 'hardTtl']
 
 /**
- * A part as src/core/key.rs escapes it: `:` and `\` get a backslash, so a
- * name with a colon stays one part (`'a:b'` is the parent's `'a\:b:…'`).
+ * A name is one part of every key of the view (escaped by lib/keys.js
+ * `escapePart`), and a string key's rules are its own: non-empty, no lone
+ * surrogate. (Its length is the keys' own: the addon checks it.)
  */
-function escapePart(part) {
-  return part.replace(/[:\\]/g, '\\$&')
-}
-
 function checkName(name) {
   if (typeof name !== 'string' || name === '') {
     throw herdError(
@@ -282,4 +280,4 @@ function openNamespace(cache, name, defaults, clear) {
   return new Namespace(cache, [name], mergeDefaults(NO_DEFAULTS, defaults), clear)
 }
 
-module.exports = { Namespace, openNamespace, escapePart }
+module.exports = { Namespace, openNamespace }

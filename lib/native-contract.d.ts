@@ -60,12 +60,13 @@ export interface EntryPoints {
     tags?: unknown,
   ): Promise<unknown>
   /**
-   * lib/many.js, untraced: `getOrLoad(key, loader, stale, ttl, hardTtl, negativeTtl, beta, undefined, tags)` for
-   * each of `keys` (at most 256), in order, in one call, the options read once. Every key is read first: one
-   * that is no key is thrown (ERR_HERDCACHE_INVALID_KEY) before any is looked up. Returns
-   * `collect(...promises)` (lib/many.js passes `(...promises) => promises`), each key's promise (a key getOrLoad
-   * rejects: a rejected one). `outcomeBuffer[0]` ends as the last key's call leaves it; `outcomeBuffer[1]` is 1
-   * when no promise can reject (every key was answered from memory: fresh, negative or stale), else 0.
+   * lib/many-native.js, untraced: `getOrLoad(key, loader, stale, ttl, hardTtl, negativeTtl, beta, undefined,
+   * tags)` for each of `keys` (at most `names().limits.manyKeys`), in order, in one call, the options read once.
+   * Every key is read first: one that is no key is thrown (ERR_HERDCACHE_INVALID_KEY) before any is looked up.
+   * Returns `collect(...promises)` (lib/many-native.js passes `(...promises) => promises`), each key's promise (a
+   * key getOrLoad rejects: a rejected one). `outcomeBuffer[0]` ends as the last key's call leaves it;
+   * `outcomeBuffer[1]` is 1 when no promise can reject (every key was answered from memory: fresh, negative or
+   * stale), else 0.
    */
   getOrLoadMany(
     collect: (...promises: Array<Promise<unknown>>) => Array<Promise<unknown>>,

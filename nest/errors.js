@@ -1,17 +1,18 @@
 'use strict'
 
-const { herdError } = require('../lib/errors')
+const { herdError, NEST_CODES } = require('../lib/errors')
+const { codes } = require('../lib/names')
 
-/** A usage error of herdcache/nest, with a stable `code`. */
+/** A usage error of herdcache/nest, with a stable `code` (one of NEST_CODES). */
 function nestError(code, message, Kind = Error) {
   return herdError(Kind, code, message)
 }
 
 function invalidOption(message) {
-  return herdError(TypeError, 'ERR_HERDCACHE_INVALID_OPTION', message)
+  return herdError(TypeError, codes.INVALID_OPTION, message)
 }
 
 /** The code of the one process warning herdcache/nest emits: a signed-in request bypassed for want of a principal. */
 const NO_PRINCIPAL_WARNING = 'HERDCACHE_NEST_NO_PRINCIPAL'
 
-module.exports = { nestError, invalidOption, NO_PRINCIPAL_WARNING }
+module.exports = { nestError, invalidOption, NO_PRINCIPAL_WARNING, NEST_CODES, codes }

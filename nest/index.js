@@ -4,7 +4,7 @@
 // "NestJS" section of README.md. Needs @nestjs/common, @nestjs/core (11 or
 // 12), rxjs and reflect-metadata; class-transformer is used when installed.
 
-const { herdError } = require('../lib/errors')
+const { herdError, NEST_CODES } = require('../lib/errors')
 
 // A plain Node user installs none of Nest; one who imports this subpath
 // without it gets one error naming what to install, not a MODULE_NOT_FOUND.
@@ -20,7 +20,7 @@ const missing = PEERS.filter((name) => {
 if (missing.length > 0) {
   throw herdError(
     Error,
-    'ERR_HERDCACHE_NEST_PEER_MISSING',
+    NEST_CODES.NEST_PEER_MISSING,
     `herdcache/nest needs ${missing.join(', ')} (NestJS 11 or 12): npm install ${missing.join(' ')}`,
   )
 }

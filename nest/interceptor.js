@@ -7,7 +7,7 @@
 const { Injectable, SetMetadata, UseInterceptors, applyDecorators, StreamableFile } = require('@nestjs/common')
 const { Reflector, ModuleRef, HttpAdapterHost } = require('@nestjs/core')
 const { of, lastValueFrom, isObservable } = require('rxjs')
-const { nestError, NO_PRINCIPAL_WARNING } = require('./errors')
+const { nestError, NO_PRINCIPAL_WARNING, NEST_CODES, codes } = require('./errors')
 const { routeKey, routeIdentity, escapeRoute } = require('./keys')
 const { CACHED_ROUTE, getCacheToken, getOptionsToken, checkOptions, ROUTE } = require('./options')
 const { DEFAULT_NAME } = require('./registry')
@@ -58,7 +58,7 @@ function cacheStatus(xCache, status, options) {
   return typeof ttlMs === 'number' ? `${base}; ttl=${Math.floor(ttlMs / 1000)}` : base
 }
 // herdcache errors that mean "the cache could not answer", not "the handler failed".
-const CACHE_FAILURES = new Set(['ERR_HERDCACHE_CLOSED', 'ERR_HERDCACHE_INTERNAL', 'ERR_HERDCACHE_INVALID_KEY'])
+const CACHE_FAILURES = new Set([codes.CLOSED, codes.INTERNAL, codes.INVALID_KEY])
 
 let classTransformer
 function loadClassTransformer() {
@@ -130,7 +130,7 @@ function principalOf(request, options) {
   }
   if (typeof id !== 'string' && typeof id !== 'number') {
     throw nestError(
-      'ERR_HERDCACHE_NEST_INVALID_PRINCIPAL',
+      NEST_CODES.NEST_INVALID_PRINCIPAL,
       `the principal resolver returned a ${typeof id}; it must return a string or number id (or undefined: not cached)`,
       TypeError,
     )
@@ -261,7 +261,7 @@ class HerdcacheInterceptor {
     if (custom === undefined) return undefined
     if (typeof custom !== 'string' || custom === '') {
       throw nestError(
-        'ERR_HERDCACHE_NEST_INVALID_KEY',
+        NEST_CODES.NEST_INVALID_KEY,
         '@Cached({ key }) must return a non-empty string (or undefined: this request is not cached)',
         TypeError,
       )
@@ -337,7 +337,7 @@ class HerdcacheInterceptor {
         moduleOptions = this.#moduleRef.get(getOptionsToken(name), { strict: false })
       } catch {
         throw nestError(
-          'ERR_HERDCACHE_NEST_NO_CACHE',
+          NEST_CODES.NEST_NO_CACHE,
           `@Cached needs the herdcache cache "${name}": import HerdcacheModule.forRoot(${
             name === DEFAULT_NAME ? '' : `{ name: '${name}' }`
           }) in the application`,

@@ -13,7 +13,8 @@
 // their query parameters share an entry.
 
 const { createHash, createHmac } = require('node:crypto')
-const { nestError } = require('./errors')
+const { escapePart } = require('../lib/keys')
+const { nestError, NEST_CODES } = require('./errors')
 
 /**
  * JSON with object keys sorted at every level, so equal data gives one
@@ -25,7 +26,7 @@ function stableJson(value) {
     return JSON.stringify(sortDeep(value, new Set()))
   } catch (cause) {
     const error = nestError(
-      'ERR_HERDCACHE_NEST_INVALID_KEY',
+      NEST_CODES.NEST_INVALID_KEY,
       `the arguments cannot be a cache key (${cause.message}); give @CachedMethod a key function`,
       TypeError,
     )
@@ -119,12 +120,6 @@ function routeKey({ route, params, url = '', query, headers = {}, vary, principa
   const varied = vary === undefined || vary.length === 0 ? '' : escapePart(canonicalVary(headers, vary))
   const head = routeEscaped ? route : escapePart(route)
   return `nest:http:${head}:${canonicalParams(params)}:${canonicalQuery(url, query)}:${varied}:${scope}`
-}
-
-const SPECIAL = /[\\:]/g
-
-function escapePart(part) {
-  return part.includes(':') || part.includes('\\') ? part.replace(SPECIAL, '\\$&') : part
 }
 
 // Route identities and string keys of decorators are few and fixed (a path

@@ -3,7 +3,7 @@
 // @CachedMethod for service (or any class) methods, and the eviction helpers
 // for write paths.
 
-const { invalidOption, nestError } = require('./errors')
+const { invalidOption, nestError, NEST_CODES } = require('./errors')
 const { methodKey, routeKey, routeIdentity } = require('./keys')
 const { CACHED_METHOD, CACHED_ROUTE, checkOptions, METHOD } = require('./options')
 const { DEFAULT_NAME, requireEntry } = require('./registry')
@@ -89,7 +89,7 @@ function methodMeta(target, methodName) {
   const meta = typeof fn === 'function' ? Reflect.getMetadata(CACHED_METHOD, fn) : undefined
   if (meta === undefined) {
     throw nestError(
-      'ERR_HERDCACHE_NEST_NOT_CACHED',
+      NEST_CODES.NEST_NOT_CACHED,
       `${isClass ? target.name : target?.constructor?.name}.${String(methodName)} is not a @CachedMethod`,
       TypeError,
     )
@@ -113,11 +113,11 @@ async function evictRoute(controller, handlerName, request = {}) {
     Reflect.getMetadata(CACHED_ROUTE, controller)
   if (route === undefined || typeof handler !== 'function') {
     const what = `${controller?.name}.${handlerName}`
-    throw nestError('ERR_HERDCACHE_NEST_NOT_CACHED', `${what} is not a @Cached route`, TypeError)
+    throw nestError(NEST_CODES.NEST_NOT_CACHED, `${what} is not a @Cached route`, TypeError)
   }
   if (typeof route.key === 'function') {
     throw nestError(
-      'ERR_HERDCACHE_NEST_NOT_CACHED',
+      NEST_CODES.NEST_NOT_CACHED,
       `${controller.name}.${handlerName} has a key function: delete its key with cache.delete`,
       TypeError,
     )

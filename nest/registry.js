@@ -6,7 +6,7 @@
 // the same process (tests) uses its own cache and the first one's comes back
 // when the second closes.
 
-const { nestError } = require('./errors')
+const { nestError, NEST_CODES } = require('./errors')
 
 const DEFAULT_NAME = 'default'
 
@@ -44,7 +44,7 @@ function require_(name = DEFAULT_NAME, what = 'this call') {
   if (entry === undefined) {
     const how = name === DEFAULT_NAME ? 'HerdcacheModule.forRoot()' : `HerdcacheModule.forRoot({ name: '${name}' })`
     throw nestError(
-      'ERR_HERDCACHE_NEST_NO_CACHE',
+      NEST_CODES.NEST_NO_CACHE,
       `${what} needs the herdcache cache "${name}", but no running Nest application made one: import ${how} ` +
         '(or forRootAsync) in your application module, and call the method after the application initialised',
     )
