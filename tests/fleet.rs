@@ -1,6 +1,7 @@
 //! The fleet protocol (`engine::fleet`) between instances: `Fleet`s with a
-//! store each (so each has its own origin) on one real redis-server (or a
-//! Redis Cluster: `support::Backend`). One
+//! store each (so each has its own origin), every case twice: on one real
+//! redis-server (or a Redis Cluster: `support::Backend`), `on_redis::*`,
+//! and on the in-process store, `in_memory::*` (the unit tier's). One
 //! winner per key, losers woken by the fill notice, a dead holder's lease
 //! running out, a late writer losing to a newer stamp, invalidations
 //! crossing from one instance to the other.
@@ -10,19 +11,19 @@ mod support;
 use herdcache::core::fleet::Change;
 use herdcache::engine::clock::Clock;
 use herdcache::engine::fleet::{Acquired, Fleet, FleetConfig, Invalidation, Terms};
-use herdcache::engine::shared::{lock_token, RedisStore, RedisTimeouts, SharedStore};
+use herdcache::engine::shared::{lock_token, SharedStore};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{envelope, wall_ms, Backend, Inspect};
+use support::{envelope, wall_ms, Backend, InMemory, Inspect, Meeting};
 
 const PREFIX: &str = "fleet:";
 
-fn store(server: &Backend) -> RedisStore {
-  server.store(PREFIX, RedisTimeouts::default())
+fn store<M: Meeting>(server: &M) -> M::Store {
+  server.open(PREFIX)
 }
 
-fn fleet(server: &Backend, lock_ttl: u64, hard_timeout: u64) -> Arc<Fleet> {
+fn fleet<M: Meeting>(server: &M, lock_ttl: u64, hard_timeout: u64) -> Arc<Fleet<M::Store>> {
   Fleet::start(
     store(server),
     FleetConfig {
@@ -63,7 +64,7 @@ async fn wait_until(what: &str, mut pred: impl FnMut() -> bool) {
 /// Waits until `to` has heard a change `from` makes (a delete of `probe`),
 /// so its subscription is live. Returns what it took from `to`'s queue on
 /// the way.
-async fn hears(from: &Fleet, to: &Fleet) -> Vec<Invalidation> {
+async fn hears<S: SharedStore>(from: &Fleet<S>, to: &Fleet<S>) -> Vec<Invalidation> {
   let deadline = Instant::now() + Duration::from_secs(8);
   let probe = Invalidation::Changed(Change::Deleted("probe".into()));
   let mut taken = Vec::new();
@@ -81,15 +82,11 @@ async fn hears(from: &Fleet, to: &Fleet) -> Vec<Invalidation> {
 /// Concurrent acquires of one key on two instances: exactly one takes the
 /// lock, every other waits for its fill notice, and all of them get the
 /// winner's value when it lands, long before any lease or timeout ran out.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_winner_per_key_and_the_losers_wake_on_the_fill_notice() {
-  let Some(server) = Backend::start() else {
-    return;
-  };
+async fn one_winner_per_key_and_the_losers_wake_on_the_fill_notice<M: Meeting>(server: &M) {
   // Leases that would keep a loser waiting 10 s if no notice came.
   let (lock_ttl, hard_timeout) = (10_000, 30_000);
-  let a = fleet(&server, lock_ttl, hard_timeout);
-  let b = fleet(&server, lock_ttl, hard_timeout);
+  let a = fleet(server, lock_ttl, hard_timeout);
+  let b = fleet(server, lock_ttl, hard_timeout);
   hears(&a, &b).await;
   hears(&b, &a).await;
   let fleets = [&a, &b];
@@ -101,7 +98,7 @@ async fn one_winner_per_key_and_the_losers_wake_on_the_fill_notice() {
       (at, id, task)
     })
     .collect();
-  let sum = |f: fn(&Fleet) -> u64| f(&a) + f(&b);
+  let sum = |f: fn(&Fleet<M::Store>) -> u64| f(&a) + f(&b);
   // The winner is answered at once; the losers are in their wait.
   wait_until("one winner and three waiting losers", || {
     flights.iter().filter(|(_, _, t)| t.is_finished()).count() == 1
@@ -150,17 +147,13 @@ async fn one_winner_per_key_and_the_losers_wake_on_the_fill_notice() {
 /// A holder that dies (takes the lock with its token, then neither extends
 /// it nor fills) holds the key up only until its lease runs out: the other
 /// instance then takes the lock and loads, long before hardTimeout.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_holders_lease_runs_out_and_another_instance_loads() {
-  let Some(server) = Backend::start() else {
-    return;
-  };
+async fn a_dead_holders_lease_runs_out_and_another_instance_loads<M: Meeting>(server: &M) {
   let (lock_ttl, hard_timeout) = (600, 20_000);
-  let b = fleet(&server, lock_ttl, hard_timeout);
+  let b = fleet(server, lock_ttl, hard_timeout);
   // The holder dies (a process killed): its lock stays, with no lease
   // keeper and no write. (A fleet that stops releases its locks instead:
   // `a_stopped_fleet_releases_its_locks_at_once`.)
-  let dead = store(&server);
+  let dead = store(server);
   assert!(dead
     .try_lock(&dead.keys("k"), &lock_token(), lock_ttl)
     .await
@@ -181,7 +174,7 @@ async fn a_dead_holders_lease_runs_out_and_another_instance_loads() {
   assert!(read(&b.counters.lock_waits) >= 1);
   assert_eq!(read(&b.counters.fill_notices), 0);
   // The lock is the survivor's now, and its settle releases it.
-  let s = store(&server);
+  let s = store(server);
   let keys = s.keys("k");
   assert!(!s.release(&keys, &lock_token()).await.unwrap());
   assert_eq!(
@@ -195,14 +188,10 @@ async fn a_dead_holders_lease_runs_out_and_another_instance_loads() {
 
 /// A fleet that stops (close, the end of its JS environment) releases the
 /// locks it holds at once: another instance loads without waiting a lease.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stopped_fleet_releases_its_locks_at_once() {
-  let Some(server) = Backend::start() else {
-    return;
-  };
+async fn a_stopped_fleet_releases_its_locks_at_once<M: Meeting>(server: &M) {
   let (lock_ttl, hard_timeout) = (5_000, 20_000);
-  let a = fleet(&server, lock_ttl, hard_timeout);
-  let b = fleet(&server, lock_ttl, hard_timeout);
+  let a = fleet(server, lock_ttl, hard_timeout);
+  let b = fleet(server, lock_ttl, hard_timeout);
   for (id, key) in [(1, "k1"), (2, "k2")] {
     let held = a.acquire(key, id, terms(), true).await;
     assert!(
@@ -211,7 +200,7 @@ async fn a_stopped_fleet_releases_its_locks_at_once() {
     );
   }
   a.stop();
-  let s = store(&server);
+  let s = store(server);
   let deadline = Instant::now() + Duration::from_secs(2);
   while s.lock_lease(&s.keys("k1")).await.unwrap().is_some()
     || s.lock_lease(&s.keys("k2")).await.unwrap().is_some()
@@ -238,13 +227,9 @@ async fn a_stopped_fleet_releases_its_locks_at_once() {
 
 /// A loser waiting on a live lock registers one fill waiter, however many
 /// times it re-checks, and none is left once it is done.
-#[tokio::test]
-async fn a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease() {
-  let Some(server) = Backend::start() else {
-    return;
-  };
+async fn a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease<M: Meeting>(server: &M) {
   let fleet = Fleet::start(
-    store(&server),
+    store(server),
     FleetConfig {
       lock_ttl: 5_000,
       hard_timeout: 10_000,
@@ -255,7 +240,7 @@ async fn a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease() {
       load_slots: None,
     },
   );
-  let other = store(&server);
+  let other = store(server);
   let keys = other.keys("k");
   // A "dead holder": its lease runs out in 400 ms and is never extended.
   assert!(other.try_lock(&keys, &lock_token(), 400).await.unwrap());
@@ -288,13 +273,9 @@ async fn a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease() {
 /// A holder whose load outlived the value another instance wrote since
 /// (from a load that started later) loses its write, and still frees the
 /// lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_writer_loses_to_a_newer_stamp() {
-  let Some(server) = Backend::start() else {
-    return;
-  };
-  let a = fleet(&server, 5_000, 10_000);
-  let b = fleet(&server, 5_000, 10_000);
+async fn a_late_writer_loses_to_a_newer_stamp<M: Meeting>(server: &M) {
+  let a = fleet(server, 5_000, 10_000);
+  let b = fleet(server, 5_000, 10_000);
   let started = wall_ms();
   let acquired = b.acquire("k", 7, terms(), true).await;
   let Acquired::Load { token: Some(token) } = acquired else {
@@ -306,7 +287,7 @@ async fn a_late_writer_loses_to_a_newer_stamp() {
   assert_eq!(b.settle("k", 7, late, Some(token)).await, Some(false));
   assert_eq!(a.peek("k", wall_ms()).await, Some(newer.clone()));
   assert_eq!(b.peek("k", wall_ms()).await, Some(newer));
-  let s = store(&server);
+  let s = store(server);
   assert_eq!(s.lock_lease(&s.keys("k")).await.unwrap(), None);
   // A load that started later still wins.
   let newest = envelope(started + 2, "\"newest\"");
@@ -321,20 +302,20 @@ async fn a_late_writer_loses_to_a_newer_stamp() {
 /// wrote in between: it is answered by it, and neither loads nor keeps the
 /// lock. (It used to let its own give-up fire before releasing, and load
 /// without the lock.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lock_winner_that_finds_a_value_written_meanwhile_takes_it_and_frees_the_lock() {
-  let Some(server) = Backend::start() else {
-    return;
-  };
-  let a = fleet(&server, 5_000, 10_000);
-  let b = fleet(&server, 5_000, 10_000);
+async fn a_lock_winner_that_finds_a_value_written_meanwhile_takes_it_and_frees_the_lock<
+  M: Meeting,
+>(
+  server: &M,
+) {
+  let a = fleet(server, 5_000, 10_000);
+  let b = fleet(server, 5_000, 10_000);
   let value = envelope(wall_ms(), "\"written meanwhile\"");
   assert!(a.write("k", value.clone()).await);
   for id in 1..=20 {
     let acquired = b.acquire("k", id, terms(), false).await;
     assert_eq!(acquired, Acquired::Value(value.clone()), "flight {id}");
   }
-  let s = store(&server);
+  let s = store(server);
   for _ in 0..100 {
     if s.lock_lease(&s.keys("k")).await.unwrap().is_none() {
       break;
@@ -352,13 +333,9 @@ async fn a_lock_winner_that_finds_a_value_written_meanwhile_takes_it_and_frees_t
 
 /// What instance `a` changes, `b` is told to forget (and `a` is not: it
 /// knows its own changes).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_invalidation_from_one_instance_reaches_the_other() {
-  let Some(server) = Backend::start() else {
-    return;
-  };
-  let a = fleet(&server, 5_000, 10_000);
-  let b = fleet(&server, 5_000, 10_000);
+async fn an_invalidation_from_one_instance_reaches_the_other<M: Meeting>(server: &M) {
+  let a = fleet(server, 5_000, 10_000);
+  let b = fleet(server, 5_000, 10_000);
   hears(&a, &b).await;
   hears(&b, &a).await;
   assert!(a.write("k", envelope(wall_ms(), "1")).await);
@@ -394,13 +371,9 @@ async fn an_invalidation_from_one_instance_reaches_the_other() {
 /// A background refresh that failed on one instance backs off the fleet:
 /// the other's background refresh runs no loader (and is told for how
 /// long), its foreground load still loads, and a write ends the back-off.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_refresh_backs_off_background_refreshes_fleet_wide() {
-  let Some(server) = Backend::start() else {
-    return;
-  };
-  let a = fleet(&server, 5_000, 30_000);
-  let b = fleet(&server, 5_000, 30_000);
+async fn a_failed_refresh_backs_off_background_refreshes_fleet_wide<M: Meeting>(server: &M) {
+  let a = fleet(server, 5_000, 30_000);
+  let b = fleet(server, 5_000, 30_000);
   let refresh = Terms {
     refresh: true,
     ..terms()
@@ -424,6 +397,50 @@ async fn a_failed_refresh_backs_off_background_refreshes_fleet_wide() {
     Some(true)
   );
   // The write ended the back-off.
-  let s = store(&server);
+  let s = store(server);
   assert_eq!(s.backoff(&s.keys("k")).await.unwrap(), None);
 }
+
+/// Each case on Redis and on the memory store: the same protocol over
+/// either store is what makes the seam a seam.
+macro_rules! on_every_store {
+  ($(#[$flavor:meta] $case:ident),* $(,)?) => {
+    mod on_redis {
+      $(
+        #[$flavor]
+        async fn $case() {
+          if let Some(backend) = super::Backend::start() {
+            super::$case(&backend).await
+          }
+        }
+      )*
+    }
+    mod in_memory {
+      $(
+        #[$flavor]
+        async fn $case() {
+          super::$case(&super::InMemory::new()).await
+        }
+      )*
+    }
+  };
+}
+
+on_every_store!(
+  #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+  one_winner_per_key_and_the_losers_wake_on_the_fill_notice,
+  #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+  a_dead_holders_lease_runs_out_and_another_instance_loads,
+  #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+  a_stopped_fleet_releases_its_locks_at_once,
+  #[tokio::test]
+  a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease,
+  #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+  a_late_writer_loses_to_a_newer_stamp,
+  #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+  a_lock_winner_that_finds_a_value_written_meanwhile_takes_it_and_frees_the_lock,
+  #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+  an_invalidation_from_one_instance_reaches_the_other,
+  #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+  a_failed_refresh_backs_off_background_refreshes_fleet_wide,
+);

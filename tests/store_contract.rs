@@ -2,7 +2,9 @@
 //! (`engine::fleet`) relies on, with an assertion that fails if a store
 //! breaks it. [`contract`] runs the whole suite for one store (as
 //! bentocache's `registerCacheDriverTestSuite` does for a driver);
-//! `the_redis_store_keeps_the_contract` runs it against a real redis-server.
+//! `the_redis_store_keeps_the_contract` runs it against a real redis-server
+//! (and a Redis Cluster), `the_memory_store_keeps_the_contract` against the
+//! in-process store: passing the same suite is what makes them the same.
 //!
 //! A new store gets a [`Fixture`] (how to open one, and how to plant what no
 //! herdcache instance writes) and one `#[tokio::test]` calling `contract`.
@@ -13,9 +15,10 @@ use futures_util::FutureExt;
 use herdcache::core::envelope::{DecodeError, Envelope, Meta};
 use herdcache::core::fleet::{Change, Event};
 use herdcache::core::tags::Tags;
+use herdcache::engine::shared::memory::Stored;
 use herdcache::engine::shared::{
-  lock_token, ClearScope, Events, LockAttempt, Read, RedisStore, RedisTimeouts, SharedStore,
-  SlotCall,
+  lock_token, ClearScope, Events, Faults, LockAttempt, MemoryServer, MemoryStore, Read, RedisStore,
+  RedisTimeouts, SharedStore, SlotCall,
 };
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,6 +154,84 @@ async fn the_redis_store_keeps_the_contract_on_a_cluster() {
     backend: Backend::Cluster(cluster),
   };
   contract(&fixture).await;
+}
+
+/// The in-process store, with no server to start: the suite's every case
+/// on the same semantics (the unit tier runs it).
+#[tokio::test]
+async fn the_memory_store_keeps_the_contract() {
+  let fixture = MemoryFixture {
+    server: MemoryServer::new(),
+  };
+  contract(&fixture).await;
+}
+
+struct MemoryFixture {
+  server: Arc<MemoryServer>,
+}
+
+impl MemoryFixture {
+  fn plant(&self, name: &str, value: Stored, px: Option<u64>) {
+    self.server.with(|k| k.set(name, value, px));
+  }
+
+  fn plant_garbage(&self, name: &str, garbage: Garbage) {
+    let text = |t: &[u8]| Stored::Text(t.to_vec());
+    let (value, px) = match garbage {
+      Garbage::NoTtl => (text(b"foreign"), None),
+      Garbage::TokenWithoutTtl => (text(b"0b5a1c9e-8f1d-4a5e-9c1b-2f6b1d3e4a5f"), None),
+      Garbage::NotAToken => (text(b"foreign"), Some(60_000)),
+      Garbage::List => (Stored::List(vec![b"x".to_vec()]), None),
+      Garbage::HashWithTtl => {
+        let fields = [("f".to_string(), "v".to_string())].into_iter().collect();
+        (Stored::Hash(fields), Some(60_000))
+      }
+    };
+    self.plant(name, value, px);
+  }
+
+  fn pttl(&self, name: &str) -> i64 {
+    self.server.with(|k| k.pttl(name))
+  }
+}
+
+impl Fixture for MemoryFixture {
+  type Store = MemoryStore;
+
+  fn store(&self, prefix: &str) -> MemoryStore {
+    self.server.store(prefix, Faults::default())
+  }
+
+  async fn plant_value(&self, store: &MemoryStore, key: &str, bytes: &[u8]) {
+    self.plant(&store.keys(key).value, Stored::Text(bytes.to_vec()), None);
+  }
+
+  async fn plant_lock(&self, store: &MemoryStore, key: &str, garbage: Garbage) {
+    self.plant_garbage(&store.keys(key).lock, garbage);
+  }
+
+  async fn plant_backoff(&self, store: &MemoryStore, key: &str, garbage: Garbage) {
+    self.plant_garbage(&store.keys(key).backoff, garbage);
+  }
+
+  async fn value_ttl(&self, store: &MemoryStore, key: &str) -> i64 {
+    self.pttl(&store.keys(key).value)
+  }
+
+  async fn plant_tag_stamp(&self, store: &MemoryStore, tag: &str, bytes: &[u8]) {
+    let name = herdcache::core::fleet::tag_stamp(store.prefix(), tag);
+    self.plant(&name, Stored::Text(bytes.to_vec()), None);
+  }
+
+  async fn tag_stamp_ttl(&self, store: &MemoryStore, tag: &str) -> i64 {
+    self.pttl(&herdcache::core::fleet::tag_stamp(store.prefix(), tag))
+  }
+
+  async fn plant_load_slots(&self, store: &MemoryStore, garbage: Garbage) {
+    let name = herdcache::core::fleet::load_slots(store.prefix());
+    self.server.with(|k| k.del(&name));
+    self.plant_garbage(&name, garbage);
+  }
 }
 
 struct RedisFixture {

@@ -25,13 +25,16 @@ use super::fleet::{Acquired, Fleet, FleetConfig, Invalidations, Terms, Undeliver
 use super::flights::Flight;
 use super::local::{Backoff, Decision, Engine, Keep, Refresh, Served};
 use super::metrics::{Gauges, Metrics};
-use super::shared::{Problem, RedisStore, RedisTimeouts};
+use super::shared::{Problem, RedisStore, RedisTimeouts, SharedStore};
 use super::slots::LoadSlots;
 use super::together::Ask;
 use super::Pending;
 use crate::core::envelope::{Envelope, Meta};
 use crate::core::error::{Code, Error, Kind};
-use crate::core::options::{CacheConfig, EntryPolicy, RedisEndpoint};
+use crate::core::options::{
+  CacheConfig, EntryPolicy, RedisEndpoint, DEFAULT_CIRCUIT_BREAKER_DURATION, DEFAULT_LOCK_TTL,
+  DEFAULT_RECOVERY_MAX_AGE, DEFAULT_RECOVERY_MAX_ENTRIES,
+};
 use crate::core::policy;
 use crate::core::tags::Tags;
 use std::future::Future;
@@ -117,9 +120,9 @@ pub enum Step<T, U> {
   Later(Pending<U>),
 }
 
-pub struct Cache<V, F> {
+pub struct Cache<V, F, S: SharedStore = RedisStore> {
   local: Engine<V, F>,
-  fleet: Option<Arc<Fleet>>,
+  fleet: Option<Arc<Fleet<S>>>,
   /// The fleet's queue of other instances' changes, read on every call.
   invalidations: Option<Arc<Invalidations>>,
   /// The counters as they were when `release` stopped the fleet: `stats()`
@@ -134,46 +137,53 @@ impl<V, F> Cache<V, F> {
   /// the tokio runtime the caller is inside: its tasks are spawned). The
   /// error is what the configuration got wrong (an unusable Redis URL).
   pub fn open(config: CacheConfig) -> Result<Self, Error> {
-    let clock = Clock::default();
-    let fleet = match &config.redis {
-      None => None,
-      Some(redis) => {
-        let timeout = Duration::from_millis(redis.timeout);
-        let timeouts = RedisTimeouts {
-          connect: timeout,
-          command: timeout,
-          retries: 1,
-        };
-        let store = match &redis.endpoint {
-          RedisEndpoint::Node(url) => RedisStore::open(url, &config.prefix, timeouts),
-          RedisEndpoint::Cluster(seeds) => {
-            RedisStore::open_cluster(seeds, &config.prefix, timeouts)
-          }
-        };
-        let store = store.map_err(|e| {
-          let message = format!("option `redis` is not a usable Redis URL: {e}");
-          Error::new(Code::InvalidOption, Kind::Type, message)
-        })?;
-        let fleet_config = FleetConfig {
-          lock_ttl: redis.lock_ttl,
-          hard_timeout: config.hard_timeout,
-          breaker_cooldown: redis.breaker_cooldown,
-          clock: clock.clone(),
-          recovery_max_entries: redis.recovery_max_entries as usize,
-          recovery_max_age: redis.recovery_max_age,
-          load_slots: redis.fleet_max_concurrent_loads,
-        };
-        Some(Fleet::start(store, fleet_config))
-      }
+    let Some(redis) = &config.redis else {
+      return Ok(Cache::new(config, Clock::default(), None));
     };
-    Ok(Cache::new(config, clock, fleet))
+    let timeout = Duration::from_millis(redis.timeout);
+    let timeouts = RedisTimeouts {
+      connect: timeout,
+      command: timeout,
+      retries: 1,
+    };
+    let store = match &redis.endpoint {
+      RedisEndpoint::Node(url) => RedisStore::open(url, &config.prefix, timeouts),
+      RedisEndpoint::Cluster(seeds) => RedisStore::open_cluster(seeds, &config.prefix, timeouts),
+    };
+    let store = store.map_err(|e| {
+      let message = format!("option `redis` is not a usable Redis URL: {e}");
+      Error::new(Code::InvalidOption, Kind::Type, message)
+    })?;
+    Ok(Cache::open_on(config, store))
+  }
+}
+
+impl<V, F, S: SharedStore> Cache<V, F, S> {
+  /// The cache `config` names, over `store` (the store is chosen here,
+  /// once: Redis for [`Cache::open`], the memory store in tests). The
+  /// fleet's bounds are `config.redis`'s, or their defaults without one.
+  pub fn open_on(config: CacheConfig, store: S) -> Self {
+    let clock = Clock::default();
+    let redis = config.redis.as_ref();
+    let fleet_config = FleetConfig {
+      lock_ttl: redis.map_or(DEFAULT_LOCK_TTL, |r| r.lock_ttl),
+      hard_timeout: config.hard_timeout,
+      breaker_cooldown: redis.map_or(DEFAULT_CIRCUIT_BREAKER_DURATION, |r| r.breaker_cooldown),
+      clock: clock.clone(),
+      recovery_max_entries: redis.map_or(DEFAULT_RECOVERY_MAX_ENTRIES, |r| r.recovery_max_entries)
+        as usize,
+      recovery_max_age: redis.map_or(DEFAULT_RECOVERY_MAX_AGE, |r| r.recovery_max_age),
+      load_slots: redis.and_then(|r| r.fleet_max_concurrent_loads),
+    };
+    let fleet = Fleet::start(store, fleet_config);
+    Cache::new(config, clock, Some(fleet))
   }
 
   /// A cache on `clock`; `fleet`, when given, must run on the same clock.
-  pub fn new(config: CacheConfig, clock: Clock, fleet: Option<Arc<Fleet>>) -> Self {
+  pub fn new(config: CacheConfig, clock: Clock, fleet: Option<Arc<Fleet<S>>>) -> Self {
     let mut local = Engine::with_clock(config, clock);
     if let Some(fleet) = &fleet {
-      local.share_tag_stamps(fleet.tag_stamps());
+      local.join_fleet(fleet.tag_stamps());
     }
     Cache {
       local,
@@ -710,7 +720,7 @@ impl<V, F> Cache<V, F> {
   }
 }
 
-impl<V, F> Drop for Cache<V, F> {
+impl<V, F, S: SharedStore> Drop for Cache<V, F, S> {
   fn drop(&mut self) {
     self.stop_fleet();
   }
@@ -894,5 +904,67 @@ mod tests {
       Some("direct"),
       "a newer set stays"
     );
+  }
+
+  /// The seam is one: the whole engine over the in-process store. A
+  /// flight on `a` reads, wins the lock, loads and writes; the same key's
+  /// flight on `b` is answered by that value, with no loader run.
+  #[tokio::test]
+  async fn two_caches_over_the_memory_store_load_a_key_once() {
+    use crate::engine::shared::{Faults, MemoryServer, MemoryStore};
+    let server = MemoryServer::new();
+    let open = |server: &Arc<MemoryServer>| -> Cache<String, &'static str, MemoryStore> {
+      let raw = RawCacheOptions {
+        ttl: Some(60_000.0),
+        jitter: Some(0.0),
+        ..Default::default()
+      };
+      let store = server.store("p:", Faults::default());
+      Cache::open_on(CacheConfig::from_raw(&raw).unwrap(), store)
+    };
+    let (mut a, mut b) = (open(&server), open(&server));
+    let policy = a.config().entry;
+    let (id, first) = a.begin("k", "a", None, policy, false);
+    assert_eq!(first, FirstStep::ReadShared);
+    let read = a.read_many(&[id]).unwrap().await;
+    let [(_, key, answer)] = <[_; 1]>::try_from(read).unwrap();
+    assert!(answer.is_none(), "nothing stored yet: {answer:?}");
+    let Effect::Ask(ask) = a.step(id, Event::Read { key, answer }) else {
+      panic!("a flight that read nothing asks who loads");
+    };
+    let (key, acquired) = ask.future.await;
+    assert!(
+      matches!(acquired, Acquired::Load { token: Some(_) }),
+      "{acquired:?}"
+    );
+    assert!(matches!(
+      a.step(id, Event::Claimed { key, acquired }),
+      Effect::Load
+    ));
+    let Step::Later(write) = a.fill(
+      id,
+      "v".into(),
+      false,
+      3,
+      Some("\"v\"".into()),
+      Keep::Store(None),
+    ) else {
+      panic!("with a fleet the value is written first");
+    };
+    assert_eq!(write.await, Written::Stored);
+    assert!(a.written(id, Written::Stored).is_some());
+    let (id, _) = b.begin("k", "b", None, policy, false);
+    let read = b.read_many(&[id]).unwrap().await;
+    let [(_, key, answer)] = <[_; 1]>::try_from(read).unwrap();
+    let Effect::Adopt(envelope) = b.step(id, Event::Read { key, answer }) else {
+      panic!("b's flight is answered by a's value");
+    };
+    assert_eq!(envelope.json, "\"v\"");
+    let (served, _) = b.adopt(id, "v".into(), envelope.meta, envelope.tags);
+    assert_eq!(served, Served::Fresh);
+    let (metrics, _) = b.snapshot();
+    assert_eq!(metrics.loads, 0, "b ran no loader");
+    a.close();
+    b.close();
   }
 }

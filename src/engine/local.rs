@@ -140,6 +140,8 @@ pub struct Engine<V, F> {
   /// The longest life an entry written here, or read from the fleet, can
   /// have (ms): how long a tag's stamp must outlive its `deleteByTag`.
   longest_hard_ttl: u64,
+  /// Whether a fleet's shared store is behind this memory ([`Engine::join_fleet`]).
+  shared: bool,
 }
 
 impl<V, F> Engine<V, F> {
@@ -163,12 +165,16 @@ impl<V, F> Engine<V, F> {
       tags: Arc::new(Mutex::new(TagStamps::new(TAG_STAMPS_CAPACITY))),
       last_tag_invalidation: 0,
       longest_hard_ttl: config.entry.hard_ttl.max(config.entry.ttl),
+      shared: false,
       config,
     }
   }
 
-  /// Judges tagged entries by `tags` (the fleet's) from now on.
-  pub fn share_tag_stamps(&mut self, tags: SharedTagStamps) {
+  /// This engine is the L1 of a fleet's shared store from now on: its
+  /// hits are L1 hits, its loads are counted once their loader ran, and
+  /// it judges tagged entries by `tags` (the fleet's).
+  pub fn join_fleet(&mut self, tags: SharedTagStamps) {
+    self.shared = true;
     self.tags = tags;
   }
 
@@ -225,7 +231,7 @@ impl<V, F> Engine<V, F> {
   #[inline]
   pub fn decide(&mut self, key: &str, allow_stale: bool) -> Decision<'_, V, F> {
     let now = self.now();
-    let l1 = self.config.redis.is_some();
+    let l1 = self.shared;
     let soft_wait = self.config.soft_timeout > 0;
     let mut flight = self.flights.for_key_mut(key);
     if !allow_stale {
@@ -310,7 +316,7 @@ impl<V, F> Engine<V, F> {
   /// Whether values are kept in memory: always, except with Redis and
   /// `l1: false` (every call then reads Redis; flights still coalesce).
   fn keeps_values(&self) -> bool {
-    self.config.redis.as_ref().is_none_or(|r| r.l1)
+    !self.shared || self.config.redis.as_ref().is_none_or(|r| r.l1)
   }
 
   /// Drops `key` from memory if it still holds the value stamped `stamp`:
@@ -334,7 +340,7 @@ impl<V, F> Engine<V, F> {
     policy: EntryPolicy,
   ) -> u64 {
     self.running += 1;
-    self.metrics.loads += u64::from(self.config.redis.is_none());
+    self.metrics.loads += u64::from(!self.shared);
     match refresh {
       Some(Refresh::Early) => {
         self.metrics.background_refreshes += 1;
@@ -551,7 +557,7 @@ impl<V, F> Engine<V, F> {
   /// With Redis, a flight's loader ran (it settled, with a value or an
   /// error): counted in `loads`.
   pub fn count_loader_run(&mut self) {
-    self.metrics.loads += u64::from(self.config.redis.is_some());
+    self.metrics.loads += u64::from(self.shared);
   }
 
   /// Records a failed load. The entry stays (stale-if-error) and is not

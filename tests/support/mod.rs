@@ -286,6 +286,22 @@ impl Inspect for herdcache::engine::shared::RedisStore {
   }
 }
 
+impl Inspect for herdcache::engine::shared::MemoryStore {
+  async fn lock_lease(
+    &self,
+    keys: &Self::Keys,
+  ) -> Result<Option<u64>, herdcache::engine::shared::MemoryError> {
+    herdcache::engine::shared::MemoryStore::lock_lease(self, keys).await
+  }
+
+  async fn backoff(
+    &self,
+    keys: &Self::Keys,
+  ) -> Result<Option<(u32, u64)>, herdcache::engine::shared::MemoryError> {
+    herdcache::engine::shared::MemoryStore::backoff(self, keys).await
+  }
+}
+
 /// Where a fleet test's instances meet: one redis-server, or with
 /// `HERDCACHE_TEST_TOPOLOGY=cluster` (the cluster pass of `npm test`) a
 /// Redis Cluster of three primaries. The same tests run on both.
@@ -318,5 +334,41 @@ impl Backend {
         RedisStore::open_cluster(&cluster.urls(), prefix, timeouts).unwrap()
       }
     }
+  }
+}
+
+/// Where a test's instances meet, whatever the store: each instance
+/// opens a store of its own (its own origin) under a prefix.
+#[allow(dead_code)]
+pub trait Meeting {
+  type Store: herdcache::engine::shared::SharedStore + Inspect;
+  fn open(&self, prefix: &str) -> Self::Store;
+}
+
+impl Meeting for Backend {
+  type Store = herdcache::engine::shared::RedisStore;
+  fn open(&self, prefix: &str) -> Self::Store {
+    self.store(prefix, herdcache::engine::shared::RedisTimeouts::default())
+  }
+}
+
+/// The in-process store's server: the same cases without a server to
+/// start (the unit tier runs them).
+#[allow(dead_code)]
+pub struct InMemory(pub std::sync::Arc<herdcache::engine::shared::MemoryServer>);
+
+#[allow(dead_code)]
+impl InMemory {
+  pub fn new() -> InMemory {
+    InMemory(herdcache::engine::shared::MemoryServer::new())
+  }
+}
+
+impl Meeting for InMemory {
+  type Store = herdcache::engine::shared::MemoryStore;
+  fn open(&self, prefix: &str) -> Self::Store {
+    self
+      .0
+      .store(prefix, herdcache::engine::shared::Faults::default())
   }
 }

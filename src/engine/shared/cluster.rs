@@ -340,7 +340,7 @@ impl Cluster {
         cursor = next;
       }
     }
-    let event = store.event(super::redis::cleared(within));
+    let event = store.event(super::values::cleared(within));
     self.publish(store, &self.channels[0], &event).await?;
     Ok(removed)
   }

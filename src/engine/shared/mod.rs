@@ -2,13 +2,18 @@
 //! trait the fleet protocol (`engine::fleet`) runs over, the types its
 //! calls answer with, and [`Events`], which hands fill notices and
 //! invalidations from a store's subscription to the flights waiting for
-//! them. One implementation today: [`redis::RedisStore`], on one server or
-//! a Redis Cluster (`cluster`). Every store
-//! passes the contract suite, `tests/store_contract.rs`.
+//! them. Two implementations: [`redis::RedisStore`], on one server or a
+//! Redis Cluster (`cluster`), and [`memory::MemoryStore`], in process, with
+//! the same semantics and injectable faults. Every store passes the
+//! contract suite, `tests/store_contract.rs`; what they judge alike is
+//! declared once in `values`.
 
 mod cluster;
+pub mod memory;
 pub mod redis;
+mod values;
 
+pub use self::memory::{Faults, MemoryError, MemoryServer, MemoryStore};
 pub use self::redis::{RedisStore, RedisTimeouts};
 
 use crate::core::envelope::{DecodeError, Envelope};

@@ -5,7 +5,8 @@
 //! (DESIGN.md §3) is `engine::fleet`'s.
 
 use super::{
-  ClearScope, Events, LockAttempt, Problem, Problems, Read, SharedStore, SlotCall, SlotGrant,
+  values, ClearScope, Events, LockAttempt, Problem, Problems, Read, SharedStore, SlotCall,
+  SlotGrant,
 };
 use crate::core::envelope::{DecodeError, Envelope, MAX_DIGITS};
 use crate::core::error::Code;
@@ -604,7 +605,7 @@ impl RedisStore {
     }
     let published: RedisResult<i64> = redis::cmd("PUBLISH")
       .arg(&self.channel)
-      .arg(self.event(cleared(within)))
+      .arg(self.event(values::cleared(within)))
       .query_async(&mut c)
       .await;
     match published {
@@ -976,7 +977,7 @@ impl SharedStore for RedisStore {
       };
       async move {
         match self.retried(get).await {
-          Ok(stamp) => Ok(parse_stamp(stamp.as_deref())),
+          Ok(stamp) => Ok(values::parse_stamp(stamp.as_deref())),
           Err(e) if e.code() == Some("WRONGTYPE") => Ok(0),
           Err(e) => Err(e),
         }
@@ -1351,73 +1352,14 @@ pub(super) fn subscribe_refused(channel: &str, e: &RedisError) -> Problem {
 /// How long the subscription waits before asking again after the ACL refused it.
 pub(super) const REFUSED_RETRY: Duration = Duration::from_secs(30);
 
-/// A GET's reply as a [`Read`]. Another program's list or hash under our
-/// key (WRONGTYPE), a header that does not parse, a value that is not UTF-8
-/// JSON: a foreign value, not a Redis failure.
+/// A GET's reply as the fleet reads it: another Redis type under the
+/// key (WRONGTYPE) is a foreign value, not a Redis failure; the bytes are
+/// judged as every store judges them (`values::read_bytes`).
 pub(super) fn read_reply(reply: RedisResult<Option<Vec<u8>>>) -> RedisResult<Read> {
-  let bytes = match reply {
-    Ok(Some(bytes)) => bytes,
-    Ok(None) => return Ok(Read::Missing),
-    Err(e) if e.code() == Some("WRONGTYPE") => {
-      return Ok(Read::Corrupt(DecodeError::NotAnEnvelope))
-    }
-    Err(e) => return Err(e),
-  };
-  let Some(newline) = bytes.iter().position(|&b| b == b'\n') else {
-    return Ok(Read::Corrupt(DecodeError::NotAnEnvelope));
-  };
-  let Ok(header) = std::str::from_utf8(&bytes[..newline]) else {
-    return Ok(Read::Corrupt(DecodeError::NotAnEnvelope));
-  };
-  let meta = match Envelope::decode_header(header) {
-    Ok(meta) => meta,
-    Err(e) => return Ok(Read::Corrupt(e)),
-  };
-  let Ok(body) = std::str::from_utf8(&bytes[newline + 1..]) else {
-    return Ok(Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp }));
-  };
-  // A valid header over a bad line of tags is a bad value: the write
-  // script, which reads the header only, replaces it by its stamp.
-  let Ok((tags, json)) = Envelope::decode_tags(header, body) else {
-    return Ok(Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp }));
-  };
-  Ok(match is_json(json) {
-    true => Read::Found(Envelope {
-      meta,
-      json: json.to_string(),
-      tags,
-    }),
-    false => Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp }),
-  })
-}
-
-/// A tag's stored stamp: digits (`TAG_SCRIPT`), else none (0).
-fn parse_stamp(bytes: Option<&[u8]>) -> u64 {
-  bytes
-    .filter(|b| !b.is_empty() && b.len() <= MAX_DIGITS && b.iter().all(u8::is_ascii_digit))
-    .and_then(|b| std::str::from_utf8(b).ok()?.parse().ok())
-    .unwrap_or(0)
-}
-
-/// Whether `text` is one JSON value: an envelope whose value line is not
-/// would fail every reader's `JSON.parse`, so it is treated as corrupt here.
-/// Values nested past serde's recursion limit (128) are left to the JS
-/// reader's `JSON.parse`, which has none: herdcache writes such values too.
-fn is_json(text: &str) -> bool {
-  let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde::de::IgnoredAny>();
-  match values.next() {
-    Some(Ok(_)) => values.next().is_none(),
-    Some(Err(e)) => e.to_string().starts_with("recursion limit exceeded"),
-    None => false,
-  }
-}
-
-/// What a sweep of the keys starting with `within` announces: a clear, or
-/// (a namespace's) a clear of that prefix.
-pub(super) fn cleared(within: &str) -> Change {
-  match within {
-    "" => Change::Cleared,
-    prefix => Change::PrefixCleared(prefix.to_string()),
+  match reply {
+    Ok(bytes) => Ok(values::read_bytes(bytes.as_deref())),
+    Err(e) if e.code() == Some("WRONGTYPE") => Ok(Read::Corrupt(DecodeError::NotAnEnvelope)),
+    Err(e) => Err(e),
   }
 }
 
