@@ -11,7 +11,7 @@ use herdcache::core::fleet::Change;
 use herdcache::engine::clock::Clock;
 use herdcache::engine::fleet::{Acquired, Fleet, FleetConfig, Invalidation, Terms, Undelivered};
 use herdcache::engine::shared::{
-  ClearScope, Events, LockAttempt, Read, RedisStore, RedisTimeouts, SharedStore,
+  ClearScope, Deletion, Events, LockAttempt, Read, RedisStore, RedisTimeouts, SharedStore,
 };
 use redis::{RedisError, RedisResult};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,7 +81,8 @@ async fn hears<S: SharedStore>(from: &Fleet<S>, to: &Fleet) {
   }
 }
 
-/// What Redis holds under `key`'s value name: the envelope's JSON line.
+/// What Redis holds under `key`'s value name: the envelope's JSON line
+/// (nothing for a delete's tombstone).
 async fn stored(server: &RedisServer, key: &str) -> Option<String> {
   let mut c = redis::Client::open(server.url())
     .unwrap()
@@ -94,7 +95,13 @@ async fn stored(server: &RedisServer, key: &str) -> Option<String> {
     .query_async(&mut c)
     .await
     .unwrap();
-  bytes.map(|text| {
+  let tombstone = |text: &str| {
+    text
+      .split_once('\n')
+      .and_then(|(header, _)| Envelope::decode_header(header).ok())
+      .is_some_and(|meta| meta.is_tombstone())
+  };
+  bytes.filter(|text| !tombstone(text)).map(|text| {
     text
       .split_once('\n')
       .map_or(text.clone(), |(_, json)| json.to_string())
@@ -418,14 +425,9 @@ impl SharedStore for FlakyDeletes {
   ) -> RedisResult<u64> {
     self.inner.write_newest(key, keys, envelope, px).await
   }
-  async fn delete(
-    &self,
-    key: &str,
-    keys: &Self::Keys,
-    not_newer_than: Option<u64>,
-  ) -> RedisResult<bool> {
+  async fn delete(&self, key: &str, keys: &Self::Keys, deletion: Deletion) -> RedisResult<bool> {
     self.check()?;
-    self.inner.delete(key, keys, not_newer_than).await
+    self.inner.delete(key, keys, deletion).await
   }
   async fn clear(&self, scope: ClearScope<'_>, not_newer_than: Option<u64>) -> RedisResult<u64> {
     self.check()?;

@@ -228,7 +228,12 @@ async fn a_silent_subscription_is_probed_and_made_anew() {
   })
   .await;
   let keys = s.keys("k");
-  assert!(s.delete("k", &keys, None).await.is_ok());
+  let deletion = herdcache::engine::shared::Deletion {
+    at: support::wall_ms(),
+    px: 60_000,
+    replayed: false,
+  };
+  assert!(s.delete("k", &keys, deletion).await.is_ok());
   wait_until("the delete to arrive", || {
     seen
       .lock()

@@ -17,8 +17,8 @@ use herdcache::core::fleet::{Change, Event};
 use herdcache::core::tags::Tags;
 use herdcache::engine::shared::memory::Stored;
 use herdcache::engine::shared::{
-  lock_token, ClearScope, Events, Faults, LockAttempt, MemoryServer, MemoryStore, Read, RedisStore,
-  RedisTimeouts, SharedStore, SlotCall,
+  lock_token, ClearScope, Deletion, Events, Faults, LockAttempt, MemoryServer, MemoryStore, Read,
+  RedisStore, RedisTimeouts, SharedStore, SlotCall,
 };
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -103,6 +103,7 @@ async fn contract<F: Fixture>(f: &F) {
     clear_removes_only_this_prefix,
     a_namespace_clear_removes_its_keys_only_and_is_announced,
     replayed_deletes_and_clears_spare_newer_values_and_are_announced,
+    a_delete_leaves_a_tombstone_no_older_fill_overwrites,
     an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl,
     tags_are_kept_with_the_value_and_their_stamps_only_rise,
     a_failed_refresh_backs_off_background_refreshes_until_its_marker_expires,
@@ -327,6 +328,23 @@ impl RedisFixture {
         self.run(&[b"PEXPIRE", name, b"60000"]).await
       }
     }
+  }
+}
+
+/// A live delete at `at`, its tombstone living a minute.
+fn live(at: u64) -> Deletion {
+  Deletion {
+    at,
+    px: 60_000,
+    replayed: false,
+  }
+}
+
+/// A delete at `at` replayed by auto-recovery.
+fn replayed(at: u64) -> Deletion {
+  Deletion {
+    replayed: true,
+    ..live(at)
   }
 }
 
@@ -871,12 +889,15 @@ async fn writes_deletes_and_clears_are_announced_and_wake_waiters<F: Fixture>(f:
     .await
     .expect("the fill notice wakes the waiter")
     .unwrap();
-  assert!(s.delete("k", &keys, None).await.unwrap());
-  assert!(!s.delete("k", &keys, None).await.unwrap());
+  assert!(s.delete("k", &keys, live(2)).await.unwrap());
+  assert!(
+    !s.delete("k", &keys, live(3)).await.unwrap(),
+    "a tombstone is no value"
+  );
   recorder.first(3).await;
-  // A clear wakes every waiter.
+  // A clear wakes every waiter (and removes the delete's tombstone).
   let after_clear = recorder.events.wait("k");
-  assert_eq!(s.clear(ClearScope::All, None).await.unwrap(), 0);
+  assert_eq!(s.clear(ClearScope::All, None).await.unwrap(), 1);
   let origin = s.origin().to_string();
   assert_eq!(
     recorder.first(4).await,
@@ -915,7 +936,7 @@ async fn a_subscription_delivers_other_origins_events_of_its_prefix_only<F: Fixt
     .write("k", &keys, &envelope(1, "1"), 60_000, None)
     .await
     .unwrap());
-  assert!(a.delete("k", &keys, None).await.unwrap());
+  assert!(a.delete("k", &keys, live(1)).await.unwrap());
   let origin = a.origin().to_string();
   assert_eq!(
     at_b.first(2).await,
@@ -928,7 +949,7 @@ async fn a_subscription_delivers_other_origins_events_of_its_prefix_only<F: Fixt
   // The other prefix's subscription saw none of it: its first event is its
   // own, published after a's.
   elsewhere
-    .delete("k", &elsewhere.keys("k"), None)
+    .delete("k", &elsewhere.keys("k"), live(1))
     .await
     .unwrap();
   assert_eq!(
@@ -1083,6 +1104,82 @@ async fn a_namespace_clear_removes_its_keys_only_and_is_announced<F: Fixture>(f:
 /// Auto-recovery's replays: a delete or clear made at a stamp removes what
 /// is not newer (a corrupt value included) and spares a newer value, and is
 /// announced either way.
+/// A delete leaves a tombstone stamped with it: read as nothing there, but
+/// a fill from a load that began before the delete (an older stamp) cannot
+/// land over it, so the delete is not undone by a load in flight. A live
+/// delete lands over anything, stamped after what it replaced; a `set` and
+/// a later load land over it; it dies after its `px`.
+async fn a_delete_leaves_a_tombstone_no_older_fill_overwrites<F: Fixture>(f: &F) {
+  let s = f.store("tombstone:");
+  let keys = s.keys("k");
+  let write = |stamp: u64, json: &'static str| {
+    let (s, keys) = (&s, &keys);
+    async move {
+      s.write("k", keys, &envelope(stamp, json), 60_000, None)
+        .await
+        .unwrap()
+    }
+  };
+  let json = |read: Read| match read {
+    Read::Found(e) => Some(e.json),
+    _ => None,
+  };
+  assert!(write(100, "\"old\"").await);
+  assert!(s.delete("k", &keys, live(150)).await.unwrap());
+  assert_eq!(s.read(&keys).await.unwrap(), Read::Missing);
+  assert_eq!(
+    s.read_many(std::slice::from_ref(&keys)).await.unwrap(),
+    [Read::Missing]
+  );
+  assert!(
+    !s.expire("k", &keys, 160).await.unwrap(),
+    "nothing to expire"
+  );
+  assert!(
+    !write(120, "\"late\"").await,
+    "a load begun before the delete"
+  );
+  assert_eq!(s.read(&keys).await.unwrap(), Read::Missing);
+  let ttl = f.value_ttl(&s, "k").await;
+  assert!(
+    ttl > 50_000 && ttl <= 60_000,
+    "the tombstone lives its px: {ttl}"
+  );
+  assert!(write(151, "\"after\"").await, "a load begun after it");
+  assert_eq!(
+    json(s.read(&keys).await.unwrap()).as_deref(),
+    Some("\"after\"")
+  );
+  // A live delete stamped earlier than the value (a clock behind) still
+  // lands, one past it: the value's own load cannot write it back.
+  assert!(s.delete("k", &keys, live(140)).await.unwrap());
+  assert!(!write(151, "\"after\"").await);
+  assert_eq!(s.read(&keys).await.unwrap(), Read::Missing);
+  let stamp = s
+    .write_newest("k", &keys, &envelope(100, "\"set\""), 60_000)
+    .await
+    .unwrap();
+  assert_eq!(stamp, 153, "a set lands over a tombstone, stamped after it");
+  assert_eq!(
+    json(s.read(&keys).await.unwrap()).as_deref(),
+    Some("\"set\"")
+  );
+  // Replayed: spares a newer value, and otherwise leaves its tombstone.
+  assert!(!s.delete("k", &keys, replayed(152)).await.unwrap());
+  assert!(s.delete("k", &keys, replayed(200)).await.unwrap());
+  assert!(!write(190, "\"late\"").await);
+  assert_eq!(s.read(&keys).await.unwrap(), Read::Missing);
+  // A tombstone dies after its px.
+  let short = Deletion {
+    px: 50,
+    ..live(300)
+  };
+  s.delete("k", &keys, short).await.unwrap();
+  assert!(f.value_ttl(&s, "k").await > 0);
+  tokio::time::sleep(Duration::from_millis(150)).await;
+  assert_eq!(f.value_ttl(&s, "k").await, -2);
+}
+
 async fn an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl<F: Fixture>(f: &F) {
   let s = f.store("expire:");
   let recorder = Recorder::start(&s).await;
@@ -1321,7 +1418,7 @@ async fn replayed_deletes_and_clears_spare_newer_values_and_are_announced<F: Fix
     ("corrupt", true),
     ("absent", true),
   ] {
-    let answer = s.delete(key, &s.keys(key), Some(200)).await.unwrap();
+    let answer = s.delete(key, &s.keys(key), replayed(200)).await.unwrap();
     assert_eq!(answer, deleted, "{key}");
   }
   assert_eq!(s.read(&s.keys("older")).await.unwrap(), Read::Missing);
@@ -1349,7 +1446,8 @@ async fn replayed_deletes_and_clears_spare_newer_values_and_are_announced<F: Fix
 
   write("a", 100).await;
   write("b", 400).await;
-  assert_eq!(s.clear(ClearScope::All, Some(250)).await.unwrap(), 1);
+  // "a", and the four tombstones the deletes at 200 left: older than 250.
+  assert_eq!(s.clear(ClearScope::All, Some(250)).await.unwrap(), 5);
   assert_eq!(s.read(&s.keys("a")).await.unwrap(), Read::Missing);
   assert!(matches!(
     s.read(&s.keys("b")).await.unwrap(),

@@ -31,6 +31,13 @@
 //! An untagged entry is still written `hc2`, so a reader that knows only
 //! `hc2` reads every untagged entry (a tagged one is a miss to it).
 //!
+//! A `delete` leaves a tombstone ([`tombstone`]) in the value's place for a
+//! while: an `hc2` entry expired since the epoch (`freshUntil` and
+//! `hardUntil` 0), stamped with the delete. Every reader, this version's
+//! and older ones, reads it as nothing there; every conditional write
+//! compares its stamp as any other, so a load that began before the delete
+//! cannot write its (older) value over it.
+//!
 //! Rules (the write script's too, see `fleet::scripts::WRITE_SCRIPT`): every
 //! number has 1 to [`MAX_DIGITS`] ASCII digits, `hardUntil >= freshUntil`,
 //! `refreshAt <= freshUntil`. The previous version, `hc1`, is the same
@@ -56,6 +63,11 @@ pub const VERSION_TAG_TAGGED: &str = "hc3";
 /// exactly as this decoder reads them, and the two agree on what is valid.
 pub const MAX_DIGITS: usize = 15;
 
+/// The text of a tombstone stamped `stamp`: what a `delete` leaves.
+pub fn tombstone(stamp: u64) -> String {
+  format!("{VERSION_TAG} 0 0 0 {stamp} 0 v\nnull")
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Meta {
   pub fresh_until: u64,
@@ -69,6 +81,12 @@ pub struct Meta {
 }
 
 impl Meta {
+  /// Whether this is a [`tombstone`]'s header: expired since the epoch,
+  /// which no entry a load or a `set` writes can be.
+  pub fn is_tombstone(&self) -> bool {
+    self.fresh_until == 0 && self.hard_until == 0
+  }
+
   /// This entry after an `expire` at `at` (epoch ms): stale from `at` (its
   /// freshUntil and refreshAt no later), its hard TTL and value kept. An
   /// entry written after `at` (a greater stamp) is not the one expired:

@@ -91,6 +91,10 @@ pub fn server_offset(before: u64, server: u64, after: u64) -> i64 {
 /// which was a tenth of a cache hit.
 #[cfg(target_os = "linux")]
 pub fn wall_clock_ms() -> u64 {
+  #[cfg(test)]
+  if let Some(ms) = simulated::now() {
+    return ms;
+  }
   let mut ts = libc::timespec {
     tv_sec: 0,
     tv_nsec: 0,
@@ -111,10 +115,44 @@ pub fn wall_clock_ms() -> u64 {
 }
 
 pub fn system_clock_ms() -> u64 {
+  #[cfg(test)]
+  if let Some(ms) = simulated::now() {
+    return ms;
+  }
   SystemTime::now()
     .duration_since(UNIX_EPOCH)
     .map(|d| d.as_millis() as u64)
     .unwrap_or(0)
+}
+
+/// The fleet simulator's wall clock (`engine::sim`, tests only): while a
+/// simulation runs on this thread, the wall clock is its epoch plus tokio's
+/// (paused) time since it started, so every instance's clock, the memory
+/// store's and every timer move together, on the scheduler's time alone.
+#[cfg(test)]
+pub mod simulated {
+  use std::cell::Cell;
+  use tokio::time::Instant;
+
+  thread_local! {
+    static STARTED: Cell<Option<(Instant, u64)>> = const { Cell::new(None) };
+  }
+
+  /// From now on this thread's wall clock reads `epoch` plus tokio's time.
+  pub fn start(epoch: u64) {
+    STARTED.set(Some((Instant::now(), epoch)));
+  }
+
+  /// Back to the real clock.
+  pub fn stop() {
+    STARTED.set(None);
+  }
+
+  pub(super) fn now() -> Option<u64> {
+    STARTED
+      .get()
+      .map(|(at, epoch)| epoch + at.elapsed().as_millis() as u64)
+  }
 }
 
 /// SplitMix64, seeded once from `rand`: the engine lives on one thread, and

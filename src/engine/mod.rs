@@ -18,6 +18,8 @@ pub mod memory;
 pub mod metrics;
 pub mod recovery;
 pub mod shared;
+#[cfg(test)]
+mod sim;
 pub mod slots;
 pub mod together;
 

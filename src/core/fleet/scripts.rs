@@ -233,27 +233,48 @@ return { stamp, announce(ARGV[4], ARGV[5]) }
 "#
 );
 
-/// A live `delete`: the DEL and its announcement. KEYS[1] value; ARGV[1]
-/// channel, ARGV[2] delete message. Returns how many values were deleted
-/// (0 or 1), plus [`ANNOUNCE_REFUSED`] if the PUBLISH was refused.
+/// A live `delete`: a tombstone (`envelope::tombstone`, ARGV[3], stamped
+/// ARGV[4]) in the value's place, living ARGV[5] ms, and its announcement.
+/// It always lands; its stamp orders after the stored one (as a `set`'s,
+/// [`SET_SCRIPT`]), so no load that began before it can write over it.
+/// KEYS[1] value; ARGV[1] channel, ARGV[2] delete message, ARGV[6] the
+/// digit limit. Returns 1 if a value (not a tombstone) was there, else 0;
+/// plus [`ANNOUNCE_REFUSED`] if the PUBLISH was refused.
 pub const DELETE_SCRIPT: &str = concat!(
+  envelope_stamp_lua!(),
   announce_lua!(),
   r#"
-local deleted = redis.call('DEL', KEYS[1])
-return deleted + announce(ARGV[1], ARGV[2])
+local existed = 0
+local stamp = tonumber(ARGV[4])
+local stored = redis.pcall('GET', KEYS[1])
+if type(stored) == 'string' then
+  local h = envelope_header(stored, tonumber(ARGV[6]))
+  if h == nil or tonumber(h.fresh) ~= 0 or tonumber(h.hard) ~= 0 then
+    existed = 1
+  end
+  if h ~= nil and tonumber(h.stamp) >= stamp then
+    stamp = tonumber(h.stamp) + 1
+  end
+elseif stored then
+  existed = 1
+end
+local head, tail = string.match(ARGV[3], '^(hc[23] %d+ %d+ %d+ )%d+( .*)$')
+redis.call('SET', KEYS[1], head .. string.format('%d', stamp) .. tail, 'PX', ARGV[5])
+return existed + announce(ARGV[1], ARGV[2])
 "#
 );
 
-/// A replayed `delete` (auto-recovery, `engine::recovery`): deletes the
-/// value unless it is a valid envelope from a load that started after the
-/// delete (its stamp is greater: another instance wrote it meanwhile), and
-/// then announces the delete. The header rules are [`WRITE_SCRIPT`]'s (the
-/// same pattern and digit limit); a value the reader rejects for its header,
-/// or another Redis type, is deleted.
+/// A replayed `delete` (auto-recovery, `engine::recovery`): the tombstone
+/// of [`DELETE_SCRIPT`] (ARGV[5], stamped with the delete, living ARGV[6]
+/// ms), unless the stored value is a valid envelope from a load that
+/// started after the delete (its stamp is greater: another instance wrote
+/// it meanwhile), and then the announcement. The header rules are
+/// [`WRITE_SCRIPT`]'s (the same pattern and digit limit); a value the
+/// reader rejects for its header, or another Redis type, is replaced.
 /// KEYS[1] value; ARGV[1] the delete's stamp, ARGV[2] channel, ARGV[3]
 /// delete message, ARGV[4] the digit limit.
-/// Returns 1 if deleted (or nothing was there), 0 if a newer value was kept;
-/// plus [`ANNOUNCE_REFUSED`] if the PUBLISH was refused.
+/// Returns 1 if it landed, 0 if a newer value was kept; plus
+/// [`ANNOUNCE_REFUSED`] if the PUBLISH was refused.
 pub const DELETE_NOT_NEWER_SCRIPT: &str = concat!(
   envelope_stamp_lua!(),
   announce_lua!(),
@@ -265,7 +286,7 @@ if type(stored) == 'string' then
     return 0
   end
 end
-redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[5], 'PX', ARGV[6])
 return 1 + announce(ARGV[2], ARGV[3])
 "#
 );
@@ -554,6 +575,18 @@ mod tests {
         script.contains("envelope_stamp(stored,") || script.contains("envelope_header(stored,")
       );
     }
+  }
+
+  /// A live delete stamps the tombstone `envelope::tombstone` writes by
+  /// the pattern a `set` rewrites stamps with, and it reads the stored
+  /// header with the one parser.
+  #[test]
+  fn the_delete_script_stamps_the_tombstone_it_is_given() {
+    let tombstone = crate::core::envelope::tombstone(1_700_000_000_123);
+    assert_eq!(tombstone, "hc2 0 0 0 1700000000123 0 v\nnull");
+    assert!(DELETE_SCRIPT.starts_with(envelope_stamp_lua!()));
+    assert!(DELETE_SCRIPT.contains(r"string.match(ARGV[3], '^(hc[23] %d+ %d+ %d+ )%d+( .*)$')"));
+    assert!(DELETE_SCRIPT.contains("tonumber(h.fresh) ~= 0 or tonumber(h.hard) ~= 0"));
   }
 
   #[test]

@@ -7,8 +7,9 @@ use crate::core::fleet::loser_wait;
 use crate::engine::shared::{lock_token, LockAttempt, SharedStore};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 impl<S: SharedStore> Fleet<S> {
   /// Registers flight `id`'s fleet steps, before its first await: what

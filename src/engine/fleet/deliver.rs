@@ -3,7 +3,7 @@
 
 use super::Fleet;
 use crate::engine::recovery::KeyOp;
-use crate::engine::shared::{ClearScope, SharedStore};
+use crate::engine::shared::{ClearScope, Deletion, SharedStore};
 use std::future::Future;
 use std::sync::atomic::Ordering;
 
@@ -42,6 +42,18 @@ impl<S: SharedStore> Fleet<S> {
     answer
   }
 
+  /// A delete at `stamp`, its tombstone living as long as a load begun
+  /// before it may still write: its `hardTimeout`, the lock's lease, and
+  /// the write's own bound.
+  pub(super) fn deletion(&self, stamp: u64, replayed: bool) -> Deletion {
+    let command = self.store.command_timeout().as_millis() as u64;
+    Deletion {
+      at: stamp,
+      px: self.hard_timeout + self.lease.ttl + command,
+      replayed,
+    }
+  }
+
   /// `delete`: whether the store had a value (`None`: not reached; the
   /// delete is kept for auto-recovery).
   pub async fn delete(&self, key: &str) -> Option<bool> {
@@ -49,7 +61,7 @@ impl<S: SharedStore> Fleet<S> {
     let keys = self.store.keys(key);
     self
       .deliver(
-        self.store.delete(key, &keys, None),
+        self.store.delete(key, &keys, self.deletion(stamp, false)),
         |fleet| fleet.settled(key, stamp),
         |fleet| fleet.keep(key, KeyOp::Delete { stamp }),
       )

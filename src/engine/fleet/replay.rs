@@ -96,9 +96,11 @@ impl<S: SharedStore> Fleet<S> {
           Some(_) => pause,
           None => return,
         };
+        // Biased: no random draw (a simulated fleet replays exactly).
         tokio::select! {
-          () = tokio::time::sleep(wait) => {}
+          biased;
           () = replay_now.notified() => {}
+          () = tokio::time::sleep(wait) => {}
         }
         let Some(fleet) = me.upgrade() else { return };
         fleet.replay(false).await;
@@ -155,7 +157,7 @@ impl<S: SharedStore> Fleet<S> {
           // older ones: they go, as its write would have made them.
           KeyOp::Set(_) | KeyOp::Delete { .. } => self
             .store
-            .delete(key, &self.store.keys(key), Some(op.stamp()))
+            .delete(key, &self.store.keys(key), self.deletion(op.stamp(), true))
             .await
             .map(drop),
           KeyOp::Expire { stamp } => self

@@ -11,9 +11,9 @@
 mod cluster;
 pub mod memory;
 pub mod redis;
-mod values;
+pub(crate) mod values;
 
-pub use self::memory::{Faults, MemoryError, MemoryServer, MemoryStore};
+pub use self::memory::{FaultSwitch, Faults, MemoryError, MemoryServer, MemoryStore};
 pub use self::redis::{RedisStore, RedisTimeouts};
 
 use crate::core::envelope::{DecodeError, Envelope};
@@ -229,6 +229,18 @@ pub fn lock_token() -> String {
   uuid::Uuid::new_v4().to_string()
 }
 
+/// A `delete` as the store carries it out ([`SharedStore::delete`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deletion {
+  /// The delete's stamp (epoch ms, the fleet's clock).
+  pub at: u64,
+  /// How long its tombstone lives: longer than any load begun before it
+  /// may still try to write.
+  pub px: u64,
+  /// Replayed by auto-recovery (sparing a newer value), or live.
+  pub replayed: bool,
+}
+
 /// What a clear removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClearScope<'a> {
@@ -358,17 +370,21 @@ pub trait SharedStore: Send + Sync + 'static {
     px: u64,
   ) -> impl Future<Output = Result<u64, Self::Error>> + Send;
 
-  /// Deletes `key` and announces it. Live (`not_newer_than: None`): true
-  /// if a value was there. Replayed (auto-recovery) for a `delete` made at
-  /// stamp `t` (`Some(t)`): deletes unless the stored value is a valid
-  /// envelope from a load that started later (a greater stamp), and
-  /// announces only a delete; true if deleted (or nothing was there), false
-  /// if a newer value was kept.
+  /// Deletes `key`: leaves a tombstone in its place (`envelope::tombstone`,
+  /// read as nothing there) stamped `deletion.at`, living `deletion.px` ms,
+  /// so a load that began before the delete cannot write its older value
+  /// over it; then announces it. Live (`replayed: false`): lands whatever
+  /// is stored, stamped one past the stored value's stamp when that is not
+  /// earlier (as [`SharedStore::write_newest`]); true if a value (not a
+  /// tombstone) was there. Replayed (auto-recovery): lands unless the
+  /// stored value is a valid envelope from a load that started later (a
+  /// greater stamp), and announces only then; true if it landed, false if a
+  /// newer value was kept.
   fn delete(
     &self,
     key: &str,
     keys: &Self::Keys,
-    not_newer_than: Option<u64>,
+    deletion: Deletion,
   ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
   /// `expire` at `at` (epoch ms), live or replayed: makes `key`'s value

@@ -5,10 +5,10 @@
 //! (DESIGN.md §3) is `engine::fleet`'s.
 
 use super::{
-  values, ClearScope, Events, LockAttempt, Problem, Problems, Read, SharedStore, SlotCall,
-  SlotGrant,
+  values, ClearScope, Deletion, Events, LockAttempt, Problem, Problems, Read, SharedStore,
+  SlotCall, SlotGrant,
 };
-use crate::core::envelope::{DecodeError, Envelope, MAX_DIGITS};
+use crate::core::envelope::{self, DecodeError, Envelope, MAX_DIGITS};
 use crate::core::error::Code;
 use crate::core::fleet::{self as protocol, Change, Event, RedisKeys, ANNOUNCE_REFUSED};
 use futures_util::future::{BoxFuture, Shared};
@@ -120,20 +120,28 @@ impl ConnectionLike for Connection {
 }
 
 impl RedisStore {
-  /// A replayed delete (`SharedStore::delete` with a stamp):
-  /// `DELETE_NOT_NEWER_SCRIPT`, the conditional DEL and the PUBLISH in one
-  /// round trip.
+  /// A replayed delete (`SharedStore::delete`, `replayed`):
+  /// `DELETE_NOT_NEWER_SCRIPT`, the conditional tombstone and the PUBLISH
+  /// in one round trip.
   /// Retried: conditional on the same stamp, so a repeat changes nothing more.
-  async fn delete_not_newer(&self, key: &str, keys: &RedisKeys, stamp: u64) -> RedisResult<bool> {
+  async fn delete_not_newer(
+    &self,
+    key: &str,
+    keys: &RedisKeys,
+    deletion: Deletion,
+  ) -> RedisResult<bool> {
     let event = &self.event(Change::Deleted(key.to_string()));
+    let tombstone = &envelope::tombstone(deletion.at);
     let delete = |mut c: Connection| async move {
       self
         .delete_not_newer
         .key(&keys.value)
-        .arg(stamp)
+        .arg(deletion.at)
         .arg(self.script_channel())
         .arg(event)
         .arg(MAX_DIGITS)
+        .arg(tombstone)
+        .arg(deletion.px.max(1))
         .invoke_async::<i64>(&mut c)
         .await
     };
@@ -885,25 +893,25 @@ impl SharedStore for RedisStore {
     Ok(stamp)
   }
 
-  /// `DELETE_SCRIPT`: the DEL and its announcement in one round trip.
-  /// Retried: deleting again is harmless (though a repeat after the first
-  /// landed answers that nothing was there).
-  async fn delete(
-    &self,
-    key: &str,
-    keys: &RedisKeys,
-    not_newer_than: Option<u64>,
-  ) -> RedisResult<bool> {
-    if let Some(stamp) = not_newer_than {
-      return self.delete_not_newer(key, keys, stamp).await;
+  /// `DELETE_SCRIPT`: the tombstone and its announcement in one round
+  /// trip. Retried: a repeat lands the tombstone again, one stamp later
+  /// (though it answers that no value was there).
+  async fn delete(&self, key: &str, keys: &RedisKeys, deletion: Deletion) -> RedisResult<bool> {
+    if deletion.replayed {
+      return self.delete_not_newer(key, keys, deletion).await;
     }
     let event = &self.event(Change::Deleted(key.to_string()));
+    let tombstone = &envelope::tombstone(deletion.at);
     let delete = |mut c: Connection| async move {
       self
         .delete
         .key(&keys.value)
         .arg(self.script_channel())
         .arg(event)
+        .arg(tombstone)
+        .arg(deletion.at)
+        .arg(deletion.px.max(1))
+        .arg(MAX_DIGITS)
         .invoke_async::<i64>(&mut c)
         .await
     };

@@ -8,8 +8,9 @@ use crate::core::envelope::{DecodeError, Envelope, Meta, MAX_DIGITS};
 use crate::core::fleet::Change;
 
 /// The bytes stored under a key's value name (`None`: nothing there), as
-/// the fleet reads them. A header that does not parse, or a value that is
-/// not UTF-8 JSON, is a foreign or corrupt value, not a store failure.
+/// the fleet reads them. A tombstone (a `delete`'s) is nothing there. A
+/// header that does not parse, or a value that is not UTF-8 JSON, is a
+/// foreign or corrupt value, not a store failure.
 pub fn read_bytes(bytes: Option<&[u8]>) -> Read {
   let Some(bytes) = bytes else {
     return Read::Missing;
@@ -18,6 +19,7 @@ pub fn read_bytes(bytes: Option<&[u8]>) -> Read {
     return Read::Corrupt(DecodeError::NotAnEnvelope);
   };
   let meta = match Envelope::decode_header(header) {
+    Ok(meta) if meta.is_tombstone() => return Read::Missing,
     Ok(meta) => meta,
     Err(e) => return Read::Corrupt(e),
   };

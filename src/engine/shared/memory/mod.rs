@@ -15,8 +15,8 @@ mod tests;
 pub use self::server::{Keyspace, MemoryServer, Stored};
 
 use super::{
-  values, ClearScope, Events, LockAttempt, Problem, Problems, Read, SharedStore, SlotCall,
-  SlotGrant,
+  values, ClearScope, Deletion, Events, LockAttempt, Problem, Problems, Read, SharedStore,
+  SlotCall, SlotGrant,
 };
 use crate::core::envelope::{DecodeError, Envelope};
 use crate::core::error::Code;
@@ -39,6 +39,16 @@ pub struct Faults {
   /// The next this many calls take effect on the server but lose their
   /// reply: each fails as a timeout (the caller cannot know it landed).
   pub lose_replies: u32,
+}
+
+/// Sets one connection's [`Faults`] ([`MemoryStore::fault_switch`]).
+#[derive(Clone)]
+pub struct FaultSwitch(Arc<Mutex<Faults>>);
+
+impl FaultSwitch {
+  pub fn set(&self, faults: Faults) {
+    *self.0.lock().unwrap_or_else(|p| p.into_inner()) = faults;
+  }
 }
 
 /// Why a call on the memory store failed.
@@ -98,7 +108,12 @@ impl MemoryStore {
 
   /// This connection's faults from now on.
   pub fn set_faults(&self, faults: Faults) {
-    *self.faults.lock().unwrap_or_else(|p| p.into_inner()) = faults;
+    self.fault_switch().set(faults);
+  }
+
+  /// What sets this connection's faults once the store is the fleet's.
+  pub fn fault_switch(&self) -> FaultSwitch {
+    FaultSwitch(Arc::clone(&self.faults))
   }
 
   /// Inspection (tests): the lock's remaining lease in ms, `None` if
@@ -276,20 +291,17 @@ impl SharedStore for MemoryStore {
     &self,
     key: &str,
     keys: &RedisKeys,
-    not_newer_than: Option<u64>,
+    deletion: Deletion,
   ) -> Result<bool, MemoryError> {
     let event = self.event(Change::Deleted(key.to_string()));
     self
       .call(|k| {
-        let deleted = match not_newer_than {
-          None => k.del(&keys.value),
-          Some(stamp) => scripts::delete_not_newer(k, &keys.value, stamp),
-        };
+        let answer = scripts::delete(k, &keys.value, deletion);
         // A replay that kept a newer value announces nothing.
-        if deleted || not_newer_than.is_none() {
+        if answer || !deletion.replayed {
           k.publish(&self.channel, event);
         }
-        deleted
+        answer
       })
       .await
   }
@@ -454,22 +466,21 @@ impl Subscriber {
     let mut backoff = Duration::from_millis(50);
     loop {
       if self.can_connect() {
-        let (mut bus, mut drops) = self.server.listen();
+        let mut bus = self.server.listen();
         on_connected(true);
         backoff = Duration::from_millis(50);
         loop {
-          tokio::select! {
-            message = bus.recv() => match message {
-              Ok(published) if *published.channel == *self.channel => {
-                if let Some(event) = Event::decode(&published.message) {
-                  self.events.dispatch(&event);
-                }
+          match bus.recv().await {
+            // The server dropped every subscription.
+            Ok(published) if published.channel.is_empty() => break,
+            Ok(published) if *published.channel == *self.channel => {
+              if let Some(event) = Event::decode(&published.message) {
+                self.events.dispatch(&event);
               }
-              Ok(_) => {}
-              // Fell behind (and missed messages), or the server is gone.
-              Err(RecvError::Lagged(_) | RecvError::Closed) => break,
-            },
-            _ = drops.changed() => break,
+            }
+            Ok(_) => {}
+            // Fell behind (and missed messages), or the server is gone.
+            Err(RecvError::Lagged(_) | RecvError::Closed) => break,
           }
         }
         on_connected(false);

@@ -4,10 +4,10 @@
 //! (`values::stored_header`), which the scripts copy in Lua.
 
 use super::server::{Keyspace, Stored};
-use crate::core::envelope::{Envelope, VERSION_TAG, VERSION_TAG_TAGGED};
+use crate::core::envelope::{tombstone, Envelope, Meta, VERSION_TAG, VERSION_TAG_TAGGED};
 use crate::core::fleet::RedisKeys;
 use crate::engine::shared::values::{split_header, stored_header};
-use crate::engine::shared::LockAttempt;
+use crate::engine::shared::{Deletion, LockAttempt};
 
 /// Whether `held` is a lock token (`TOKEN_PATTERN`: a UUID's 8-4-4-4-12
 /// hex digits, nothing else).
@@ -22,7 +22,7 @@ pub fn is_token(held: &[u8]) -> bool {
 
 /// The stored value's stamp, when its header is valid.
 fn stamp_of(keyspace: &mut Keyspace, name: &str) -> Option<u64> {
-  stored_header(keyspace.text(name)?).map(|meta| meta.stamp)
+  stored_header_of(keyspace, name).map(|meta| meta.stamp)
 }
 
 /// Whether `name` holds exactly `token` (another type does not).
@@ -129,14 +129,32 @@ pub fn write_newest(
   envelope.meta.stamp
 }
 
-/// `DELETE_NOT_NEWER_SCRIPT` without its announcement: true if deleted
-/// (or nothing was there), false if a newer value was kept.
-pub fn delete_not_newer(keyspace: &mut Keyspace, value: &str, stamp: u64) -> bool {
-  if stamp_of(keyspace, value).is_some_and(|theirs| theirs > stamp) {
-    return false;
-  }
-  keyspace.del(value);
-  true
+/// `DELETE_SCRIPT` (live) or `DELETE_NOT_NEWER_SCRIPT` (replayed) without
+/// the announcement: a tombstone in the value's place. Live: true if a
+/// value (not a tombstone) was there. Replayed: true if it landed, false
+/// if a newer value was kept.
+pub fn delete(keyspace: &mut Keyspace, value: &str, deletion: Deletion) -> bool {
+  let stored = stored_header_of(keyspace, value);
+  let mut stamp = deletion.at;
+  let answer = match (deletion.replayed, stored) {
+    (true, Some(meta)) if meta.stamp > deletion.at => return false,
+    (true, _) => true,
+    (false, stored) => {
+      if let Some(meta) = stored.filter(|meta| meta.stamp >= stamp) {
+        stamp = meta.stamp + 1;
+      }
+      let tombstone = stored.is_some_and(|meta| meta.is_tombstone());
+      keyspace.get(value).is_some() && !tombstone
+    }
+  };
+  let text = Stored::Text(tombstone(stamp).into_bytes());
+  keyspace.set(value, text, Some(deletion.px));
+  answer
+}
+
+/// The stored value's header, when it is a valid one.
+fn stored_header_of(keyspace: &mut Keyspace, name: &str) -> Option<Meta> {
+  stored_header(keyspace.text(name)?)
 }
 
 /// `EXPIRE_SCRIPT` without its announcement: true if expired. The value

@@ -7,7 +7,7 @@ use super::{Faults, MemoryStore};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 /// A value as Redis types it: what herdcache writes is text and one hash
@@ -26,7 +26,10 @@ struct Entry {
   expires_at: Option<u64>,
 }
 
-/// One message on a channel.
+/// One message on a channel; on no channel (empty), the server dropping
+/// every subscription ([`MemoryServer::drop_subscriptions`]). (One queue
+/// for both, and not a `watch`: its waiters are woken in a random order,
+/// and a simulation must replay exactly.)
 #[derive(Debug, Clone)]
 pub(super) struct Published {
   pub channel: Arc<str>,
@@ -146,8 +149,6 @@ impl Keyspace {
 /// and faults of its own); [`MemoryServer::set_down`] fails every one.
 pub struct MemoryServer {
   keyspace: Mutex<Keyspace>,
-  /// Bumped to drop every subscription ([`MemoryServer::drop_subscriptions`]).
-  drops: watch::Sender<u64>,
   down: AtomicBool,
   /// The server's epoch ms at `started`.
   epoch: u64,
@@ -168,14 +169,12 @@ impl MemoryServer {
   /// A server whose clock reads `epoch` ms now (a simulation's start).
   pub fn starting_at(epoch: u64) -> Arc<MemoryServer> {
     let (bus, _) = broadcast::channel(BACKLOG);
-    let (drops, _) = watch::channel(0);
     Arc::new(MemoryServer {
       keyspace: Mutex::new(Keyspace {
         entries: HashMap::new(),
         now: epoch,
         bus,
       }),
-      drops,
       down: AtomicBool::new(false),
       epoch,
       started: Instant::now(),
@@ -217,13 +216,10 @@ impl MemoryServer {
   /// Ends every live subscription (as a dropped connection would): each
   /// reconnects after its back-off, missing what was published meanwhile.
   pub fn drop_subscriptions(&self) {
-    self.drops.send_modify(|n| *n += 1);
+    self.with(|k| k.publish("", String::new()));
   }
 
-  pub(super) fn listen(&self) -> (broadcast::Receiver<Published>, watch::Receiver<u64>) {
-    let bus = self.with(|k| k.bus.subscribe());
-    let mut drops = self.drops.subscribe();
-    drops.mark_unchanged();
-    (bus, drops)
+  pub(super) fn listen(&self) -> broadcast::Receiver<Published> {
+    self.with(|k| k.bus.subscribe())
   }
 }

@@ -23,6 +23,12 @@ fn envelope(stamp: u64) -> Envelope {
 
 const EPOCH: u64 = 1_800_000_000_000;
 
+const DELETION: Deletion = Deletion {
+  at: EPOCH,
+  px: 1_000,
+  replayed: false,
+};
+
 #[tokio::test(start_paused = true)]
 async fn the_server_clock_runs_on_tokio_time_and_ttls_with_it() {
   let server = MemoryServer::starting_at(EPOCH);
@@ -118,23 +124,23 @@ async fn a_server_that_goes_down_drops_its_subscriptions_until_it_is_up() {
   tokio::time::sleep(Duration::from_millis(1)).await;
   assert_eq!(*live.lock().unwrap(), [true]);
   let keys = writer.keys("k");
-  writer.delete("k", &keys, None).await.unwrap();
+  writer.delete("k", &keys, DELETION).await.unwrap();
   tokio::time::sleep(Duration::from_millis(1)).await;
   assert_eq!(heard.load(Ordering::SeqCst), 1);
   server.set_down(true);
   tokio::time::sleep(Duration::from_millis(1)).await;
   assert_eq!(*live.lock().unwrap(), [true, false]);
   assert_eq!(
-    writer.delete("k", &keys, None).await,
+    writer.delete("k", &keys, DELETION).await,
     Err(MemoryError::Refused)
   );
   server.set_down(false);
-  writer.delete("k", &keys, None).await.unwrap();
+  writer.delete("k", &keys, DELETION).await.unwrap();
   // Published before the subscription came back: missed, as over Redis.
   tokio::time::sleep(Duration::from_secs(3)).await;
   assert_eq!(*live.lock().unwrap(), [true, false, true]);
   assert_eq!(heard.load(Ordering::SeqCst), 1);
-  writer.delete("k", &keys, None).await.unwrap();
+  writer.delete("k", &keys, DELETION).await.unwrap();
   tokio::time::sleep(Duration::from_millis(1)).await;
   assert_eq!(heard.load(Ordering::SeqCst), 2);
   task.abort();

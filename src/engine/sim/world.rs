@@ -1,0 +1,366 @@
+//! The simulated fleet: instances of the whole engine ([`Cache`]) over one
+//! [`MemoryServer`], each call carried out as the binding carries out a
+//! `getOrLoad` (decide, begin, the first read, the fleet's asks, the
+//! loader, the write, `hardTimeout`), recorded in the [`History`].
+
+use super::check::{History, Origin, Stored};
+use crate::core::options::{CacheConfig, RawCacheOptions};
+use crate::core::tags::Tags;
+use crate::engine::fleet::Acquired;
+use crate::engine::shared::values::stored_header;
+use crate::engine::shared::{FaultSwitch, Faults, MemoryServer, MemoryStore};
+use crate::engine::{Cache, Decision, Effect, Event, FirstStep, Keep, Step};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+pub type SimCache = Cache<String, u64, MemoryStore>;
+
+pub const PREFIX: &str = "sim:";
+
+/// The options every instance runs with: short bounds, so a few seconds of
+/// simulated time hold many lock periods.
+pub struct Options {
+  pub ttl: u64,
+  pub lock_ttl: u64,
+  pub hard_timeout: u64,
+  pub redis_timeout: u64,
+  pub breaker_cooldown: u64,
+}
+
+pub struct Instance {
+  pub cache: RefCell<SimCache>,
+  pub faults: FaultSwitch,
+  pub alive: Cell<bool>,
+  pub tasks: RefCell<Vec<JoinHandle<()>>>,
+}
+
+/// What every task shares.
+pub struct World {
+  pub server: Arc<MemoryServer>,
+  pub instances: RefCell<Vec<Rc<Instance>>>,
+  pub history: RefCell<History>,
+  pub options: Options,
+  next: Cell<u64>,
+}
+
+impl World {
+  pub fn new(server: Arc<MemoryServer>, history: History, options: Options) -> Rc<World> {
+    Rc::new(World {
+      server,
+      instances: RefCell::new(Vec::new()),
+      history: RefCell::new(history),
+      options,
+      next: Cell::new(0),
+    })
+  }
+
+  pub fn now(&self) -> u64 {
+    self.server.now()
+  }
+
+  pub fn log(&self, line: String) {
+    self.history.borrow_mut().log(self.now(), line);
+  }
+
+  fn next(&self) -> u64 {
+    self.next.set(self.next.get() + 1);
+    self.next.get()
+  }
+
+  /// A new instance, its clock `skew` ms off the store's until measured.
+  pub fn start_instance(&self, skew: i64) -> usize {
+    let o = &self.options;
+    let raw = RawCacheOptions {
+      ttl: Some(o.ttl as f64),
+      hard_ttl: Some(o.ttl as f64 * 2.0),
+      jitter: Some(0.0),
+      beta: Some(0.0),
+      hard_timeout: Some(o.hard_timeout as f64),
+      redis: Some("redis://simulated".into()),
+      lock_ttl: Some(o.lock_ttl as f64),
+      redis_timeout: Some(o.redis_timeout as f64),
+      circuit_breaker_duration: Some(o.breaker_cooldown as f64),
+      ..Default::default()
+    };
+    let config = CacheConfig::from_raw(&raw).expect("the simulation's options are valid");
+    let store = self
+      .server
+      .store(PREFIX, Faults::default())
+      .with_timeout(Duration::from_millis(o.redis_timeout));
+    let faults = store.fault_switch();
+    let mut cache = Cache::open_on(config, store);
+    cache.local_mut().skew_clock(skew);
+    let mut instances = self.instances.borrow_mut();
+    instances.push(Rc::new(Instance {
+      cache: RefCell::new(cache),
+      faults,
+      alive: Cell::new(true),
+      tasks: RefCell::new(Vec::new()),
+    }));
+    instances.len() - 1
+  }
+
+  pub fn instance(&self, i: usize) -> Rc<Instance> {
+    Rc::clone(&self.instances.borrow()[i])
+  }
+
+  /// The store's value of `key`, as the checks see it.
+  pub fn stored(&self, key: &str) -> Option<Stored> {
+    let name = crate::core::fleet::RedisKeys::new(PREFIX, key).value;
+    self.server.with(|k| {
+      let bytes = k.text(&name)?;
+      let meta = stored_header(bytes)?;
+      let (_, body) = crate::engine::shared::values::split_header(bytes)?;
+      Some(Stored {
+        json: String::from_utf8_lossy(body).into_owned(),
+        fresh_until: meta.fresh_until,
+      })
+    })
+  }
+
+  /// Every lock in the store: its token and lease left.
+  pub fn locks(&self) -> Vec<(String, i64)> {
+    self.server.with(|k| {
+      let names: Vec<String> = k
+        .names_starting(&format!("{{{PREFIX}"))
+        .into_iter()
+        .filter(|n| n.ends_with(":lock"))
+        .collect();
+      names
+        .into_iter()
+        .filter_map(|name| {
+          let token = String::from_utf8_lossy(k.text(&name)?).into_owned();
+          Some((token, k.pttl(&name)))
+        })
+        .collect()
+    })
+  }
+
+  /// Kills instance `i` as a crash would: its work stops where it is, its
+  /// connection answers nothing, and it releases nothing.
+  pub fn kill(&self, i: usize) {
+    let instance = self.instance(i);
+    instance.alive.set(false);
+    instance.faults.set(Faults {
+      refused: true,
+      ..Faults::default()
+    });
+    for task in instance.tasks.borrow_mut().drain(..) {
+      task.abort();
+    }
+    self.history.borrow_mut().killed(self.now(), i);
+  }
+}
+
+/// Runs `work` on instance `i`, aborted if it is killed.
+pub fn spawn_on(
+  world: &Rc<World>,
+  i: usize,
+  work: impl std::future::Future<Output = ()> + 'static,
+) {
+  let instance = world.instance(i);
+  if !instance.alive.get() {
+    return;
+  }
+  let task = tokio::task::spawn_local(work);
+  instance.tasks.borrow_mut().push(task);
+}
+
+/// One `getOrLoad` of `key` on instance `i` by a caller that takes fresh
+/// values only.
+pub async fn get_or_load(world: Rc<World>, i: usize, key: String) {
+  let instance = world.instance(i);
+  let call = world.history.borrow_mut().call(i, &key);
+  let decided = {
+    let mut cache = instance.cache.borrow_mut();
+    match cache.decide(&key, false) {
+      Decision::Hit { .. } | Decision::Negative { .. } | Decision::Stale { .. } => None,
+      Decision::Join { flight } => Some(Some(*flight)),
+      Decision::Lead => Some(None),
+    }
+  };
+  match decided {
+    None => world.history.borrow_mut().settled(call),
+    Some(Some(flight)) => world.history.borrow_mut().joined(call, flight),
+    Some(None) => lead(&world, &instance, i, key, call).await,
+  }
+}
+
+/// The caller leads a flight: begun, carried out until it ends, or given
+/// up at `hardTimeout` (as lib/deadlines.js gives it up).
+async fn lead(world: &Rc<World>, instance: &Rc<Instance>, i: usize, key: String, call: usize) {
+  let handle = world.next();
+  world.history.borrow_mut().joined(call, handle);
+  let (id, first) = {
+    let mut cache = instance.cache.borrow_mut();
+    let policy = cache.config().entry;
+    cache.begin(&key, handle, None, policy, false)
+  };
+  world.log(format!("i{i} flight {handle} of {key:?} begins"));
+  let loader = Rc::new(Cell::new(None));
+  let token = Rc::new(RefCell::new(None));
+  let flight = fly(world, instance, i, &key, id, first, &loader, &token);
+  let timeout = Duration::from_millis(world.options.hard_timeout);
+  if tokio::time::timeout(timeout, flight).await.is_err() {
+    world.log(format!("i{i} flight {handle} given up at hardTimeout"));
+    let ran = loader.get().is_some();
+    let (_, release) = instance.cache.borrow_mut().fail(id, true, ran);
+    if let Some(release) = release {
+      tokio::spawn(release);
+    }
+  }
+  let mut history = world.history.borrow_mut();
+  if let Some(run) = loader.get() {
+    history.loader_ended(run);
+  }
+  if let Some(token) = token.borrow().as_deref() {
+    history.token_released(world.now(), token);
+  }
+  history.flight_ended(handle);
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn fly(
+  world: &Rc<World>,
+  instance: &Rc<Instance>,
+  i: usize,
+  key: &str,
+  id: u64,
+  first: FirstStep,
+  loader: &Rc<Cell<Option<usize>>>,
+  token: &Rc<RefCell<Option<String>>>,
+) {
+  let mut effect = match first {
+    FirstStep::Load => Effect::Load,
+    FirstStep::ReadShared => {
+      let read = instance.cache.borrow().read_many(&[id]);
+      let Some(read) = read else { return };
+      let Some((_, key, answer)) = read.await.into_iter().next() else {
+        return;
+      };
+      instance
+        .cache
+        .borrow_mut()
+        .step(id, Event::Read { key, answer })
+    }
+  };
+  loop {
+    effect = match effect {
+      Effect::Ask(ask) => {
+        let (key, acquired) = ask.future.await;
+        if let Acquired::Load { token: Some(won) } = &acquired {
+          world.history.borrow_mut().token(won, i);
+          *token.borrow_mut() = Some(won.clone());
+        }
+        instance
+          .cache
+          .borrow_mut()
+          .step(id, Event::Claimed { key, acquired })
+      }
+      Effect::Load => return load(world, instance, i, key, id, loader).await,
+      Effect::Adopt(envelope) => {
+        world.log(format!("i{i} adopts {} for {key:?}", envelope.json));
+        let value = envelope.json.clone();
+        let _ = instance
+          .cache
+          .borrow_mut()
+          .adopt(id, value, envelope.meta, envelope.tags);
+        return;
+      }
+      Effect::Spawn(work) => {
+        tokio::spawn(work);
+        return;
+      }
+      Effect::Reject(..) | Effect::Done => return,
+    }
+  }
+}
+
+/// The loader: runs for a while, then its value is filled and written.
+async fn load(
+  world: &Rc<World>,
+  instance: &Rc<Instance>,
+  i: usize,
+  key: &str,
+  id: u64,
+  loader: &Rc<Cell<Option<usize>>>,
+) {
+  let stored = world.stored(key);
+  let started = world.now();
+  let (run, runs_for) = {
+    let mut history = world.history.borrow_mut();
+    let run = history.loader_started(world.now(), i, key, stored);
+    (run, LOADER_MS[run % LOADER_MS.len()])
+  };
+  loader.set(Some(run));
+  world.log(format!("i{i} loader of {key:?} starts ({runs_for} ms)"));
+  tokio::time::sleep(Duration::from_millis(runs_for)).await;
+  let json = format!("\"v{}\"", world.next());
+  world
+    .history
+    .borrow_mut()
+    .value(&json, Origin::Fill { began: started });
+  world.history.borrow_mut().loader_ended(run);
+  world.log(format!("i{i} loader of {key:?} returns {json}"));
+  let step = instance.cache.borrow_mut().fill(
+    id,
+    json.clone(),
+    false,
+    runs_for,
+    Some(json),
+    Keep::Store(None),
+  );
+  if let Step::Later(write) = step {
+    let written = write.await;
+    world.log(format!("i{i} write of {key:?}: {written:?}"));
+    instance.cache.borrow_mut().written(id, written);
+  }
+}
+
+/// How long loaders run, in turn: mostly short, some past `lockTtl` (the
+/// lease must be extended), none past `hardTimeout`.
+const LOADER_MS: [u64; 8] = [5, 40, 12, 90, 1, 450, 25, 60];
+
+/// A live `set` of `key` on instance `i`.
+pub async fn set(world: Rc<World>, i: usize, key: String) {
+  let instance = world.instance(i);
+  let json = format!("\"v{}\"", world.next());
+  let at = world.now();
+  world.history.borrow_mut().value(&json, Origin::Set);
+  world.log(format!("i{i} sets {key:?} to {json}"));
+  let write = {
+    let mut cache = instance.cache.borrow_mut();
+    let policy = cache.config().entry;
+    cache.set(&key, json.clone(), policy, json, Tags::NONE)
+  };
+  if let Some(write) = write {
+    if write.await {
+      world.history.borrow_mut().applied(&key, at);
+    }
+  }
+}
+
+/// A live `delete` of `key` on instance `i`.
+pub async fn delete(world: Rc<World>, i: usize, key: String) {
+  let instance = world.instance(i);
+  let at = world.now();
+  world.log(format!("i{i} deletes {key:?}"));
+  let step = instance.cache.borrow_mut().delete(&key);
+  if let Step::Later(delete) = step {
+    delete.await;
+    // Reached the store if its tombstone (or something newer) is there:
+    // one kept for auto-recovery has not, yet.
+    let name = crate::core::fleet::RedisKeys::new(PREFIX, &key).value;
+    let gone = world.server.with(|k| {
+      k.text(&name)
+        .and_then(stored_header)
+        .is_some_and(|meta| meta.stamp >= at)
+    });
+    if gone {
+      world.history.borrow_mut().applied(&key, at);
+    }
+  }
+}
