@@ -8,7 +8,7 @@ const assert = require('node:assert/strict')
 const { startRedis } = require('../redis-server')
 const { Cache } = require('../..')
 const { track, within } = require('../helpers')
-const { sleep, waitFor, parseEnvelope, names, loaderLog, spawnChild } = require('./fixtures/fleet')
+const { deletedInRedis, sleep, waitFor, parseEnvelope, names, loaderLog, spawnChild } = require('./fixtures/fleet')
 
 const T = { timeout: 20000 }
 /** Short bounds: the breaker opens after one 200 ms timeout and Redis is probed again every 300 ms. */
@@ -48,7 +48,7 @@ test(
           redis.cmd('GET', names(prefix, 'k3').value),
           redis.cmd('GET', names(prefix, 'k4').value),
         ])
-        return k3 === null && parseEnvelope(k4)?.value === 'new'
+        return deletedInRedis(k3) && parseEnvelope(k4)?.value === 'new'
       },
       'the delete and the set landing in Redis',
       DELIVERED_WITHIN,
