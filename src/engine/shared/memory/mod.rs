@@ -102,10 +102,6 @@ impl MemoryStore {
     &self.prefix
   }
 
-  pub fn server(&self) -> &Arc<MemoryServer> {
-    &self.server
-  }
-
   /// This connection's faults from now on.
   pub fn set_faults(&self, faults: Faults) {
     self.fault_switch().set(faults);
@@ -370,23 +366,18 @@ impl SharedStore for MemoryStore {
   }
 
   async fn load_slots(&self, call: SlotCall) -> Result<SlotGrant, MemoryError> {
-    let (granted, free, waiting, up_to, ticket) = self
+    self
       .call(|k| {
         let answer = slots::call(k, &self.load_slots_name, &self.origin, call);
-        if answer.3 > 0 {
-          let event = self.event(Change::SlotsFreed { up_to: answer.3 });
+        if answer.up_to > 0 {
+          let event = self.event(Change::SlotsFreed {
+            up_to: answer.up_to,
+          });
           k.publish(&self.channel, event);
         }
-        answer
+        answer.grant
       })
-      .await?;
-    let _ = up_to;
-    Ok(SlotGrant {
-      granted,
-      free,
-      waiting,
-      ticket,
-    })
+      .await
   }
 
   fn subscribe(

@@ -4,13 +4,15 @@
 //! same computation, step for step.
 
 use super::server::{Keyspace, Stored};
-use crate::engine::shared::SlotCall;
+use crate::engine::shared::{SlotCall, SlotGrant};
 use std::collections::BTreeMap;
 
-/// What one call answered: `(granted, free after it, others waiting,
-/// the last ticket a "slots freed" announcement names (0: none), this
-/// instance's ticket (0: not queued))`.
-pub type Answer = (u64, u64, u64, u64, u64);
+/// What one call answered: the script's reply.
+pub struct Answer {
+  pub grant: SlotGrant,
+  /// The last ticket a "slots freed" announcement names (0: none).
+  pub up_to: u64,
+}
 
 /// Another instance's field, as read.
 struct Other {
@@ -72,13 +74,16 @@ pub fn call(keyspace: &mut Keyspace, name: &str, me: &str, call: SlotCall) -> An
     }
     false => 0,
   };
-  (
-    granted as u64,
-    free.max(0) as u64,
-    found.waiting.len() as u64,
-    up_to as u64,
-    mine as u64,
-  )
+  let grant = SlotGrant {
+    granted: granted as u64,
+    free: free.max(0) as u64,
+    waiting: found.waiting.len() as u64,
+    ticket: mine as u64,
+  };
+  Answer {
+    grant,
+    up_to: up_to as u64,
+  }
 }
 
 /// Reads every field, dropping what expired and what no instance writes.
