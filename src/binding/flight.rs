@@ -20,7 +20,7 @@ use super::Inner;
 use crate::core::envelope::Meta;
 use crate::core::options::{EntryPolicy, RawCallOptions};
 use crate::engine::together::{self, Ask};
-use crate::engine::{Effect, Event, FirstStep, Keep, Refresh, Served, Step, Written};
+use crate::engine::{Effect, Event, FirstStep, Keep, Origin, Refresh, Served, Step, Written};
 use napi::sys;
 use std::rc::Rc;
 
@@ -511,17 +511,19 @@ pub unsafe extern "C" fn flush_reads(env: Env, info: sys::napi_callback_info) ->
 
 /// Hands `event` to the engine and carries out what it says.
 unsafe fn step(env: Env, inner: &Rc<Inner>, id: u64, event: Event) {
-  // A value after the flight asked for the lock: another instance won it.
-  let asked = matches!(event, Event::Claimed { .. });
   let effect = inner.cache.borrow_mut().step(id, event);
   if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
     let answered = &mut flight.handle.answered;
     match &effect {
-      Effect::Load if flight.lock.is_some() => answered.lock = Some(Lock::Won),
-      Effect::Adopt(_) if asked => {
-        (answered.source, answered.lock) = (Source::Fleet, Some(Lock::Lost))
-      }
-      Effect::Adopt(_) => answered.source = Source::Redis,
+      Effect::Load { locked: true } => answered.lock = Some(Lock::Won),
+      Effect::Adopt {
+        from: Origin::Holder,
+        ..
+      } => (answered.source, answered.lock) = (Source::Fleet, Some(Lock::Lost)),
+      Effect::Adopt {
+        from: Origin::Store,
+        ..
+      } => answered.source = Source::Redis,
       _ => {}
     }
   }
@@ -542,12 +544,12 @@ unsafe fn carry_out(env: Env, inner: &Rc<Inner>, id: u64, effect: Effect<FlightH
         }
       }
     }
-    Effect::Load => {
+    Effect::Load { .. } => {
       if !lead_deferred(env, inner, id, false) {
         resume(env, inner, id, true, false)
       }
     }
-    Effect::Adopt(envelope) => adopt(env, inner, id, &envelope),
+    Effect::Adopt { envelope, .. } => adopt(env, inner, id, &envelope),
     Effect::Reject(flight, error) => {
       let mut led = true;
       if let Some(mut flight) = flight {

@@ -24,6 +24,36 @@ pub fn classify(meta: &Meta, now: u64) -> Freshness {
   }
 }
 
+/// Whether the entry `meta` describes is still kept at `now`: before its
+/// hard TTL (fresh or stale; a negative marker's two deadlines are one).
+/// Past it the entry has expired everywhere: the L1 reclaims it, the store
+/// drops the key, and nothing answers with it.
+#[inline]
+pub fn alive(meta: &Meta, now: u64) -> bool {
+  now < meta.hard_until
+}
+
+/// How long the entry `meta` describes is still kept from `now` (ms, 0 once
+/// expired): the store's TTL for it.
+#[inline]
+pub fn hard_ttl_left(meta: &Meta, now: u64) -> u64 {
+  meta.hard_until.saturating_sub(now)
+}
+
+/// Whether a refresh of a kept entry may start at `now`: its local back-off
+/// after a failed refresh (`retry_after`, epoch ms) has passed.
+#[inline]
+pub fn refresh_allowed(retry_after: u64, now: u64) -> bool {
+  now >= retry_after
+}
+
+/// Whether a fresh entry is refreshed early (XFetch) at `now`: its writer
+/// drew the moment `refresh_at` ([`xfetch_refresh_at`]).
+#[inline]
+pub fn early_refresh_due(refresh_at: u64, now: u64) -> bool {
+  now >= refresh_at
+}
+
 /// How a value found elsewhere (another instance's write, read from the
 /// shared store) may answer a flight: the one judge of such values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +182,38 @@ pub fn refresh_backoff(attempt: u32, cap: u64, u: f64) -> u64 {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn an_entry_is_kept_until_its_hard_ttl_and_no_longer() {
+    let m = meta(1_000, 2_000, false);
+    assert!(alive(&m, 1_500));
+    assert!(!alive(&m, 2_000));
+    assert_eq!(hard_ttl_left(&m, 1_500), 500);
+    assert_eq!(hard_ttl_left(&m, 2_500), 0);
+    // Every kept entry classifies as fresh or stale, every other as expired.
+    for now in [0, 999, 1_000, 1_999, 2_000, 3_000] {
+      assert_eq!(
+        alive(&m, now),
+        classify(&m, now) != Freshness::Expired,
+        "{now}"
+      );
+    }
+    let negative = meta(2_000, 2_000, true);
+    for now in [1_999, 2_000] {
+      assert_eq!(
+        alive(&negative, now),
+        classify(&negative, now) != Freshness::Expired
+      );
+    }
+  }
+
+  #[test]
+  fn refreshes_wait_for_their_back_off_and_early_ones_for_their_moment() {
+    assert!(!refresh_allowed(1_000, 999));
+    assert!(refresh_allowed(1_000, 1_000));
+    assert!(!early_refresh_due(1_000, 999));
+    assert!(early_refresh_due(1_000, 1_000));
+  }
 
   #[test]
   fn answers_judges_a_shared_value_for_a_flight() {

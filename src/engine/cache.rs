@@ -12,7 +12,8 @@
 //!    without Redis), adopt another instance's value, end a refresh that
 //!    backs off, or let go of a lock a flight that ended won. The step is
 //!    synchronous, but the lock and the wait for its holder run inside one
-//!    future it hands out (`Fleet::acquire_steps`).
+//!    future it hands out (`Fleet::acquire_steps`, which carries out the
+//!    machine of `core::fleet::acquire`).
 //! 3. The loader's result goes to [`Cache::fill`] or [`Cache::fail`]; with a
 //!    fleet the value is written there first and the flight ends in
 //!    [`Cache::written`].
@@ -74,13 +75,13 @@ pub enum Effect<F> {
   /// [`Event::Claimed`]: with the other asks of the turn
   /// ([`super::together`]).
   Ask(Ask),
-  /// Tell the leader to run our loader (the lock is ours, or there is no
-  /// Redis to ask).
-  Load,
+  /// Tell the leader to run our loader: `locked`, holding the fleet lock
+  /// (else there is no store to ask, or it failed).
+  Load { locked: bool },
   /// Another instance's value answers the flight: parse its JSON, then
   /// [`Cache::adopt`] it (or, if JS refuses it, `step` with
-  /// [`Event::Unavailable`]).
-  Adopt(Envelope),
+  /// [`Event::Unavailable`]). `from`: how the flight came by it.
+  Adopt { envelope: Envelope, from: Origin },
   /// The flight ended without a load (a background refresh whose key
   /// backs off fleet-wide): reject its callers, if it is still there, with
   /// `error`, and tell the leader it is done.
@@ -95,13 +96,24 @@ impl<F> std::fmt::Debug for Effect<F> {
   fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
     f.write_str(match self {
       Effect::Ask(_) => "Ask",
-      Effect::Load => "Load",
-      Effect::Adopt(_) => "Adopt",
+      Effect::Load { .. } => "Load",
+      Effect::Adopt { .. } => "Adopt",
       Effect::Reject(..) => "Reject",
       Effect::Spawn(_) => "Spawn",
       Effect::Done => "Done",
     })
   }
+}
+
+/// How a flight came by the value it adopts ([`Effect::Adopt`]): what its
+/// callers' `status` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+  /// Its first read found it in the store (no lock asked).
+  Store,
+  /// Asking who loads found it: the lock's holder wrote it while the flight
+  /// waited (or just before it asked).
+  Holder,
 }
 
 /// How a flight's write to the shared store went.
@@ -331,9 +343,9 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       Event::Read {
         key,
         answer: Some(acquired),
-      }
-      | Event::Claimed { key, acquired } => self.claim(id, key, acquired),
-      Event::Unavailable if self.local.flight(id).is_some() => Effect::Load,
+      } => self.claim(id, key, acquired, Origin::Store),
+      Event::Claimed { key, acquired } => self.claim(id, key, acquired, Origin::Holder),
+      Event::Unavailable if self.local.flight(id).is_some() => Effect::Load { locked: false },
       Event::Unavailable => Effect::Done,
     }
   }
@@ -344,7 +356,7 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     let (Some(fleet), Some(flight)) = (self.fleet.clone(), self.local.flight(id)) else {
       // Ended meanwhile (nothing to do), or released (load without Redis).
       return match self.local.flight(id) {
-        Some(_) => Effect::Load,
+        Some(_) => Effect::Load { locked: false },
         None => Effect::Done,
       };
     };
@@ -366,7 +378,7 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
   }
 
   /// What flight `id` does with the fleet's answer.
-  fn claim(&mut self, id: u64, key: String, acquired: Acquired) -> Effect<F> {
+  fn claim(&mut self, id: u64, key: String, acquired: Acquired, from: Origin) -> Effect<F> {
     if let Acquired::BackOff { failures, ms } = acquired {
       if self.unwaited_refresh(id) {
         self.local.back_off(
@@ -397,8 +409,9 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     };
     match acquired {
       Acquired::Load { token } => {
+        let locked = token.is_some();
         flight.lock = token;
-        Effect::Load
+        Effect::Load { locked }
       }
       // A stale value came, but a caller refusing stale values joined
       // meanwhile (or, to a back-off, any caller joined): ask again.
@@ -411,7 +424,7 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
         self.ask(id, true)
       }
       Acquired::BackOff { .. } => self.ask(id, true),
-      Acquired::Value(envelope) | Acquired::Stale(envelope) => Effect::Adopt(envelope),
+      Acquired::Value(envelope) | Acquired::Stale(envelope) => Effect::Adopt { envelope, from },
     }
   }
 
@@ -806,7 +819,10 @@ mod tests {
     let load = Acquired::Load {
       token: token.clone(),
     };
-    assert!(matches!(c.step(id, claimed(load.clone())), Effect::Load));
+    assert!(matches!(
+      c.step(id, claimed(load.clone())),
+      Effect::Load { locked: true }
+    ));
     assert_eq!(
       c.flight(id).unwrap().lock,
       token,
@@ -815,7 +831,7 @@ mod tests {
     let now = c.local().now();
     let stale = envelope(now - 2_000, 1_000, 10_000);
     assert!(
-      matches!(c.step(id, claimed(Acquired::Stale(stale.clone()))), Effect::Adopt(e) if e == stale),
+      matches!(c.step(id, claimed(Acquired::Stale(stale.clone()))), Effect::Adopt { envelope: e, from: Origin::Holder } if e == stale),
       "a foreground flight of callers that accept stale values takes a stale value"
     );
     // A caller refusing stale values joins: the same answer now asks
@@ -823,14 +839,17 @@ mod tests {
     assert!(matches!(c.decide("k", false), Decision::Join { .. }));
     assert!(matches!(
       c.step(id, claimed(Acquired::Stale(stale))),
-      Effect::Load
+      Effect::Load { locked: false }
     ));
     let fresh = envelope(now, 1_000, 10_000);
     assert!(matches!(
       c.step(id, Event::Read { key: "k".into(), answer: Some(Acquired::Value(fresh.clone())) }),
-      Effect::Adopt(e) if e == fresh
+      Effect::Adopt { envelope: e, from: Origin::Store } if e == fresh
     ));
-    assert!(matches!(c.step(id, Event::Unavailable), Effect::Load));
+    assert!(matches!(
+      c.step(id, Event::Unavailable),
+      Effect::Load { locked: false }
+    ));
     // Ended meanwhile: nothing to do (with a fleet, a lock it won is let go).
     c.fail(id, true, false);
     assert!(matches!(c.step(id, claimed(load)), Effect::Done));
@@ -939,7 +958,7 @@ mod tests {
     );
     assert!(matches!(
       a.step(id, Event::Claimed { key, acquired }),
-      Effect::Load
+      Effect::Load { locked: true }
     ));
     let Step::Later(write) = a.fill(
       id,
@@ -956,10 +975,11 @@ mod tests {
     let (id, _) = b.begin("k", "b", None, policy, false);
     let read = b.read_many(&[id]).unwrap().await;
     let [(_, key, answer)] = <[_; 1]>::try_from(read).unwrap();
-    let Effect::Adopt(envelope) = b.step(id, Event::Read { key, answer }) else {
+    let Effect::Adopt { envelope, from } = b.step(id, Event::Read { key, answer }) else {
       panic!("b's flight is answered by a's value");
     };
     assert_eq!(envelope.json, "\"v\"");
+    assert_eq!(from, Origin::Store, "read, not waited for");
     let (served, _) = b.adopt(id, "v".into(), envelope.meta, envelope.tags);
     assert_eq!(served, Served::Fresh);
     let (metrics, _) = b.snapshot();

@@ -251,7 +251,7 @@ impl<V, F> Engine<V, F> {
     if !entry.tags.is_empty() && tag_invalidated(&self.tags, &entry.tags, entry.meta.stamp) {
       return join_or_lead(metrics, flight);
     }
-    let may_refresh = flight.is_none() && now >= entry.retry_after;
+    let may_refresh = flight.is_none() && policy::refresh_allowed(entry.retry_after, now);
     match policy::classify(&entry.meta, now) {
       Freshness::Fresh if entry.meta.negative => {
         metrics.negative_hits += 1;
@@ -263,7 +263,7 @@ impl<V, F> Engine<V, F> {
       Freshness::Fresh => {
         metrics.hits += 1;
         metrics.l1_hits += u64::from(l1);
-        let early = may_refresh && now >= entry.refresh_at;
+        let early = may_refresh && policy::early_refresh_due(entry.refresh_at, now);
         Decision::Hit {
           value: &entry.value,
           refresh: early.then_some(Refresh::Early),
@@ -382,10 +382,9 @@ impl<V, F> Engine<V, F> {
     let now = self.now();
     self.flights.for_key(key).is_none()
       && (!self.keeps_values()
-        || self
-          .store
-          .peek(key)
-          .is_some_and(|e| now < e.meta.hard_until && now >= e.retry_after))
+        || self.store.peek(key).is_some_and(|e| {
+          policy::alive(&e.meta, now) && policy::refresh_allowed(e.retry_after, now)
+        }))
   }
 
   /// What a shared store may answer flight `id` with: `(accept_stale,
@@ -430,7 +429,7 @@ impl<V, F> Engine<V, F> {
       Served::Fresh => &mut m.hits,
       Served::Stale => &mut m.stale_served,
     } += leader + joined;
-    let expired = now >= meta.hard_until;
+    let expired = !policy::alive(&meta, now);
     if superseded || expired || !self.keeps_values() {
       return served;
     }
@@ -440,9 +439,7 @@ impl<V, F> Engine<V, F> {
       Some(at) => at,
       None => draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, beta),
     };
-    self.longest_hard_ttl = self
-      .longest_hard_ttl
-      .max(meta.hard_until.saturating_sub(now));
+    self.longest_hard_ttl = self.longest_hard_ttl.max(policy::hard_ttl_left(&meta, now));
     let mut entry = Entry::new(meta, value, refresh_at);
     entry.tags = tags;
     let reclaimed = self.store.insert(key, entry, now);
@@ -543,7 +540,7 @@ impl<V, F> Engine<V, F> {
     };
     let refresh_at = draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, policy.beta);
     meta.refresh_at = Some(refresh_at);
-    self.longest_hard_ttl = self.longest_hard_ttl.max(hard_until.saturating_sub(now));
+    self.longest_hard_ttl = self.longest_hard_ttl.max(policy::hard_ttl_left(&meta, now));
     if self.keeps_values() {
       let mut entry = Entry::new(meta, value, refresh_at);
       entry.tags = tags;
@@ -632,7 +629,7 @@ impl<V, F> Engine<V, F> {
     // No compute time: never early, whatever the draw.
     let refresh_at = draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, policy.beta);
     meta.refresh_at = Some(refresh_at);
-    self.longest_hard_ttl = self.longest_hard_ttl.max(hard_until.saturating_sub(now));
+    self.longest_hard_ttl = self.longest_hard_ttl.max(policy::hard_ttl_left(&meta, now));
     let mut entry = Entry::new(meta, value, refresh_at);
     entry.tags = tags;
     if self.keeps_values() {
@@ -654,7 +651,7 @@ impl<V, F> Engine<V, F> {
     self
       .store
       .remove(key)
-      .is_some_and(|e| now < e.meta.hard_until)
+      .is_some_and(|e| policy::alive(&e.meta, now))
   }
 
   /// `expire` at `at`: `key`'s entry is stale from then, kept until its hard

@@ -4,6 +4,7 @@
 //! tests can keep strings.
 
 use crate::core::envelope::Meta;
+use crate::core::policy;
 use crate::core::tags::Tags;
 use hashlink::LinkedHashMap;
 use std::borrow::Borrow;
@@ -177,7 +178,7 @@ impl<V> MemoryStore<V> {
   pub fn touch(&mut self, key: &str, now: u64) -> (Option<&mut Entry<V>>, Reclaimed) {
     let reclaimed = self.sweep_if_due(now);
     let found = match self.map.to_back(key) {
-      Some(entry) if now < entry.meta.hard_until => Some(entry),
+      Some(entry) if policy::alive(&entry.meta, now) => Some(entry),
       _ => None,
     };
     (found, reclaimed)
@@ -230,7 +231,7 @@ impl<V> MemoryStore<V> {
     }
     self.next_sweep = now.saturating_add(SWEEP_INTERVAL_MS);
     let before = self.map.len();
-    self.map.retain(|_, entry| now < entry.meta.hard_until);
+    self.map.retain(|_, entry| policy::alive(&entry.meta, now));
     Reclaimed {
       evicted: 0,
       expired: (before - self.map.len()) as u64,

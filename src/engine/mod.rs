@@ -23,5 +23,5 @@ mod sim;
 pub mod slots;
 pub mod together;
 
-pub use cache::{Cache, Effect, Event, FirstStep, Step, Written};
+pub use cache::{Cache, Effect, Event, FirstStep, Origin, Step, Written};
 pub use local::{Backoff, Decision, Engine, Keep, Refresh, Served};

@@ -1,6 +1,7 @@
 //! The fleet protocol's pure parts, one job per file: the Redis names of a
 //! key ([`keys`]), the pub/sub event wire format ([`events`]), the Lua
-//! scripts ([`scripts`]) and the lease and loser policy ([`lease`]).
+//! scripts ([`scripts`]), the lease and loser policy ([`lease`]) and who
+//! loads a key, as a machine without I/O ([`acquire`]).
 //!
 //! The lock is an *efficiency* lock (one recompute per expiry across a fleet,
 //! most of the time), never a correctness guarantee: it has no fencing token,
@@ -8,11 +9,13 @@
 //! cannot do is overwrite a newer value: writes are conditional on the
 //! envelope's stamp ([`WRITE_SCRIPT`]).
 
+pub mod acquire;
 pub mod events;
 pub mod keys;
 pub mod lease;
 pub mod scripts;
 
+pub use acquire::{Acquired, Acquisition, Check, Heard, LockAttempt, Next, ReadAnswer};
 pub use events::{slots_freed_head, Change, Event};
 pub use keys::{
   channel_of, events_channel, load_slots, sharded_channels, slot, tag_stamp, RedisKeys, SLOTS,

@@ -1,10 +1,11 @@
-//! Acquisition: who loads a key across the fleet (another instance's
-//! value, the lock, or a wait for the holder's fill notice), and the locks
-//! this instance holds for its flights, with their leases.
+//! Acquisition: who loads a key across the fleet, decided by
+//! `core::fleet::acquire`'s machine and carried out here against the store
+//! (reads, lock commands, the wait for the holder's fill notice), and the
+//! locks this instance holds for its flights, with their leases.
 
 use super::{bump, Acquired, Flag, Fleet, HeldLock, Steps, Terms};
-use crate::core::fleet::loser_wait;
-use crate::engine::shared::{lock_token, LockAttempt, SharedStore};
+use crate::core::fleet::{Acquisition, Check, Heard, LockAttempt, Next, ReadAnswer};
+use crate::engine::shared::{lock_token, SharedStore};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,9 +112,11 @@ impl<S: SharedStore> Fleet<S> {
     acquired
   }
 
-  /// [`Fleet::acquire_steps`]' decision: a value read first, else the lock
-  /// asked for until it is won, backs off, fails, or a value the holder
-  /// wrote answers.
+  /// [`Fleet::acquire_steps`]' decision: the flight's [`Acquisition`]
+  /// carried out against the store, one step at a time (every decision is
+  /// the machine's; this only runs its reads, lock commands and waits and
+  /// tells it what they answered). A flight given up before a step that
+  /// would reach the store is told so instead.
   async fn decide_loader(
     self: &Arc<Self>,
     key: &str,
@@ -123,46 +126,113 @@ impl<S: SharedStore> Fleet<S> {
     given_up: &Flag,
     parked: &AtomicBool,
   ) -> Acquired {
-    let local = Acquired::Load { token: None };
-    if !self.allowed() {
-      return local;
-    }
+    let mut machine = Acquisition::new(lock_token(), read_first, terms.refresh);
     let keys = Arc::new(self.store.keys(key));
-    if read_first {
-      let Some(read) = self.read(&keys).await else {
-        return local;
-      };
-      self.note_corrupt(key, &read);
-      if let Some(answer) = self.answer(key, &read, &terms) {
-        return answer;
-      }
-    }
-    let token = lock_token();
-    let mut contended = false;
-    // One fill waiter per flight, registered before the first re-check and
-    // kept across waits that time out (a new one only after it fired).
+    // One fill listener per flight, registered before the re-check that
+    // precedes a wait, and kept across waits that time out.
     let mut notice = None;
+    let mut heard = Heard::Began {
+      allowed: self.allowed(),
+    };
     loop {
-      if given_up.is_set() {
-        return local;
+      let next = machine.step(heard);
+      if given_up.is_set() && !matches!(next, Next::Release | Next::Done(_)) {
+        heard = Heard::GivenUp;
+        continue;
       }
-      match self.try_lock(&keys, &token, terms.refresh).await {
-        None => return local,
-        Some(LockAttempt::Won) => return self.won(key, id, keys, token, terms).await,
-        Some(LockAttempt::BackingOff { failures, ms }) => {
-          return Acquired::BackOff { failures, ms };
+      heard = match next {
+        Next::Done(acquired) => return acquired,
+        Next::Read(check) => Heard::Read(self.check(key, &keys, check, &terms, &mut notice).await),
+        Next::Lock { refresh } => {
+          let attempt = self.try_lock(&keys, machine.token(), refresh).await;
+          if attempt == Some(LockAttempt::Won) {
+            bump(&self.counters.lock_acquired);
+          }
+          Heard::Locked(attempt)
         }
-        Some(LockAttempt::Held(lease)) => {
-          if !contended {
-            contended = true;
-            bump(&self.counters.lock_contended);
-          }
-          let waited = self.wait_for_holder(key, &keys, lease, terms, &mut notice, parked);
-          if let Some(answer) = waited.await {
-            return answer;
-          }
+        // Registered (with its lease keeper) before the next await, so a
+        // give-up or a stop finds it.
+        Next::KeepLease => {
+          Heard::LeaseKept(self.keep_lease(id, Arc::clone(&keys), machine.token().to_string()))
+        }
+        Next::Release => {
+          self.release_soon(Arc::clone(&keys), machine.token().to_string());
+          Heard::Released
+        }
+        Next::Wait { ms } => {
+          self.wait_for_notice(key, &mut notice, ms, parked).await;
+          Heard::Woke
+        }
+      };
+    }
+  }
+
+  /// Carries out one of the machine's reads: the first (any value that
+  /// answers `terms`, a corrupt one counted), or a fresh re-check (after
+  /// listening for the fill notice, when it precedes a wait).
+  async fn check(
+    &self,
+    key: &str,
+    keys: &S::Keys,
+    check: Check,
+    terms: &Terms,
+    notice: &mut Option<oneshot::Receiver<()>>,
+  ) -> ReadAnswer {
+    match check {
+      Check::Answer => {
+        let Some(read) = self.read(keys).await else {
+          return ReadAnswer::Failed;
+        };
+        self.note_corrupt(key, &read);
+        match self.answer(key, &read, terms) {
+          Some(answer) => ReadAnswer::Answers(answer),
+          None => ReadAnswer::Nothing,
         }
       }
+      Check::BeforeWait { first_contention } => {
+        if first_contention {
+          bump(&self.counters.lock_contended);
+        }
+        notice.get_or_insert_with(|| self.events.wait(key));
+        self.check_fresh(key, keys, terms).await
+      }
+      Check::Fresh => self.check_fresh(key, keys, terms).await,
+    }
+  }
+
+  async fn check_fresh(&self, key: &str, keys: &S::Keys, terms: &Terms) -> ReadAnswer {
+    match self
+      .fresh(key, keys, self.clock.now(), terms.newer_than)
+      .await
+    {
+      None => ReadAnswer::Failed,
+      Some(None) => ReadAnswer::Nothing,
+      Some(Some(e)) => ReadAnswer::Answers(Acquired::Value(e)),
+    }
+  }
+
+  /// Waits up to `ms` for the key's fill notice, parked (so
+  /// `engine::together` can answer the turn's other asks). A timeout (the
+  /// lease ran out first: the holder died, or is extending it) keeps the
+  /// listener for the next wait. Bounded by the flight's deadline, not
+  /// here: see `loser_wait`.
+  async fn wait_for_notice(
+    &self,
+    key: &str,
+    notice: &mut Option<oneshot::Receiver<()>>,
+    ms: u64,
+    parked: &AtomicBool,
+  ) {
+    let waiter = notice.get_or_insert_with(|| self.events.wait(key));
+    bump(&self.counters.lock_waits);
+    parked.store(true, Ordering::SeqCst);
+    let woken = tokio::time::timeout(Duration::from_millis(ms), waiter).await;
+    parked.store(false, Ordering::SeqCst);
+    if let Ok(woken) = woken {
+      if woken.is_ok() {
+        bump(&self.counters.fill_notices);
+      }
+      *notice = None;
     }
   }
 
@@ -189,88 +259,6 @@ impl<S: SharedStore> Fleet<S> {
       self.release_later(Arc::clone(keys), token.to_string());
     }
     answer
-  }
-
-  /// The lock was won: held from here, unless someone wrote between our
-  /// read and our lock.
-  async fn won(
-    self: &Arc<Self>,
-    key: &str,
-    id: u64,
-    keys: Arc<S::Keys>,
-    token: String,
-    terms: Terms,
-  ) -> Acquired {
-    let local = Acquired::Load { token: None };
-    bump(&self.counters.lock_acquired);
-    // Registered (with its lease keeper) before the next await, so a
-    // give-up or a stop finds it.
-    if !self.keep_lease(id, Arc::clone(&keys), token.clone()) {
-      self.release_soon(keys, token);
-      return local;
-    }
-    // The lock is let go of without an await after `end_steps`: that fires
-    // this flight's give-up, which would win `acquire_steps`' select over
-    // this answer, and the flight would load without the lock.
-    let answer = match self
-      .fresh(key, &keys, self.clock.now(), terms.newer_than)
-      .await
-    {
-      Some(Some(e)) => Acquired::Value(e),
-      None => local,
-      Some(None) => return Acquired::Load { token: Some(token) },
-    };
-    if let Some((keys, token)) = self.end_steps(id) {
-      self.release_soon(keys, token);
-    }
-    answer
-  }
-
-  /// The lock is held by another instance (`lease` ms left): a value it
-  /// wrote, if any, re-checked before and after waiting for its fill
-  /// notice (or the lease's end). `None`: ask for the lock again.
-  async fn wait_for_holder(
-    &self,
-    key: &str,
-    keys: &S::Keys,
-    lease: u64,
-    terms: Terms,
-    notice: &mut Option<oneshot::Receiver<()>>,
-    parked: &AtomicBool,
-  ) -> Option<Acquired> {
-    let local = Some(Acquired::Load { token: None });
-    // Subscribe before re-checking: a fill in between still wakes us.
-    let waiter = notice.get_or_insert_with(|| self.events.wait(key));
-    match self
-      .fresh(key, keys, self.clock.now(), terms.newer_than)
-      .await
-    {
-      Some(Some(e)) => return Some(Acquired::Value(e)),
-      None => return local,
-      Some(None) => {}
-    }
-    // Bounded by the flight's deadline, not here: see `loser_wait`.
-    let ms = loser_wait(lease);
-    bump(&self.counters.lock_waits);
-    // A timeout (the lease ran out first: the holder died, or is
-    // extending it) keeps the waiter for the next turn.
-    parked.store(true, Ordering::SeqCst);
-    let woken = tokio::time::timeout(Duration::from_millis(ms), waiter).await;
-    parked.store(false, Ordering::SeqCst);
-    if let Ok(woken) = woken {
-      if woken.is_ok() {
-        bump(&self.counters.fill_notices);
-      }
-      *notice = None;
-    }
-    match self
-      .fresh(key, keys, self.clock.now(), terms.newer_than)
-      .await
-    {
-      Some(Some(e)) => Some(Acquired::Value(e)),
-      None => local,
-      Some(None) => None,
-    }
   }
 
   /// Compare-and-deletes a lock we may hold, off the caller's path and past

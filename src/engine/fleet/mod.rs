@@ -35,6 +35,7 @@ mod replay;
 mod tags;
 mod write;
 
+pub use crate::core::fleet::Acquired;
 pub use flag::Flag;
 pub use invalidations::{Invalidation, Invalidations};
 
@@ -43,7 +44,6 @@ use super::recovery::RecoveryQueue;
 use super::shared::{Events, RedisStore, SharedStore};
 use super::slots::LoadSlots;
 use crate::core::breaker::Breaker;
-use crate::core::envelope::Envelope;
 use crate::core::fleet::Lease;
 use crate::core::tags::TagStamps;
 use std::collections::HashMap;
@@ -77,21 +77,6 @@ pub fn lock(tags: &SharedTagStamps) -> std::sync::MutexGuard<'_, TagStamps> {
 
 fn bump(counter: &AtomicU64) {
   counter.fetch_add(1, Ordering::Relaxed);
-}
-
-/// What a flight does after [`Fleet::acquire`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Acquired {
-  /// Another instance's fresh value: use it, run no loader.
-  Value(Envelope),
-  /// A stale value, for a caller that accepts one (a refresh should start).
-  Stale(Envelope),
-  /// A background refresh while the key backs off fleet-wide (another
-  /// instance's refresh failed): run no loader, back off locally as well.
-  BackOff { failures: u32, ms: u64 },
-  /// Run the loader. `token` is the lock held (`None`: Redis unavailable or
-  /// the wait ran out, load without it).
-  Load { token: Option<String> },
 }
 
 /// What may answer one flight: values fresh as of `now` (epoch ms, the

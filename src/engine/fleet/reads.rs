@@ -124,7 +124,7 @@ impl<S: SharedStore> Fleet<S> {
       return None;
     }
     match self.read(&self.store.keys(key)).await? {
-      Read::Found(e) if now < e.meta.hard_until && self.counts(key, &e) => Some(e),
+      Read::Found(e) if policy::alive(&e.meta, now) && self.counts(key, &e) => Some(e),
       _ => None,
     }
   }

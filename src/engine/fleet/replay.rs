@@ -4,6 +4,7 @@
 
 use super::{bump, Fleet, Undelivered};
 use crate::core::envelope::Envelope;
+use crate::core::policy;
 use crate::engine::recovery::{KeyOp, RecoveryQueue, Replay};
 use crate::engine::shared::{ClearScope, SharedStore};
 use std::sync::atomic::Ordering;
@@ -146,7 +147,7 @@ impl<S: SharedStore> Fleet<S> {
           .await
           .map(drop),
         Replay::Key { key, op } => match op {
-          KeyOp::Set(envelope) if envelope.meta.hard_until > self.clock.now() => {
+          KeyOp::Set(envelope) if policy::alive(&envelope.meta, self.clock.now()) => {
             let written = self.write_envelope(key, envelope, None).await;
             if matches!(written, Ok(false)) {
               self.superseded(key, envelope.meta.stamp);

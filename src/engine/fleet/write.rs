@@ -3,6 +3,7 @@
 
 use super::{Fleet, Invalidation};
 use crate::core::envelope::Envelope;
+use crate::core::policy;
 use crate::engine::recovery::KeyOp;
 use crate::engine::shared::SharedStore;
 use std::future::Future;
@@ -42,11 +43,7 @@ impl<S: SharedStore> Fleet<S> {
 
   /// How long `envelope` lives in the store: to its hard TTL, 1 ms at least.
   pub(super) fn hard_ttl_left(&self, envelope: &Envelope) -> u64 {
-    envelope
-      .meta
-      .hard_until
-      .saturating_sub(self.clock.now())
-      .max(1)
+    policy::hard_ttl_left(&envelope.meta, self.clock.now()).max(1)
   }
 
   /// The conditional write of `envelope`, expiring at its hard TTL, over a

@@ -15,6 +15,7 @@ pub(crate) mod values;
 
 pub use self::memory::{FaultSwitch, Faults, MemoryError, MemoryServer, MemoryStore};
 pub use self::redis::{RedisStore, RedisTimeouts};
+pub use crate::core::fleet::LockAttempt;
 
 use crate::core::envelope::{DecodeError, Envelope};
 use crate::core::error::Code;
@@ -35,18 +36,6 @@ pub enum Read {
   /// Not a herdcache envelope (another program's value, a corrupt write):
   /// treated as a miss, and counted.
   Corrupt(DecodeError),
-}
-
-/// What an attempt to take the fleet lock found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LockAttempt {
-  /// This caller holds the lock now.
-  Won,
-  /// Another instance holds it, for this many more ms.
-  Held(u64),
-  /// Only from [`SharedStore::lock_refresh`]: the key backs off after
-  /// `failures` failed refreshes in a row, for this many more ms.
-  BackingOff { failures: u32, ms: u64 },
 }
 
 /// One call on the fleet's load slots ([`SharedStore::load_slots`]): this

@@ -234,7 +234,7 @@ async fn fly(
   token: &Rc<RefCell<Option<String>>>,
 ) {
   let mut effect = match first {
-    FirstStep::Load => Effect::Load,
+    FirstStep::Load => Effect::Load { locked: false },
     FirstStep::ReadShared => {
       let read = instance.cache.borrow().read_many(&[id]);
       let Some(read) = read else { return };
@@ -260,8 +260,8 @@ async fn fly(
           .borrow_mut()
           .step(id, Event::Claimed { key, acquired })
       }
-      Effect::Load => return load(world, instance, i, key, id, loader).await,
-      Effect::Adopt(envelope) => {
+      Effect::Load { .. } => return load(world, instance, i, key, id, loader).await,
+      Effect::Adopt { envelope, .. } => {
         world.log(format!("i{i} adopts {} for {key:?}", envelope.json));
         let value = envelope.json.clone();
         let _ = instance
