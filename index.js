@@ -207,7 +207,6 @@ class Cache {
       'fill',
       'fail',
       'recordSoftWait',
-      'startRefresh',
       'flushReads',
       'recordLoadQueue',
       'loadSlots',

@@ -321,15 +321,14 @@ function begin(flight, waiting, since) {
 /**
  * With Redis, the fleet decided for a waiting flight: run its loader
  * (`load`), or it was answered by another instance's value (the addon
- * settled its promise), and a stale answer calls for a refresh (`refresh`).
+ * settled its promise, and starts the refresh a stale answer calls for).
  * Called by the addon only.
  *
  * @param {Context} ctx
  * @param {number} id
  * @param {boolean} load
- * @param {boolean} refresh
  */
-function resume(ctx, id, load, refresh) {
+function resume(ctx, id, load) {
   const flight = ctx.waiting.get(id)
   if (flight === undefined) return
   ctx.waiting.delete(id)
@@ -341,7 +340,6 @@ function resume(ctx, id, load, refresh) {
   // A background refresh the fleet's back-off stopped is rejected (its soft
   // waiters take the stale value); nobody else may be listening.
   if (flight.background) flight.promise.then(undefined, noop)
-  if (refresh) ctx.startRefresh(flight.userKey, flight.loader)
 }
 
 /**

@@ -102,8 +102,6 @@ export interface EntryPoints {
   fail(id: number, error: unknown, timedOut: boolean, loaderRan: boolean): void
   /** A soft wait ended: answered by the stale value (true) or by the refresh. */
   recordSoftWait(servedStale: boolean): void
-  /** A flight was answered by a stale value from Redis: start its background refresh; false if not due. */
-  startRefresh(key: unknown, loader: unknown): boolean
   /** With Redis: sends the first reads the addon queued (`scheduleReads`), in one pipeline. */
   flushReads(): void
   /**
@@ -219,7 +217,6 @@ export interface Context {
   fill: EntryPoints['fill']
   fail: EntryPoints['fail']
   recordSoftWait: EntryPoints['recordSoftWait']
-  startRefresh: EntryPoints['startRefresh']
   flushReads: EntryPoints['flushReads']
   recordLoadQueue: EntryPoints['recordLoadQueue']
   loadSlots: EntryPoints['loadSlots']
@@ -252,7 +249,7 @@ export type SoftWait = (
 ) => Promise<unknown>
 
 /** lib/leader.js `resume`: with Redis, the fleet decided: run the loader (`load`), or the flight was answered. */
-export type Resume = (ctx: Context, id: number, load: boolean, refresh: boolean) => void
+export type Resume = (ctx: Context, id: number, load: boolean) => void
 
 /** lib/leader.js `scheduleReads`: calls `ctx.flushReads` in a microtask. */
 export type ScheduleReads = (ctx: Context) => void

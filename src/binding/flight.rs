@@ -64,6 +64,9 @@ pub(super) unsafe fn start_flight(
     // A background refresh leads at once: `waitUntil` gets its promise now.
     defer_leader(env, inner, id, call.key_js, call.loader)
   } else {
+    if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
+      flight.handle.led = true;
+    }
     let background = refresh.is_some();
     lead(
       env,
@@ -107,17 +110,22 @@ pub struct FlightHandle {
   /// With a fleet: our loader's value while it is written there (an
   /// object by reference, a primitive by copy).
   answer: Option<Kept>,
-  /// With a fleet, while the first read is out: what the JS leader will
-  /// need, for a flight it does not know yet ([`defer_leader`]).
-  unled: Option<Unled>,
+  /// With a fleet, a foreground flight's leading call ([`defer_leader`]):
+  /// what its JS leader needs when it is made, and what the background
+  /// refresh a stale answer calls for runs ([`adopt`]).
+  call: Option<LeadingCall>,
+  /// The JS leader was made (`lead`): it must be told how the flight ends
+  /// (`resume`).
+  led: bool,
 }
 
-/// A flight's leader not made yet: its first read (bounded by the loads'
-/// deadline, `Fleet::read_many`) may answer it, and most cold reads are
-/// answered so. A JS `Flight` made and ended per such key (`lead`, then
+/// A foreground flight's leading call, kept while it is in flight with a
+/// fleet. Its JS leader is not made at once: its first read (bounded by the
+/// loads' deadline, `Fleet::read_many`) may answer it, and most cold reads
+/// are answered so. A JS `Flight` made and ended per such key (`lead`, then
 /// `resume`) was a tenth of a cold read's main-thread time (bench/cluster.js
 /// part 2); it is made when the fleet first asks for a lock or a load.
-struct Unled {
+struct LeadingCall {
   key: Kept,
   loader: JsRef,
   since: std::time::Instant,
@@ -144,7 +152,8 @@ impl FlightHandle {
       statuses: Vec::new(),
       answered: Answered::default(),
       answer: None,
-      unled: None,
+      call: None,
+      led: false,
     };
     Ok((handle, promise))
   }
@@ -418,22 +427,6 @@ pub unsafe extern "C" fn record_load_queue(env: Env, info: sys::napi_callback_in
   raw::undefined(env)
 }
 
-/// `startRefresh(key, loader)`: a flight was answered with a stale value
-/// from the shared store; start the background refresh that value calls
-/// for (unless a flight is already there, or the key backs off after a
-/// failure). `key` is the key as the caller passed it.
-pub unsafe extern "C" fn start_refresh(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, _, inner) = raw::args::<2, Rc<Inner>>(env, info);
-  // SAFETY: an entry point made with `Rc<Inner>` data, valid for this
-  // callback (as in `entry::get_or_load`), including while `start_flight`
-  // calls into JS, which may re-enter other entry points with shared borrows.
-  let inner: &Rc<Inner> = &*inner;
-  match refresh_stale(env, inner, argv[0], argv[1]) {
-    Ok(due) => raw::boolean(env, due),
-    Err(failure) => raw::throw(env, failure),
-  }
-}
-
 /// The background refresh a stale value from the shared store calls for,
 /// unless a flight is already there or the key backs off; true if started.
 unsafe fn refresh_stale(
@@ -546,7 +539,7 @@ unsafe fn carry_out(env: Env, inner: &Rc<Inner>, id: u64, effect: Effect<FlightH
     }
     Effect::Load { .. } => {
       if !lead_deferred(env, inner, id, false) {
-        resume(env, inner, id, true, false)
+        resume(env, inner, id, true)
       }
     }
     Effect::Adopt { envelope, .. } => adopt(env, inner, id, &envelope),
@@ -558,7 +551,7 @@ unsafe fn carry_out(env: Env, inner: &Rc<Inner>, id: u64, effect: Effect<FlightH
         flight.handle.settle(env, Err(error));
       }
       if led {
-        resume(env, inner, id, false, false);
+        resume(env, inner, id, false);
       }
     }
     Effect::Spawn(future) => futures::spawn(future),
@@ -623,11 +616,11 @@ unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::en
     let (served, flight) = cache.adopt(id, held, envelope.meta, envelope.tags.clone());
     (served, flight, cache.local().now())
   };
-  let stale = served == Served::Stale;
   let Some(mut flight) = flight else {
-    return resume(env, inner, id, false, stale);
+    return resume(env, inner, id, false);
   };
-  let unled = flight.handle.unled.take();
+  let led = !forget_unled(inner, id, &mut flight.handle);
+  let call = flight.handle.call.take();
   answer(
     env,
     flight.handle,
@@ -635,30 +628,24 @@ unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::en
     Some(served),
     Some((envelope.meta, now)),
   );
-  match unled {
-    None => resume(env, inner, id, false, stale),
-    Some(unled) => {
-      inner.unled.borrow_mut().remove(&id);
-      if let (true, Some(loader)) = (stale, unled.loader.get(env)) {
-        // What `resume(…, refresh)` asks of JS, for a flight JS never knew.
-        let _ = refresh_stale(env, inner, unled.key.to_js(env), loader);
-      }
-    }
+  if led {
+    resume(env, inner, id, false);
+  }
+  let refresh = call.filter(|_| served == Served::Stale);
+  if let Some((call, loader)) = refresh.and_then(|c| Some((c.key.to_js(env), c.loader.get(env)?))) {
+    // A refresh that cannot start leaves the stale value served: the next
+    // call past it asks again.
+    let _ = refresh_stale(env, inner, call, loader);
   }
 }
 
 /// Tells the JS leader what flight `id` does next: run its loader, or (it
-/// was answered) leave, starting the refresh a stale answer calls for.
-unsafe fn resume(env: Env, inner: &Rc<Inner>, id: u64, load: bool, refresh: bool) {
+/// was answered) leave.
+unsafe fn resume(env: Env, inner: &Rc<Inner>, id: u64, load: bool) {
   let run = || -> RawResult<Value> {
     let ctx = inner.helper(env, |h| &h.ctx)?;
     let resume = inner.helper(env, |h| &h.resume)?;
-    let args = [
-      ctx,
-      raw::number(env, id as f64),
-      raw::boolean(env, load),
-      raw::boolean(env, refresh),
-    ];
+    let args = [ctx, raw::number(env, id as f64), raw::boolean(env, load)];
     raw::call(env, resume, &args)
   };
   if let Err(failure) = run() {
@@ -710,7 +697,7 @@ pub unsafe fn lead(
 }
 
 /// Leaves flight `id` without a JS leader while its first read is out
-/// ([`Unled`]); `key` and `loader` are its leading call's.
+/// ([`LeadingCall`]); `key` and `loader` are its leading call's.
 pub unsafe fn defer_leader(
   env: Env,
   inner: &Inner,
@@ -718,13 +705,13 @@ pub unsafe fn defer_leader(
   key: Value,
   loader: Value,
 ) -> RawResult<()> {
-  let unled = Unled {
+  let call = LeadingCall {
     key: Kept::new(env, key)?,
     loader: JsRef::strong(env, loader)?,
     since: std::time::Instant::now(),
   };
   if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
-    flight.handle.unled = Some(unled);
+    flight.handle.call = Some(call);
     inner.unled.borrow_mut().insert(id);
   }
   Ok(())
@@ -734,21 +721,23 @@ pub unsafe fn defer_leader(
 /// decides first; else its loader runs now). False if it had one. A leader
 /// that cannot be made rejects the flight's callers.
 unsafe fn lead_deferred(env: Env, inner: &Rc<Inner>, id: u64, waiting: bool) -> bool {
-  let (unled, promise) = {
+  let (key, loader, since, promise) = {
     let mut cache = inner.cache.borrow_mut();
     let Some(flight) = cache.flight_mut(id) else {
       return false;
     };
-    let Some(unled) = flight.handle.unled.take() else {
+    let handle = &mut flight.handle;
+    let Some(call) = handle.call.as_ref().filter(|_| !handle.led) else {
       return false;
     };
-    (unled, flight.handle.promise(env))
+    let since = call.since.elapsed().as_secs_f64() * 1000.0;
+    let (key, loader) = (call.key.to_js(env), call.loader.get(env));
+    handle.led = true;
+    (key, loader, since, handle.promise(env))
   };
   inner.unled.borrow_mut().remove(&id);
-  let since = unled.since.elapsed().as_secs_f64() * 1000.0;
-  let led = match (promise, unled.loader.get(env)) {
+  let led = match (promise, loader) {
     (Some(promise), Some(loader)) => {
-      let key = unled.key.to_js(env);
       lead(env, inner, id, key, loader, false, promise, waiting, since).map(drop)
     }
     _ => Err(super::closed()),
@@ -759,10 +748,12 @@ unsafe fn lead_deferred(env: Env, inner: &Rc<Inner>, id: u64, waiting: bool) -> 
   true
 }
 
-/// Whether `handle`'s flight had no JS leader (now forgotten).
+/// Whether `handle`'s flight had no JS leader (now forgotten: it never
+/// gets one).
 fn forget_unled(inner: &Inner, id: u64, handle: &mut FlightHandle) -> bool {
-  let unled = handle.unled.take().is_some();
+  let unled = !handle.led;
   if unled {
+    handle.led = true;
     inner.unled.borrow_mut().remove(&id);
   }
   unled
