@@ -173,38 +173,42 @@ test('a leading call with stale: false is not answered by a stale value from Red
   assert.equal(status.outcome, 'miss')
 })
 
-test('a stale value from Redis answers a cache that never held it, and that cache starts the one refresh', T, async (t) => {
-  const redis = await startRedis(t)
-  if (!redis) return
-  const prefix = 'stale-adopt:'
-  const options = { redis: redis.url, prefix, ttl: 300, hardTtl: 60000, jitter: 0, beta: 0 }
-  const a = track(t, new Cache(options))
-  assert.equal(await a.getOrLoad('k', () => 'old'), 'old')
-  await sleep(400)
-  // B's L1 is empty: its call leads a flight whose first read finds the stale value.
-  const b = track(t, new Cache(options))
-  let runs = 0
-  const loader = async () => {
-    runs++
-    await sleep(50)
-    return 'new'
-  }
-  const status = {}
-  const served = await Promise.all([
-    b.getOrLoad('k', loader, { status }),
-    b.getOrLoad('k', loader),
-    b.getOrLoad('k', loader),
-  ])
-  assert.deepEqual(served, ['old', 'old', 'old'], 'served the stale value at once')
-  assert.equal(status.outcome, 'stale')
-  assert.equal(status.source, 'redis')
-  await waitFor(
-    async () => parseEnvelope(await redis.cmd('GET', `{${prefix}k}`))?.value === 'new',
-    'the refresh reaching Redis',
-    4000,
-    20,
-  )
-  assert.equal(runs, 1, 'one background refresh, started by the cache the stale value answered')
-  assert.equal(await b.getOrLoad('k', loader), 'new')
-  assert.equal(b.stats().backgroundRefreshes, 1)
-})
+test(
+  'a stale value from Redis answers a cache that never held it, and that cache starts the one refresh',
+  T,
+  async (t) => {
+    const redis = await startRedis(t)
+    if (!redis) return
+    const prefix = 'stale-adopt:'
+    const options = { redis: redis.url, prefix, ttl: 300, hardTtl: 60000, jitter: 0, beta: 0 }
+    const a = track(t, new Cache(options))
+    assert.equal(await a.getOrLoad('k', () => 'old'), 'old')
+    await sleep(400)
+    // B's L1 is empty: its call leads a flight whose first read finds the stale value.
+    const b = track(t, new Cache(options))
+    let runs = 0
+    const loader = async () => {
+      runs++
+      await sleep(50)
+      return 'new'
+    }
+    const status = {}
+    const served = await Promise.all([
+      b.getOrLoad('k', loader, { status }),
+      b.getOrLoad('k', loader),
+      b.getOrLoad('k', loader),
+    ])
+    assert.deepEqual(served, ['old', 'old', 'old'], 'served the stale value at once')
+    assert.equal(status.outcome, 'stale')
+    assert.equal(status.source, 'redis')
+    await waitFor(
+      async () => parseEnvelope(await redis.cmd('GET', `{${prefix}k}`))?.value === 'new',
+      'the refresh reaching Redis',
+      4000,
+      20,
+    )
+    assert.equal(runs, 1, 'one background refresh, started by the cache the stale value answered')
+    assert.equal(await b.getOrLoad('k', loader), 'new')
+    assert.equal(b.stats().backgroundRefreshes, 1)
+  },
+)
