@@ -1,6 +1,7 @@
 //! What the simulator saw, and the invariants it checks after every step:
 //! one loader per key at a time and none while the store holds a fresh
-//! loaded value (while the store answers), no live `set` or `delete`
+//! loaded value, no background refresh's loader while the key backs off
+//! fleet-wide (each while the store answers), no live `set` or `delete`
 //! overwritten by an older fill, no lock outliving its holder by more than
 //! `lockTtl`, every caller settled, and every L1 agreeing with the store
 //! once faults stopped.
@@ -131,15 +132,22 @@ impl History {
   }
 
   /// A loader starts for `key` on `instance`, the store holding `stored`
-  /// (fresh or not). Returns the run's index.
+  /// (fresh or not); `backing_off`: the loader is a background refresh
+  /// nobody waits on, and the key's fleet back-off marker is live. Returns
+  /// the run's index.
   pub fn loader_started(
     &mut self,
     now: u64,
     instance: usize,
     key: &str,
     stored: Option<Stored>,
+    backing_off: bool,
   ) -> usize {
     if !self.exempt(now) {
+      if backing_off {
+        let what = format!("instance {instance} refreshes {key:?} while the fleet backs it off");
+        self.broken(now, what);
+      }
       let running = self
         .runs
         .iter()
@@ -326,13 +334,13 @@ mod tests {
   #[test]
   fn two_loaders_at_once_or_one_over_a_fresh_fill_break_it() {
     let mut h = history();
-    let first = h.loader_started(1_000, 0, "k", None);
-    let second = h.loader_started(1_010, 1, "k", None);
+    let first = h.loader_started(1_000, 0, "k", None, false);
+    let second = h.loader_started(1_010, 1, "k", None, false);
     assert!(h.violation.take().unwrap().contains("two loaders"));
     h.loader_ended(first);
     h.loader_ended(second);
     h.value("\"v1\"", Origin::Fill { began: 1_000 });
-    h.loader_started(1_100, 2, "k", stored("\"v1\"", 3_000));
+    h.loader_started(1_100, 2, "k", stored("\"v1\"", 3_000), false);
     assert!(h
       .violation
       .take()
@@ -340,10 +348,21 @@ mod tests {
       .contains("while the store holds"));
     // A set's value is not a load's: loading over it is no second load.
     h.value("\"v2\"", Origin::Set);
-    h.loader_started(1_200, 2, "j", stored("\"v2\"", 3_000));
+    h.loader_started(1_200, 2, "j", stored("\"v2\"", 3_000), false);
     // Nor is anything while a fault lets the fleet fail open.
     h.fault(1_300, 100);
-    h.loader_started(1_310, 0, "k", stored("\"v1\"", 3_000));
+    h.loader_started(1_310, 0, "k", stored("\"v1\"", 3_000), false);
+    assert_eq!(h.violation, None);
+  }
+
+  #[test]
+  fn a_refresh_run_while_the_fleet_backs_the_key_off_breaks_it() {
+    let mut h = history();
+    h.loader_started(1_000, 0, "k", None, true);
+    assert!(h.violation.take().unwrap().contains("backs it off"));
+    // Not while a fault lets the fleet fail open.
+    h.fault(1_100, 100);
+    h.loader_started(1_110, 1, "j", None, true);
     assert_eq!(h.violation, None);
   }
 

@@ -5,6 +5,9 @@
 //! scheduler choosing every call, every wait and every fault (slow,
 //! silent, refusing and lost replies per instance, the store down, every
 //! subscription dropped, clocks skewed, an instance killed mid-load).
+//! Calls are `getOrLoad` (a third of them taking stale values, which start
+//! background refreshes; one key's values go stale fast), `set` and
+//! `delete`; one loader run in seven fails.
 //! [`check::History`] checks the invariants after every step. A failing
 //! seed prints itself and its trace; `HERDCACHE_SIM_SEED=<n>` replays it.
 
@@ -133,11 +136,14 @@ async fn last_round(world: &Rc<World>) {
       world::spawn_on(
         world,
         i,
-        world::get_or_load(Rc::clone(world), i, key.into()),
+        world::get_or_load(Rc::clone(world), i, key.into(), false),
       );
     }
   }
-  tokio::time::sleep(Duration::from_millis(500)).await;
+  // Every call settles by its hardTimeout, even one whose lock holder's
+  // loader failed (a failure announces nothing: the loser waits out the
+  // lease, then loads).
+  tokio::time::sleep(Duration::from_millis(world.options.hard_timeout + 100)).await;
   let i = alive[0];
   world::spawn_on(world, i, world::set(Rc::clone(world), i, KEYS[0].into()));
   world::spawn_on(world, i, world::delete(Rc::clone(world), i, KEYS[1].into()));
@@ -153,7 +159,10 @@ async fn step(world: &Rc<World>, rng: &mut Rng, faulty: bool, killed: &mut bool)
   let roll = rng.below(100);
   match roll {
     0..=44 if alive => {
-      world::spawn_on(world, i, world::get_or_load(Rc::clone(world), i, key));
+      // A third of the callers take stale values (and start refreshes).
+      let allow_stale = roll % 3 == 0;
+      let call = world::get_or_load(Rc::clone(world), i, key, allow_stale);
+      world::spawn_on(world, i, call);
     }
     45..=49 if alive => world::spawn_on(world, i, world::set(Rc::clone(world), i, key)),
     50..=53 if alive => world::spawn_on(world, i, world::delete(Rc::clone(world), i, key)),

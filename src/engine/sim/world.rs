@@ -4,12 +4,12 @@
 //! loader, the write, `hardTimeout`), recorded in the [`History`].
 
 use super::check::{History, Origin, Stored};
-use crate::core::options::{CacheConfig, RawCacheOptions};
+use crate::core::options::{CacheConfig, EntryPolicy, RawCacheOptions, RawCallOptions};
 use crate::core::tags::Tags;
 use crate::engine::fleet::Acquired;
 use crate::engine::shared::values::stored_header;
 use crate::engine::shared::{FaultSwitch, Faults, MemoryServer, MemoryStore};
-use crate::engine::{Cache, Decision, Effect, Event, FirstStep, Keep, Step};
+use crate::engine::{Cache, Decision, Effect, Event, FirstStep, Keep, Refresh, Step};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -121,6 +121,13 @@ impl World {
     })
   }
 
+  /// Whether `key`'s fleet back-off marker (a failed background refresh's)
+  /// is live in the store.
+  pub fn backing_off(&self, key: &str) -> bool {
+    let name = crate::core::fleet::RedisKeys::new(PREFIX, key).backoff;
+    self.server.with(|k| k.pttl(&name) > 0)
+  }
+
   /// Every lock in the store: its token and lease left.
   pub fn locks(&self) -> Vec<(String, i64)> {
     self.server.with(|k| {
@@ -169,37 +176,102 @@ pub fn spawn_on(
   instance.tasks.borrow_mut().push(task);
 }
 
+/// The key whose values go stale soon after they are written (its calls
+/// pass a short `ttl`), so stale callers and their background refreshes
+/// run often; the other keys' values stay fresh through most of a run.
+pub const SHORT_LIVED: &str = "c";
+
+/// What `key`'s calls write with: the cache's policy, or for
+/// [`SHORT_LIVED`] a fresh life of a tenth of it, its hard TTL kept. A
+/// hard TTL shorter than a load (`hardTimeout`) is not simulated: a value
+/// `set` while an older load runs can expire before that load writes, and
+/// the older value then lands (the stamp guards a value only while the
+/// store keeps it).
+fn policy_of(cache: &SimCache, key: &str) -> EntryPolicy {
+  let policy = cache.config().entry;
+  if key != SHORT_LIVED {
+    return policy;
+  }
+  let short = RawCallOptions {
+    ttl: Some(policy.ttl as f64 / 10.0),
+    hard_ttl: Some(policy.hard_ttl as f64),
+    ..Default::default()
+  };
+  policy
+    .with(&short)
+    .expect("a tenth of a valid ttl is valid")
+}
+
+/// How a call was decided.
+enum Decided {
+  /// Answered now (a hit, or a stale value while a refresh runs).
+  Now,
+  /// Answered now with a stale value; a background refresh starts.
+  Stale,
+  Join(u64),
+  Lead,
+}
+
 /// One `getOrLoad` of `key` on instance `i` by a caller that takes fresh
-/// values only.
-pub async fn get_or_load(world: Rc<World>, i: usize, key: String) {
+/// values only, or (`allow_stale`) stale ones too, which start the one
+/// background refresh as the binding's `serve_stale` does.
+pub async fn get_or_load(world: Rc<World>, i: usize, key: String, allow_stale: bool) {
   let instance = world.instance(i);
   let call = world.history.borrow_mut().call(i, &key);
   let decided = {
     let mut cache = instance.cache.borrow_mut();
-    match cache.decide(&key, false) {
-      Decision::Hit { .. } | Decision::Negative { .. } | Decision::Stale { .. } => None,
-      Decision::Join { flight } => Some(Some(*flight)),
-      Decision::Lead => Some(None),
+    match cache.decide(&key, allow_stale) {
+      Decision::Stale { refresh: true, .. } => Decided::Stale,
+      Decision::Hit { .. } | Decision::Negative { .. } | Decision::Stale { .. } => Decided::Now,
+      Decision::Join { flight } => Decided::Join(*flight),
+      Decision::Lead => Decided::Lead,
     }
   };
   match decided {
-    None => world.history.borrow_mut().settled(call),
-    Some(Some(flight)) => world.history.borrow_mut().joined(call, flight),
-    Some(None) => lead(&world, &instance, i, key, call).await,
+    Decided::Now => world.history.borrow_mut().settled(call),
+    Decided::Stale => {
+      world.history.borrow_mut().settled(call);
+      lead(&world, &instance, i, key, None).await
+    }
+    Decided::Join(flight) => world.history.borrow_mut().joined(call, flight),
+    Decided::Lead => lead(&world, &instance, i, key, Some(call)).await,
   }
 }
 
-/// The caller leads a flight: begun, carried out until it ends, or given
-/// up at `hardTimeout` (as lib/deadlines.js gives it up).
-async fn lead(world: &Rc<World>, instance: &Rc<Instance>, i: usize, key: String, call: usize) {
+/// A flight: led by `call` (else a background refresh nobody waits on),
+/// begun, carried out until it ends, or given up at `hardTimeout` (as
+/// lib/deadlines.js gives it up).
+async fn lead(
+  world: &Rc<World>,
+  instance: &Rc<Instance>,
+  i: usize,
+  key: String,
+  call: Option<usize>,
+) {
   let handle = world.next();
-  world.history.borrow_mut().joined(call, handle);
+  let refresh = match call {
+    Some(call) => {
+      world.history.borrow_mut().joined(call, handle);
+      None
+    }
+    None => Some(Refresh::Stale),
+  };
   let (id, first) = {
     let mut cache = instance.cache.borrow_mut();
-    let policy = cache.config().entry;
-    cache.begin(&key, handle, None, policy, false)
+    let policy = policy_of(&cache, &key);
+    let begun = cache.begin(&key, handle, refresh, policy, false);
+    // As the binding's `start_flight`: a refresh keeps its entry's tags.
+    if refresh.is_some() {
+      cache.local_mut().tag_flight(begun.0, Tags::NONE);
+    }
+    begun
   };
-  world.log(format!("i{i} flight {handle} of {key:?} begins"));
+  let kind = if refresh.is_some() {
+    "refresh"
+  } else {
+    "flight"
+  };
+  world.log(format!("i{i} {kind} {handle} of {key:?} begins"));
   let loader = Rc::new(Cell::new(None));
   let token = Rc::new(RefCell::new(None));
   let flight = fly(world, instance, i, &key, id, first, &loader, &token);
@@ -274,12 +346,21 @@ async fn fly(
         tokio::spawn(work);
         return;
       }
-      Effect::Reject(..) | Effect::Done => return,
+      Effect::Reject(_, error) => {
+        world.log(format!(
+          "i{i} flight of {key:?} ends unloaded: {}",
+          error.message
+        ));
+        return;
+      }
+      Effect::Done => return,
     }
   }
 }
 
-/// The loader: runs for a while, then its value is filled and written.
+/// The loader: runs for a while, then its value is filled and written, or
+/// (every [`FAILING`]th run) it fails: nothing is written, the lock is let
+/// go of, and a failed background refresh leaves the fleet's back-off.
 async fn load(
   world: &Rc<World>,
   instance: &Rc<Instance>,
@@ -290,14 +371,29 @@ async fn load(
 ) {
   let stored = world.stored(key);
   let started = world.now();
+  let unwaited_refresh = instance
+    .cache
+    .borrow()
+    .flight(id)
+    .is_some_and(|f| f.background && !f.strict && f.joined == 0);
+  let backing_off = unwaited_refresh && world.backing_off(key);
   let (run, runs_for) = {
     let mut history = world.history.borrow_mut();
-    let run = history.loader_started(world.now(), i, key, stored);
+    let run = history.loader_started(world.now(), i, key, stored, backing_off);
     (run, LOADER_MS[run % LOADER_MS.len()])
   };
   loader.set(Some(run));
   world.log(format!("i{i} loader of {key:?} starts ({runs_for} ms)"));
   tokio::time::sleep(Duration::from_millis(runs_for)).await;
+  if run % FAILING == FAILING - 1 {
+    world.history.borrow_mut().loader_ended(run);
+    world.log(format!("i{i} loader of {key:?} fails"));
+    let (_, release) = instance.cache.borrow_mut().fail(id, false, true);
+    if let Some(release) = release {
+      release.await;
+    }
+    return;
+  }
   let json = format!("\"v{}\"", world.next());
   world
     .history
@@ -324,6 +420,10 @@ async fn load(
 /// lease must be extended), none past `hardTimeout`.
 const LOADER_MS: [u64; 8] = [5, 40, 12, 90, 1, 450, 25, 60];
 
+/// One loader run in this many fails (coprime with `LOADER_MS.len()`, so
+/// slow and fast runs both fail).
+const FAILING: usize = 7;
+
 /// A live `set` of `key` on instance `i`.
 pub async fn set(world: Rc<World>, i: usize, key: String) {
   let instance = world.instance(i);
@@ -333,7 +433,7 @@ pub async fn set(world: Rc<World>, i: usize, key: String) {
   world.log(format!("i{i} sets {key:?} to {json}"));
   let write = {
     let mut cache = instance.cache.borrow_mut();
-    let policy = cache.config().entry;
+    let policy = policy_of(&cache, &key);
     cache.set(&key, json.clone(), policy, json, Tags::NONE)
   };
   if let Some(write) = write {
