@@ -3,12 +3,12 @@
 //! calls answer with, and [`Events`], which hands fill notices and
 //! invalidations from a store's subscription to the flights waiting for
 //! them. Two implementations: [`redis::RedisStore`], on one server or a
-//! Redis Cluster (`cluster`), and [`memory::MemoryStore`], in process, with
-//! the same semantics and injectable faults. Every store passes the
-//! contract suite, `tests/store_contract.rs`; what they judge alike is
-//! declared once in `values`.
+//! Redis Cluster (one store written once over either topology), and
+//! [`memory::MemoryStore`], in process, with the same semantics and
+//! injectable faults. Every store passes the contract suite,
+//! `tests/store_contract.rs`; what they judge alike is declared once in
+//! `values`.
 
-mod cluster;
 pub mod memory;
 pub mod redis;
 pub(crate) mod values;
