@@ -168,3 +168,34 @@ test("stats() after close() keeps the fleet's counters", T, async (t) => {
   assert.equal(after.circuitOpen, 0)
   assert.equal(b.stats().redisHits, 1)
 })
+
+test(
+  'a set outlives its hard TTL in Redis until no load begun before it can write: an older fill never lands over it',
+  T,
+  async (t) => {
+    const redis = await startRedis(t)
+    if (!redis) return
+    const prefix = 'set-guard:'
+    // A hard TTL (200 ms) far shorter than a load may run (hardTimeout 3 s).
+    const options = { redis: redis.url, prefix, ttl: 100, hardTtl: 200, jitter: 0, hardTimeout: 3000 }
+    const a = track(t, new Cache(options))
+    const b = track(t, new Cache(options))
+    const key = names(prefix, 'k').value
+    let release
+    const slow = a.getOrLoad('k', () => new Promise((resolve) => (release = () => resolve('read before the set'))))
+    await waitFor(async () => release !== undefined, "a's loader running", 2000, 5)
+    await b.set('k', 'set')
+    // The set's value expires (its hard TTL) before a's older load writes...
+    await new Promise((resolve) => setTimeout(resolve, 400))
+    release()
+    assert.equal(await slow, 'read before the set', "a's callers get their own load")
+    // ...and still that load's value does not land: the set's stamp is kept in Redis.
+    const stored = parseEnvelope(await redis.cmd('GET', key))
+    assert.equal(stored?.value, 'set', `Redis holds the set's (expired) envelope, not the older fill: ${stored?.value}`)
+    const pttl = await redis.cmd('PTTL', key)
+    assert.ok(pttl > 1000, `kept past its hard TTL while a load begun before it may write (PTTL ${pttl})`)
+    // Every reader judges it expired: a new cache loads.
+    const c = track(t, new Cache(options))
+    assert.equal(await c.getOrLoad('k', () => 'fresh'), 'fresh')
+  },
+)

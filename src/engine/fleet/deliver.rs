@@ -43,13 +43,11 @@ impl<S: SharedStore> Fleet<S> {
   }
 
   /// A delete at `stamp`, its tombstone living as long as a load begun
-  /// before it may still write: its `hardTimeout`, the lock's lease, and
-  /// the write's own bound.
+  /// before it may still write ([`Fleet::guarded_ms`]).
   pub(super) fn deletion(&self, stamp: u64, replayed: bool) -> Deletion {
-    let command = self.store.command_timeout().as_millis() as u64;
     Deletion {
       at: stamp,
-      px: self.hard_timeout + self.lease.ttl + command,
+      px: self.guarded_ms(),
       replayed,
     }
   }

@@ -148,7 +148,7 @@ impl<S: SharedStore> Fleet<S> {
           .map(drop),
         Replay::Key { key, op } => match op {
           KeyOp::Set(envelope) if policy::alive(&envelope.meta, self.clock.now()) => {
-            let written = self.write_envelope(key, envelope, None).await;
+            let written = self.write_envelope(key, envelope, None, true).await;
             if matches!(written, Ok(false)) {
               self.superseded(key, envelope.meta.stamp);
             }

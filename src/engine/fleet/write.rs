@@ -37,7 +37,9 @@ impl<S: SharedStore> Fleet<S> {
       }
       return None;
     }
-    let result = self.write_envelope(key, &envelope, token.as_deref()).await;
+    let result = self
+      .write_envelope(key, &envelope, token.as_deref(), false)
+      .await;
     self.track(result)
   }
 
@@ -46,7 +48,24 @@ impl<S: SharedStore> Fleet<S> {
     policy::hard_ttl_left(&envelope.meta, self.clock.now()).max(1)
   }
 
-  /// The conditional write of `envelope`, expiring at its hard TTL, over a
+  /// How long a stamp the application wrote (a `set`, a `delete`'s
+  /// tombstone) stays in the store: as long as a load begun before it may
+  /// still write (its `hardTimeout`, the lock's lease, the write's own
+  /// bound), so no older fill lands over it. A value past its hard TTL is
+  /// kept that long, but every reader judges it expired (`policy::alive`).
+  pub(super) fn guarded_ms(&self) -> u64 {
+    let command = self.store.command_timeout().as_millis() as u64;
+    self.hard_timeout + self.lease.ttl + command
+  }
+
+  /// How long a `set`'s `envelope` lives in the store: its hard TTL, and
+  /// never less than [`Fleet::guarded_ms`].
+  fn set_ttl(&self, envelope: &Envelope) -> u64 {
+    self.hard_ttl_left(envelope).max(self.guarded_ms())
+  }
+
+  /// The conditional write of `envelope` (a fill, or `set` a replayed
+  /// `set`), expiring at its hard TTL (a `set`: [`Fleet::set_ttl`]), over a
   /// corrupt value this instance read (untracked: the caller feeds the
   /// breaker).
   pub(super) async fn write_envelope(
@@ -54,9 +73,13 @@ impl<S: SharedStore> Fleet<S> {
     key: &str,
     envelope: &Envelope,
     token: Option<&str>,
+    set: bool,
   ) -> Result<bool, S::Error> {
     let keys = self.store.keys(key);
-    let px = self.hard_ttl_left(envelope);
+    let px = match set {
+      true => self.set_ttl(envelope),
+      false => self.hard_ttl_left(envelope),
+    };
     let corrupt = self.take_corrupt_stamp(key);
     self
       .store
@@ -115,7 +138,7 @@ impl<S: SharedStore> Fleet<S> {
       self.keep(key, KeyOp::Set(envelope.clone()));
     }
     let keys = self.store.keys(key);
-    let px = self.hard_ttl_left(&envelope);
+    let px = self.set_ttl(&envelope);
     // A corrupt value this instance read is overwritten by any write.
     self.take_corrupt_stamp(key);
     let Some(result) = self

@@ -182,11 +182,9 @@ pub fn spawn_on(
 pub const SHORT_LIVED: &str = "c";
 
 /// What `key`'s calls write with: the cache's policy, or for
-/// [`SHORT_LIVED`] a fresh life of a tenth of it, its hard TTL kept. A
-/// hard TTL shorter than a load (`hardTimeout`) is not simulated: a value
-/// `set` while an older load runs can expire before that load writes, and
-/// the older value then lands (the stamp guards a value only while the
-/// store keeps it).
+/// [`SHORT_LIVED`] a life of a tenth of it (the hard TTL too, so shorter
+/// than a load may run: a value `set` meanwhile must still not be
+/// overwritten by that load's older one).
 fn policy_of(cache: &SimCache, key: &str) -> EntryPolicy {
   let policy = cache.config().entry;
   if key != SHORT_LIVED {
@@ -194,7 +192,6 @@ fn policy_of(cache: &SimCache, key: &str) -> EntryPolicy {
   }
   let short = RawCallOptions {
     ttl: Some(policy.ttl as f64 / 10.0),
-    hard_ttl: Some(policy.hard_ttl as f64),
     ..Default::default()
   };
   policy
