@@ -403,6 +403,42 @@ async fn a_failed_refresh_backs_off_background_refreshes_fleet_wide<M: Meeting>(
 
 /// Each case on Redis and on the memory store: the same protocol over
 /// either store is what makes the seam a seam.
+/// A holder whose loader failed lets go of its lock with nothing written:
+/// the release is announced, so a loser waiting for its fill asks again at
+/// once and loads, instead of waiting out the lease (counted as no fill
+/// notice). Other instances' L1s hear nothing: no value changed.
+async fn a_loser_takes_the_lock_as_soon_as_the_holder_lets_go<M: Meeting>(server: &M) {
+  let (lock_ttl, hard_timeout) = (5_000, 20_000);
+  let a = fleet(server, lock_ttl, hard_timeout);
+  let b = fleet(server, lock_ttl, hard_timeout);
+  let Acquired::Load { token: Some(token) } = a.acquire("k", 1, terms(), true).await else {
+    panic!("a takes the free lock");
+  };
+  let waiter = Arc::clone(&b);
+  let loser = tokio::spawn(async move { waiter.acquire("k", 2, terms(), true).await });
+  wait_until("b waiting for a's fill", || b.waiting_for("k") == 1).await;
+  let released = Instant::now();
+  a.abandon("k", 1, Some(token)).await;
+  let acquired = loser.await.unwrap();
+  assert!(
+    matches!(acquired, Acquired::Load { token: Some(_) }),
+    "{acquired:?}"
+  );
+  let waited = released.elapsed();
+  assert!(
+    waited < Duration::from_millis(lock_ttl / 5),
+    "b waited {waited:?} after the release (the lease is {lock_ttl} ms)"
+  );
+  assert_eq!(read(&b.counters.fill_notices), 0, "a release is no fill");
+  let heard = b.invalidations().take();
+  assert!(
+    !heard.iter().any(|i| matches!(i, Invalidation::Changed(_))),
+    "a release changes no value: {heard:?}"
+  );
+  a.stop();
+  b.stop();
+}
+
 macro_rules! on_every_store {
   ($(#[$flavor:meta] $case:ident),* $(,)?) => {
     mod on_redis {
@@ -443,4 +479,6 @@ on_every_store!(
   an_invalidation_from_one_instance_reaches_the_other,
   #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
   a_failed_refresh_backs_off_background_refreshes_fleet_wide,
+  #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+  a_loser_takes_the_lock_as_soon_as_the_holder_lets_go,
 );

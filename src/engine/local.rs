@@ -473,7 +473,7 @@ impl<V, F> Engine<V, F> {
         }
         Invalidation::Changed(Change::PrefixCleared(prefix)) => self.clear_prefix(&prefix),
         // The fleet hands these to its load slots, never here.
-        Invalidation::Changed(Change::SlotsFreed { .. }) => {}
+        Invalidation::Changed(Change::SlotsFreed { .. } | Change::Released(_)) => {}
         Invalidation::Subscribed => {
           self.store.clear();
         }

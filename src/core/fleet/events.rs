@@ -20,6 +20,10 @@ pub enum Change {
   /// Every key starting with this encoded sub-prefix (a namespace's
   /// `users:`, ending with the `:` after its name) was cleared.
   PrefixCleared(String),
+  /// The key's lock was let go of with nothing written (its load failed or
+  /// was given up): the instances waiting for its holder ask again now,
+  /// instead of waiting out the lease. No value changed.
+  Released(String),
   /// Load slots of the fleet (`fleetMaxConcurrentLoads`) are free while
   /// instances wait for some: the waiting ones whose ticket is at most
   /// `up_to` (0: all of them) ask again. No value changed.
@@ -44,7 +48,7 @@ impl Event {
 
   /// `f <origin> <key>`, `d <origin> <key>`, `e <origin> <at> <key>`,
   /// `c <origin>`, `t <origin> <at> <tag>`, `p <origin> <sub-prefix>`,
-  /// `s <origin> <up_to>`; origins have no spaces.
+  /// `r <origin> <key>`, `s <origin> <up_to>`; origins have no spaces.
   pub fn encode(&self) -> String {
     let origin = &self.origin;
     match &self.change {
@@ -54,6 +58,7 @@ impl Event {
       Change::Cleared => format!("c {origin}"),
       Change::Tagged { tag, at } => format!("t {origin} {at} {tag}"),
       Change::PrefixCleared(prefix) => format!("p {origin} {prefix}"),
+      Change::Released(key) => format!("r {origin} {key}"),
       Change::SlotsFreed { up_to } => format!("{} {up_to}", slots_freed_head(origin)),
     }
   }
@@ -71,6 +76,7 @@ impl Event {
     let change = match (kind, key) {
       ("f", Some(key)) if !key.is_empty() => Change::Filled(key.to_string()),
       ("d", Some(key)) if !key.is_empty() => Change::Deleted(key.to_string()),
+      ("r", Some(key)) if !key.is_empty() => Change::Released(key.to_string()),
       ("e", Some(rest)) => {
         let (at, key) = stamped(rest)?;
         Change::Expired {
@@ -104,7 +110,10 @@ impl Event {
   /// freed load slots none).
   pub fn key(&self) -> Option<&str> {
     match &self.change {
-      Change::Filled(key) | Change::Deleted(key) | Change::Expired { key, .. } => Some(key),
+      Change::Filled(key)
+      | Change::Deleted(key)
+      | Change::Expired { key, .. }
+      | Change::Released(key) => Some(key),
       Change::Cleared
       | Change::Tagged { .. }
       | Change::PrefixCleared(_)
@@ -148,6 +157,7 @@ mod tests {
       },
       Change::PrefixCleared("users:".into()),
       Change::PrefixCleared("a\\:b c:".into()),
+      Change::Released("a b:c".into()),
       Change::SlotsFreed { up_to: 0 },
       Change::SlotsFreed { up_to: 42 },
     ] {
@@ -179,6 +189,8 @@ mod tests {
       "p p1",
       "p p1 ",
       "p  users:",
+      "r p1",
+      "r p1 ",
       "s",
       "s p1",
       "s p1 x",
@@ -188,6 +200,7 @@ mod tests {
     }
     assert_eq!(Event::decode("f p1 k").unwrap().key(), Some("k"));
     assert_eq!(Event::decode("c p1").unwrap().key(), None);
+    assert_eq!(Event::decode("r p1 k 1").unwrap().key(), Some("k 1"));
     assert_eq!(Event::decode("e p1 5 k 1").unwrap().key(), Some("k 1"));
     assert_eq!(
       Event::decode("p p1 users:").map(|e| e.change),

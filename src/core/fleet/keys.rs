@@ -26,6 +26,13 @@ impl RedisKeys {
       backoff,
     }
   }
+
+  /// The cache key these names were made from, with `prefix` (theirs).
+  pub fn key(&self, prefix: &str) -> &str {
+    let start = (1 + prefix.len()).min(self.value.len());
+    let end = self.value.len().saturating_sub(1).max(start);
+    &self.value[start..end]
+  }
 }
 
 /// The Redis name of `tag`'s invalidation stamp (`deleteByTag`):
@@ -133,6 +140,13 @@ mod tests {
     assert_eq!(slot(b"somekey"), 11058);
     assert_eq!(slot(b"{}x"), crc16(b"{}x") % SLOTS);
     assert_eq!(slot(b""), 0);
+  }
+
+  #[test]
+  fn a_keys_names_give_back_the_key() {
+    for (prefix, key) in [("app:", "user:1"), ("", "k"), ("é:", "}{ü"), ("p:", "")] {
+      assert_eq!(RedisKeys::new(prefix, key).key(prefix), key);
+    }
   }
 
   #[test]

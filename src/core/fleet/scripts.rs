@@ -7,6 +7,32 @@
 pub const TOKEN_PATTERN: &str =
   "^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$";
 
+/// `announce(channel, message)`: PUBLISH that cannot fail the script. A
+/// user the ACL forbids the channel (NOPERM) would otherwise abort the
+/// script after its writes and before the rest (a lock left for its whole
+/// lease). Returns [`ANNOUNCE_REFUSED`] if refused, else 0. An empty
+/// channel announces nothing: on a Redis Cluster the store announces after
+/// the script, on a sharded channel the script's slot may not hold.
+macro_rules! announce_lua {
+  () => {
+    r#"
+local function announce(channel, message)
+  if channel == '' then
+    return 0
+  end
+  local sent = redis.pcall('PUBLISH', channel, message)
+  if type(sent) == 'table' and sent.err then
+    return 2
+  end
+  return 0
+end
+"#
+  };
+}
+
+/// Added to a script's answer when its PUBLISH was refused (`announce_lua!`).
+pub const ANNOUNCE_REFUSED: i64 = 2;
+
 /// The body of [`LOCK_SCRIPT`], declared once for it and [`REFRESH_LOCK_SCRIPT`].
 macro_rules! take_lock_lua {
   () => {
@@ -65,27 +91,38 @@ end
 /// our lock, in one round trip, so no other instance takes the lock in
 /// between and calls the failing backend again.
 /// KEYS[1] lock, KEYS[2] back-off marker; ARGV[1] token ('' when not
-/// holding the lock), ARGV[2] failures, ARGV[3] back-off ms.
-/// Returns 1 if the lock was released.
-pub const FAIL_REFRESH_SCRIPT: &str = r#"
+/// holding the lock), ARGV[2] failures, ARGV[3] back-off ms, ARGV[4]
+/// channel, ARGV[5] the release event (as [`RELEASE_SCRIPT`]).
+/// Returns 1 if the lock was released (plus `ANNOUNCE_REFUSED`).
+pub const FAIL_REFRESH_SCRIPT: &str = concat!(
+  announce_lua!(),
+  r#"
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 if ARGV[1] ~= '' and redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  return 1
+  return 1 + announce(ARGV[4], ARGV[5])
 end
 return 0
-"#;
+"#
+);
 
 /// Deletes the lock only if it still holds our token: a holder whose lease
 /// ran out must not delete the lock another instance took since. (`pcall`:
 /// another Redis type under the lock key is not ours, not an error.)
-/// KEYS[1] lock; ARGV[1] token. Returns 1 if released.
-pub const RELEASE_SCRIPT: &str = r#"
+/// A release is announced (`r`): the instances waiting for the holder's
+/// fill ask again at once instead of waiting out the lease.
+/// KEYS[1] lock; ARGV[1] token, ARGV[2] channel (`""`: none), ARGV[3] the
+/// release event. Returns 1 if released (plus `ANNOUNCE_REFUSED`).
+pub const RELEASE_SCRIPT: &str = concat!(
+  announce_lua!(),
+  r#"
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  return 1 + announce(ARGV[2], ARGV[3])
 end
 return 0
-"#;
+"#
+);
 
 /// Extends the lease only while the lock still holds our token.
 /// KEYS[1] lock; ARGV[1] token, ARGV[2] lease ms. Returns 1 if extended.
@@ -95,49 +132,6 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 "#;
-
-/// Writes an envelope unless the stored one comes from a load that started
-/// later (its stamp is greater), announces the fill, and releases our lock —
-/// one round trip, and the lock is only released once the value is readable.
-/// The header rules are `Envelope::decode_header`'s (version `hc2`, or
-/// `hc1` without refreshAt; numbers of at most `envelope::MAX_DIGITS`
-/// digits, so Lua's doubles compare stamps exactly as the reader reads
-/// them; hardUntil >= freshUntil; refreshAt <= freshUntil), so a value the
-/// reader rejects for its header is overwritten here too. A valid header
-/// over a value the reader rejected (not UTF-8 JSON) is replaced when the
-/// writer names its stamp (ARGV[7]): the reader, not Lua, judges JSON. A
-/// foreign or other-type value is overwritten.
-/// A write ends the key's refresh back-off (KEYS[3], its marker).
-/// KEYS[1] value, KEYS[2] lock, KEYS[3] back-off marker; ARGV[1] envelope,
-/// ARGV[2] hard TTL ms, ARGV[3] stamp, ARGV[4] token ('' when not holding the lock),
-/// ARGV[5] channel, ARGV[6] fill message, ARGV[7] the stamp of a corrupt
-/// value to replace (''), ARGV[8] the digit limit.
-/// Returns 1 if written, 0 if a newer value was kept.
-/// `announce(channel, message)`: PUBLISH that cannot fail the script. A
-/// user the ACL forbids the channel (NOPERM) would otherwise abort the
-/// script after its writes and before the rest (a lock left for its whole
-/// lease). Returns [`ANNOUNCE_REFUSED`] if refused, else 0. An empty
-/// channel announces nothing: on a Redis Cluster the store announces after
-/// the script, on a sharded channel the script's slot may not hold.
-macro_rules! announce_lua {
-  () => {
-    r#"
-local function announce(channel, message)
-  if channel == '' then
-    return 0
-  end
-  local sent = redis.pcall('PUBLISH', channel, message)
-  if type(sent) == 'table' and sent.err then
-    return 2
-  end
-  return 0
-end
-"#
-  };
-}
-
-/// Added to a script's answer when its PUBLISH was refused (`announce_lua!`).
-pub const ANNOUNCE_REFUSED: i64 = 2;
 
 /// The header rules of `Envelope::decode_header`, in Lua, declared once and
 /// put in front of every script that must tell a valid envelope's stamp:
@@ -174,6 +168,23 @@ end
   };
 }
 
+/// Writes an envelope unless the stored one comes from a load that started
+/// later (its stamp is greater), announces the fill, and releases our lock —
+/// one round trip, and the lock is only released once the value is readable.
+/// The header rules are `Envelope::decode_header`'s (version `hc2`, or
+/// `hc1` without refreshAt; numbers of at most `envelope::MAX_DIGITS`
+/// digits, so Lua's doubles compare stamps exactly as the reader reads
+/// them; hardUntil >= freshUntil; refreshAt <= freshUntil), so a value the
+/// reader rejects for its header is overwritten here too. A valid header
+/// over a value the reader rejected (not UTF-8 JSON) is replaced when the
+/// writer names its stamp (ARGV[7]): the reader, not Lua, judges JSON. A
+/// foreign or other-type value is overwritten.
+/// A write ends the key's refresh back-off (KEYS[3], its marker).
+/// KEYS[1] value, KEYS[2] lock, KEYS[3] back-off marker; ARGV[1] envelope,
+/// ARGV[2] hard TTL ms, ARGV[3] stamp, ARGV[4] token ('' when not holding the lock),
+/// ARGV[5] channel, ARGV[6] fill message, ARGV[7] the stamp of a corrupt
+/// value to replace (''), ARGV[8] the digit limit.
+/// Returns 1 if written, 0 if a newer value was kept.
 pub const WRITE_SCRIPT: &str = concat!(
   envelope_stamp_lua!(),
   announce_lua!(),

@@ -5,7 +5,7 @@
 
 use super::{bump, Acquired, Flag, Fleet, HeldLock, Steps, Terms};
 use crate::core::fleet::{Acquisition, Check, Heard, LockAttempt, Next, ReadAnswer};
-use crate::engine::shared::{lock_token, SharedStore};
+use crate::engine::shared::{lock_token, Notice, SharedStore};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -176,7 +176,7 @@ impl<S: SharedStore> Fleet<S> {
     keys: &S::Keys,
     check: Check,
     terms: &Terms,
-    notice: &mut Option<oneshot::Receiver<()>>,
+    notice: &mut Option<oneshot::Receiver<Notice>>,
   ) -> ReadAnswer {
     match check {
       Check::Answer => {
@@ -219,7 +219,7 @@ impl<S: SharedStore> Fleet<S> {
   async fn wait_for_notice(
     &self,
     key: &str,
-    notice: &mut Option<oneshot::Receiver<()>>,
+    notice: &mut Option<oneshot::Receiver<Notice>>,
     ms: u64,
     parked: &AtomicBool,
   ) {
@@ -229,7 +229,7 @@ impl<S: SharedStore> Fleet<S> {
     let woken = tokio::time::timeout(Duration::from_millis(ms), waiter).await;
     parked.store(false, Ordering::SeqCst);
     if let Ok(woken) = woken {
-      if woken.is_ok() {
+      if woken == Ok(Notice::Changed) {
         bump(&self.counters.fill_notices);
       }
       *notice = None;

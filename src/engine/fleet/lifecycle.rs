@@ -230,6 +230,9 @@ fn route_events(
         slots.freed(*up_to);
       }
     }
+    // No value changed: `Events::dispatch` woke the key's waiters, which
+    // ask for the lock again.
+    Change::Released(_) => {}
     change => {
       if let Change::Tagged { tag, at } = change {
         // The L1's flights hear of it with the invalidations.

@@ -459,11 +459,20 @@ pub trait SharedStore: Send + Sync + 'static {
 
 type Handler = Arc<dyn Fn(&Event) + Send + Sync>;
 
+/// What woke a waiter of a key ([`Events::wait`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+  /// The key changed (a fill, a delete, an expire, a clear).
+  Changed,
+  /// Its lock was let go of with nothing written.
+  Released,
+}
+
 /// Fill notices and invalidations, from one subscription per store. Callers
 /// that lost the lock register a waiter *before* they re-read the key, so a
 /// fill that lands in between still wakes them.
 pub struct Events {
-  waiters: Mutex<HashMap<String, Vec<oneshot::Sender<()>>>>,
+  waiters: Mutex<HashMap<String, Vec<oneshot::Sender<Notice>>>>,
   handler: Handler,
 }
 
@@ -478,7 +487,7 @@ impl Events {
   /// Resolves when `key` is filled, deleted or cleared. Waiters whose
   /// caller gave up (dropped the receiver) are pruned here, so a key that is
   /// waited on often but never filled holds no more than its live waiters.
-  pub fn wait(&self, key: &str) -> oneshot::Receiver<()> {
+  pub fn wait(&self, key: &str) -> oneshot::Receiver<Notice> {
     let (tx, rx) = oneshot::channel();
     let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
     let list = waiters.entry(key.to_string()).or_default();
@@ -499,7 +508,11 @@ impl Events {
   /// of its keys for a namespace's clear, none for a tag), then
   /// hands the event to the handler.
   pub fn dispatch(&self, event: &Event) {
-    let woken: Vec<oneshot::Sender<()>> = {
+    let notice = match event.change {
+      crate::core::fleet::Change::Released(_) => Notice::Released,
+      _ => Notice::Changed,
+    };
+    let woken: Vec<oneshot::Sender<Notice>> = {
       let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
       match (&event.change, event.key()) {
         // A namespace's clear wakes the waiters of its keys only.
@@ -515,7 +528,7 @@ impl Events {
             .collect()
         }
         // A winner whose load a tag invalidated writes nothing: its
-        // lock's lease tells the waiters, as for any load that failed.
+        // lock's release tells the waiters, as for any load that failed.
         // Freed load slots change no key.
         (
           crate::core::fleet::Change::Tagged { .. } | crate::core::fleet::Change::SlotsFreed { .. },
@@ -526,7 +539,7 @@ impl Events {
       }
     };
     for waiter in woken {
-      let _ = waiter.send(());
+      let _ = waiter.send(notice);
     }
     (self.handler)(event);
   }

@@ -140,9 +140,7 @@ async fn last_round(world: &Rc<World>) {
       );
     }
   }
-  // Every call settles by its hardTimeout, even one whose lock holder's
-  // loader failed (a failure announces nothing: the loser waits out the
-  // lease, then loads).
+  // Every call settles by its hardTimeout, whatever faults left behind.
   tokio::time::sleep(Duration::from_millis(world.options.hard_timeout + 100)).await;
   let i = alive[0];
   world::spawn_on(world, i, world::set(Rc::clone(world), i, KEYS[0].into()));

@@ -230,8 +230,15 @@ impl SharedStore for MemoryStore {
     failures: u32,
     ms: u64,
   ) -> Result<bool, MemoryError> {
+    let event = self.event(Change::Released(keys.key(&self.prefix).to_string()));
     self
-      .call(|k| scripts::fail_refresh(k, keys, token, failures, ms))
+      .call(|k| {
+        let released = scripts::fail_refresh(k, keys, token, failures, ms);
+        if released {
+          k.publish(&self.channel, event);
+        }
+        released
+      })
       .await
   }
 
@@ -242,7 +249,16 @@ impl SharedStore for MemoryStore {
   }
 
   async fn release(&self, keys: &RedisKeys, token: &str) -> Result<bool, MemoryError> {
-    self.call(|k| scripts::release(k, &keys.lock, token)).await
+    let event = self.event(Change::Released(keys.key(&self.prefix).to_string()));
+    self
+      .call(|k| {
+        let released = scripts::release(k, &keys.lock, token);
+        if released {
+          k.publish(&self.channel, event);
+        }
+        released
+      })
+      .await
   }
 
   async fn write_over(

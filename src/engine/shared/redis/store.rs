@@ -210,6 +210,25 @@ impl<T: Topology> Redis<T> {
     Event::new(&self.origin, change).encode()
   }
 
+  /// The event a release of `keys`' lock announces.
+  fn released_event(&self, keys: &RedisKeys) -> String {
+    self.event(Change::Released(keys.key(&self.prefix).to_string()))
+  }
+
+  /// Where the script could not announce a release that happened
+  /// ([`Topology::script_channel`]), the store does.
+  async fn announce_release(
+    &self,
+    keys: &RedisKeys,
+    event: &str,
+    released: bool,
+  ) -> RedisResult<()> {
+    if !released {
+      return Ok(());
+    }
+    self.topology.announce(&self.link, &keys.value, event).await
+  }
+
   /// A script's answer with [`ANNOUNCE_REFUSED`] taken out (and reported).
   fn announced(&self, answer: i64) -> i64 {
     if answer >= ANNOUNCE_REFUSED {
@@ -448,6 +467,7 @@ impl<T: Topology> SharedStore for Redis<T> {
   ) -> RedisResult<bool> {
     // Retried: the marker is set to the same count again, and the release
     // compares our token.
+    let event = &self.released_event(keys);
     let fail = |mut c: T::Connection| async move {
       self
         .scripts
@@ -457,10 +477,14 @@ impl<T: Topology> SharedStore for Redis<T> {
         .arg(token.unwrap_or(""))
         .arg(failures)
         .arg(ms.max(1))
+        .arg(self.topology.script_channel())
+        .arg(event)
         .invoke_async::<i64>(&mut c)
         .await
     };
-    Ok(self.link.retried(fail).await? == 1)
+    let released = self.announced(self.link.retried(fail).await?) == 1;
+    self.announce_release(keys, event, released).await?;
+    Ok(released)
   }
 
   /// Retried: setting the same lease again, and only under our token.
@@ -481,16 +505,21 @@ impl<T: Topology> SharedStore for Redis<T> {
   /// Retried: a compare-and-delete of our own token (a repeat after the
   /// first landed finds nothing, and says so).
   async fn release(&self, keys: &RedisKeys, token: &str) -> RedisResult<bool> {
+    let event = &self.released_event(keys);
     let release = |mut c: T::Connection| async move {
       self
         .scripts
         .release
         .key(&keys.lock)
         .arg(token)
+        .arg(self.topology.script_channel())
+        .arg(event)
         .invoke_async::<i64>(&mut c)
         .await
     };
-    Ok(self.link.retried(release).await? == 1)
+    let released = self.announced(self.link.retried(release).await?) == 1;
+    self.announce_release(keys, event, released).await?;
+    Ok(released)
   }
 
   /// `WRITE_SCRIPT`: the conditional SET, the PUBLISH and the lock's
