@@ -53,15 +53,17 @@ pub(super) unsafe fn start_flight(
   let (handle, promise) = FlightHandle::new(env)?;
   let (id, first) = {
     let mut cache = inner.cache.borrow_mut();
-    let begun = cache.begin(call.key, handle, refresh, call.policy, call.refuse_stale);
-    if !tags.is_empty() || refresh.is_some() {
-      cache.local_mut().tag_flight(begun.0, tags);
-    }
-    begun
+    cache.begin(
+      call.key,
+      handle,
+      refresh,
+      call.policy,
+      call.refuse_stale,
+      tags,
+    )
   };
-  let waiting = first == FirstStep::ReadShared;
-  let started = if waiting && refresh.is_none() {
-    // A background refresh leads at once: `waitUntil` gets its promise now.
+  let waiting = matches!(first, FirstStep::ReadShared { .. });
+  let started = if first == (FirstStep::ReadShared { lead_now: false }) {
     defer_leader(env, inner, id, call.key_js, call.loader)
   } else {
     if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
@@ -120,11 +122,11 @@ pub struct FlightHandle {
 }
 
 /// A foreground flight's leading call, kept while it is in flight with a
-/// fleet. Its JS leader is not made at once: its first read (bounded by the
-/// loads' deadline, `Fleet::read_many`) may answer it, and most cold reads
-/// are answered so. A JS `Flight` made and ended per such key (`lead`, then
-/// `resume`) was a tenth of a cold read's main-thread time (bench/cluster.js
-/// part 2); it is made when the fleet first asks for a lock or a load.
+/// fleet. The engine defers its JS leader (`FirstStep::ReadShared {
+/// lead_now: false }`: its first read, bounded by the loads' deadline in
+/// `Fleet::read_many`, may answer it; bench/cluster.js part 2 measured the
+/// cost of a leader made and ended per key); it is made when the fleet
+/// first asks for a lock or a load.
 struct LeadingCall {
   key: Kept,
   loader: JsRef,

@@ -48,8 +48,12 @@ use std::time::Duration;
 pub enum FirstStep {
   /// Run the loader now (no fleet).
   Load,
-  /// Ask the shared store first ([`Cache::read_many`]).
-  ReadShared,
+  /// Ask the shared store first ([`Cache::read_many`]). `lead_now`: make
+  /// the JS leader at once (a background refresh: `waitUntil` gets its
+  /// promise now); else only once the fleet asks for a lock or a load
+  /// (most first reads answer the flight, and a leader made and ended per
+  /// such key costs a tenth of a cold read's main-thread time).
+  ReadShared { lead_now: bool },
 }
 
 /// What happened to a flight with a fleet, for [`Cache::step`].
@@ -259,7 +263,8 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
   /// Registers a load of `key` with the binding's handle; returns its id
   /// and what it does first.
   /// `refuse_stale`: its leader refuses stale values, so a value another
-  /// instance wrote must be fresh too.
+  /// instance wrote must be fresh too. `tags`: what its value is written
+  /// with (a background refresh given none keeps its entry's).
   pub fn begin(
     &mut self,
     key: &str,
@@ -267,6 +272,7 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     refresh: Option<Refresh>,
     policy: EntryPolicy,
     refuse_stale: bool,
+    tags: Tags,
   ) -> (u64, FirstStep) {
     let id = self.local.begin_flight(key, handle, refresh, policy);
     if refuse_stale && refresh.is_none() {
@@ -274,8 +280,13 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
         flight.strict = true;
       }
     }
+    if !tags.is_empty() || refresh.is_some() {
+      self.local.tag_flight(id, tags);
+    }
     let first = match self.fleet {
-      Some(_) => FirstStep::ReadShared,
+      Some(_) => FirstStep::ReadShared {
+        lead_now: refresh.is_some(),
+      },
       None => FirstStep::Load,
     };
     (id, first)
@@ -796,7 +807,7 @@ mod tests {
   fn without_a_fleet_a_flight_loads_first_and_ends_at_its_fill() {
     let mut c = cache();
     let policy = c.config().entry;
-    let (id, first) = c.begin("k", "p", None, policy, false);
+    let (id, first) = c.begin("k", "p", None, policy, false, Tags::NONE);
     assert_eq!(first, FirstStep::Load);
     let Step::Done(Some(flight)) = c.fill(id, "v".into(), false, 3, None, Keep::Store(None)) else {
       panic!("a fill without a fleet ends the flight");
@@ -810,7 +821,7 @@ mod tests {
   fn the_fleets_answer_decides_the_next_step() {
     let mut c = cache();
     let policy = c.config().entry;
-    let (id, _) = c.begin("k", "p", None, policy, false);
+    let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE);
     let token = Some("t".to_string());
     let claimed = |acquired| Event::Claimed {
       key: "k".into(),
@@ -860,9 +871,9 @@ mod tests {
   fn a_leader_that_refuses_stale_values_makes_a_strict_flight() {
     let mut c = cache();
     let policy = c.config().entry;
-    let (id, _) = c.begin("k", "p", None, policy, true);
+    let (id, _) = c.begin("k", "p", None, policy, true, Tags::NONE);
     assert!(c.flight(id).unwrap().strict);
-    let (id, _) = c.begin("j", "p", Some(Refresh::Stale), policy, true);
+    let (id, _) = c.begin("j", "p", Some(Refresh::Stale), policy, true, Tags::NONE);
     assert!(!c.flight(id).unwrap().strict, "a refresh is never strict");
   }
 
@@ -871,7 +882,7 @@ mod tests {
     let mut c = cache();
     let policy = c.config().entry;
     assert!(matches!(c.decide("k", true), Decision::Lead));
-    let (id, _) = c.begin("k", "p", None, policy, false);
+    let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE);
     for _ in 0..3 {
       assert!(matches!(c.decide("k", true), Decision::Join { .. }));
     }
@@ -894,20 +905,20 @@ mod tests {
   fn a_superseded_write_forgets_only_its_own_value() {
     let mut c = cache();
     let policy = c.config().entry;
-    let (id, _) = c.begin("k", "p", None, policy, false);
+    let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE);
     assert!(matches!(
       c.fill(id, "ours".into(), false, 1, None, Keep::Store(None)),
       Step::Done(Some(_))
     ));
     // With a fleet the flight stays until its write ended (`written`).
-    let (id, _) = c.begin("k", "p2", None, policy, false);
+    let (id, _) = c.begin("k", "p2", None, policy, false, Tags::NONE);
     c.local_mut().fill(id, "ours".into(), false, 1);
     assert!(c.written(id, Written::Superseded).is_some());
     assert!(
       c.get("k", true).is_none(),
       "the store kept a newer value: ours is forgotten"
     );
-    let (id, _) = c.begin("k", "p3", None, policy, false);
+    let (id, _) = c.begin("k", "p3", None, policy, false, Tags::NONE);
     c.local_mut().fill(id, "mine".into(), false, 1);
     c.local_mut().advance_clock(1);
     let _ = c.set(
@@ -943,8 +954,8 @@ mod tests {
     };
     let (mut a, mut b) = (open(&server), open(&server));
     let policy = a.config().entry;
-    let (id, first) = a.begin("k", "a", None, policy, false);
-    assert_eq!(first, FirstStep::ReadShared);
+    let (id, first) = a.begin("k", "a", None, policy, false, Tags::NONE);
+    assert_eq!(first, FirstStep::ReadShared { lead_now: false });
     let read = a.read_many(&[id]).unwrap().await;
     let [(_, key, answer)] = <[_; 1]>::try_from(read).unwrap();
     assert!(answer.is_none(), "nothing stored yet: {answer:?}");
@@ -972,7 +983,7 @@ mod tests {
     };
     assert_eq!(write.await, Written::Stored);
     assert!(a.written(id, Written::Stored).is_some());
-    let (id, _) = b.begin("k", "b", None, policy, false);
+    let (id, _) = b.begin("k", "b", None, policy, false, Tags::NONE);
     let read = b.read_many(&[id]).unwrap().await;
     let [(_, key, answer)] = <[_; 1]>::try_from(read).unwrap();
     let Effect::Adopt { envelope, from } = b.step(id, Event::Read { key, answer }) else {

@@ -256,12 +256,7 @@ async fn lead(
   let (id, first) = {
     let mut cache = instance.cache.borrow_mut();
     let policy = policy_of(&cache, &key);
-    let begun = cache.begin(&key, handle, refresh, policy, false);
-    // As the binding's `start_flight`: a refresh keeps its entry's tags.
-    if refresh.is_some() {
-      cache.local_mut().tag_flight(begun.0, Tags::NONE);
-    }
-    begun
+    cache.begin(&key, handle, refresh, policy, false, Tags::NONE)
   };
   let kind = if refresh.is_some() {
     "refresh"
@@ -304,7 +299,7 @@ async fn fly(
 ) {
   let mut effect = match first {
     FirstStep::Load => Effect::Load { locked: false },
-    FirstStep::ReadShared => {
+    FirstStep::ReadShared { .. } => {
       let read = instance.cache.borrow().read_many(&[id]);
       let Some(read) = read else { return };
       let Some((_, key, answer)) = read.await.into_iter().next() else {
