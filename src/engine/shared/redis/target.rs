@@ -36,8 +36,11 @@ impl Target {
   pub(super) fn describe(&self, e: &RedisError) -> Problem {
     let text = e.to_string();
     let at = &self.name;
+    // A password the server does not expect (it has none) is the URL's
+    // mistake too: one code, whether or not the failure was explained.
     let (code, hint) = if matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
       || e.kind() == ErrorKind::AuthenticationFailed
+      || text.contains(NO_PASSWORD_CONFIGURED)
     {
       (
         Code::RedisAuth,
@@ -154,6 +157,9 @@ async fn auth_reply(client: &Client) -> Option<RedisError> {
 
 /// What a TLS store's failure says when its port speaks plain Redis.
 const PLAIN_PORT: &str = "the server at this address answers plain-text Redis, not TLS";
+
+/// The server's reply to a password it has none for (Redis and Valkey).
+const NO_PASSWORD_CONFIGURED: &str = "called without any password configured";
 
 /// Whether `addr` answers a plain-text PING as Redis does (`+PONG`, or an
 /// error such as `-NOAUTH`).
