@@ -446,9 +446,9 @@ impl SharedStore for FlakyDeletes {
   ) -> RedisResult<herdcache::engine::shared::SlotGrant> {
     self.inner.load_slots(call).await
   }
-  async fn expire(&self, key: &str, keys: &Self::Keys, at: u64) -> RedisResult<bool> {
+  async fn expire(&self, key: &str, keys: &Self::Keys, at: u64, guard: u64) -> RedisResult<bool> {
     self.check()?;
-    self.inner.expire(key, keys, at).await
+    self.inner.expire(key, keys, at, guard).await
   }
   fn subscribe(
     &self,

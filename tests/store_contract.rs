@@ -105,6 +105,7 @@ async fn contract<F: Fixture>(f: &F) {
     replayed_deletes_and_clears_spare_newer_values_and_are_announced,
     a_delete_leaves_a_tombstone_no_older_fill_overwrites,
     an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl,
+    an_expire_keeps_out_the_fills_of_loads_begun_before_it,
     tags_are_kept_with_the_value_and_their_stamps_only_rise,
     a_failed_refresh_backs_off_background_refreshes_until_its_marker_expires,
     a_failed_refresh_releases_our_lock_but_not_someone_elses,
@@ -1132,7 +1133,7 @@ async fn a_delete_leaves_a_tombstone_no_older_fill_overwrites<F: Fixture>(f: &F)
     [Read::Missing]
   );
   assert!(
-    !s.expire("k", &keys, 160).await.unwrap(),
+    !s.expire("k", &keys, 150, 60_000).await.unwrap(),
     "nothing to expire"
   );
   assert!(
@@ -1202,7 +1203,7 @@ async fn an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl<F: Fixtur
     ("old-version", 200, true),
   ] {
     assert_eq!(
-      s.expire(key, &s.keys(key), at).await.unwrap(),
+      s.expire(key, &s.keys(key), at, 60_000).await.unwrap(),
       expired,
       "{key} at {at}"
     );
@@ -1288,7 +1289,7 @@ async fn an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl<F: Fixtur
           .await
           .unwrap();
         let at = stamp + at;
-        let expired = s.expire(key, &s.keys(key), at).await.unwrap();
+        let expired = s.expire(key, &s.keys(key), at, 60_000).await.unwrap();
         let want = meta.expired_at(at);
         assert_eq!(expired, want.is_some(), "{meta:?} at {at}");
         let Read::Found(e) = read(key).await else {
@@ -1298,6 +1299,49 @@ async fn an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl<F: Fixtur
       }
     }
   }
+}
+
+/// A load begun before an expire may have read what changed: its fill is
+/// not written after it (kept out for the marker's life), whatever is
+/// stored; a load begun after it is. An older expire never lowers the
+/// marker.
+async fn an_expire_keeps_out_the_fills_of_loads_begun_before_it<F: Fixture>(f: &F) {
+  let s = f.store("expire-marker:");
+  for key in ["stored", "absent"] {
+    if key == "stored" {
+      assert!(s
+        .write(key, &s.keys(key), &envelope(100, "[1]"), 60_000, None)
+        .await
+        .unwrap());
+    }
+    s.expire(key, &s.keys(key), 200, 60_000).await.unwrap();
+    // Older expires change nothing.
+    s.expire(key, &s.keys(key), 150, 60_000).await.unwrap();
+    assert!(
+      !s.write(key, &s.keys(key), &envelope(180, "[2]"), 60_000, None)
+        .await
+        .unwrap(),
+      "{key}: a load begun at 180, before the expire at 200, is not written"
+    );
+    assert!(
+      s.write(key, &s.keys(key), &envelope(210, "[3]"), 60_000, None)
+        .await
+        .unwrap(),
+      "{key}: a load begun after the expire is written"
+    );
+    assert_eq!(
+      s.read(&s.keys(key)).await.unwrap(),
+      Read::Found(envelope(210, "[3]"))
+    );
+  }
+  // The marker lives as long as it was asked to.
+  let key = "short";
+  s.expire(key, &s.keys(key), 200, 50).await.unwrap();
+  tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+  assert!(s
+    .write(key, &s.keys(key), &envelope(180, "[2]"), 60_000, None)
+    .await
+    .unwrap());
 }
 
 async fn tags_are_kept_with_the_value_and_their_stamps_only_rise<F: Fixture>(f: &F) {
@@ -1318,7 +1362,7 @@ async fn tags_are_kept_with_the_value_and_their_stamps_only_rise<F: Fixture>(f: 
     Read::Found(tagged.clone())
   );
   // An expire rewrites the header and keeps the tags; so do batched reads.
-  assert!(s.expire(key, &s.keys(key), 200).await.unwrap());
+  assert!(s.expire(key, &s.keys(key), 200, 60_000).await.unwrap());
   let expired = Envelope {
     meta: tagged.meta.expired_at(200).unwrap(),
     ..tagged.clone()

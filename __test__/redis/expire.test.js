@@ -120,3 +120,28 @@ test(
     assert.equal(load.runs, 2, 'nothing loaded again')
   },
 )
+
+test('a load another instance began before an expire is not written to Redis after it', T, async (t) => {
+  const redis = await startRedis(t)
+  if (!redis) return
+  const prefix = 'exp-inflight:'
+  const options = { redis: redis.url, prefix, ttl: 60_000, jitter: 0, beta: 0 }
+  const [a, b] = [0, 1].map(() => track(t, new Cache(options)))
+  let release
+  const loading = a.getOrLoad('k', () => new Promise((resolve) => (release = () => resolve('read before'))))
+  await waitFor(async () => release !== undefined, "a's loader running", 2000, 5)
+  await b.expire('k')
+  const marker = await redis.cmd('GET', `${names(prefix, 'k').value}:expired`)
+  assert.ok(Number(marker) > 0, `the expire leaves its moment (${marker})`)
+  // a fills before it takes in b's notice (a cache hears of others' changes on its next call).
+  release()
+  assert.equal(await loading, 'read before', "a's callers get their own load")
+  await sleep(100)
+  assert.equal(
+    await redis.cmd('GET', names(prefix, 'k').value),
+    null,
+    'the value read before the expire is not in Redis',
+  )
+  let runs = 0
+  assert.equal(await b.getOrLoad('k', () => `read after ${++runs}`), 'read after 1')
+})

@@ -13,6 +13,9 @@ pub struct RedisKeys {
   /// The fleet's refresh back-off marker (`engine::fleet`): the failures
   /// in a row, expiring when the next refresh may run.
   pub backoff: String,
+  /// The last `expire`'s moment (epoch ms), kept as long as a load begun
+  /// before it may still write: no such load's value is written after it.
+  pub expired: String,
 }
 
 impl RedisKeys {
@@ -20,10 +23,12 @@ impl RedisKeys {
     let value = format!("{{{prefix}{key}}}");
     let lock = format!("{value}:lock");
     let backoff = format!("{value}:backoff");
+    let expired = format!("{value}:expired");
     RedisKeys {
       value,
       lock,
       backoff,
+      expired,
     }
   }
 

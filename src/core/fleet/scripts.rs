@@ -180,7 +180,10 @@ end
 /// writer names its stamp (ARGV[7]): the reader, not Lua, judges JSON. A
 /// foreign or other-type value is overwritten.
 /// A write ends the key's refresh back-off (KEYS[3], its marker).
-/// KEYS[1] value, KEYS[2] lock, KEYS[3] back-off marker; ARGV[1] envelope,
+/// A load begun before the key's last `expire` (KEYS[4], its moment, see
+/// [`EXPIRE_SCRIPT`]) is not written either: it may have read what changed.
+/// KEYS[1] value, KEYS[2] lock, KEYS[3] back-off marker, KEYS[4] expire
+/// marker; ARGV[1] envelope,
 /// ARGV[2] hard TTL ms, ARGV[3] stamp, ARGV[4] token ('' when not holding the lock),
 /// ARGV[5] channel, ARGV[6] fill message, ARGV[7] the stamp of a corrupt
 /// value to replace (''), ARGV[8] the digit limit.
@@ -194,6 +197,10 @@ local stored = redis.pcall('GET', KEYS[1])
 if type(stored) == 'string' then
   local stamp = envelope_stamp(stored, tonumber(ARGV[8]))
   newer = stamp ~= nil and stamp > tonumber(ARGV[3]) and stamp ~= tonumber(ARGV[7])
+end
+if not newer then
+  local expired = tonumber(redis.pcall('GET', KEYS[4]))
+  newer = expired ~= nil and expired > tonumber(ARGV[3])
 end
 if not newer then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -311,8 +318,12 @@ return 1 + announce(ARGV[2], ARGV[3])
 /// L1 may hold a copy Redis no longer has. The header rules are
 /// [`WRITE_SCRIPT`]'s; an `hc1` entry is rewritten as `hc2`, an `hc3` one
 /// keeps its tags.
-/// KEYS[1] value; ARGV[1] the expire's moment (epoch ms), ARGV[2] channel,
-/// ARGV[3] expire message, ARGV[4] the digit limit.
+/// In any case it leaves its moment in KEYS[2] (raised, never lowered),
+/// living ARGV[5] ms: a load begun before it and written after it is not
+/// written ([`WRITE_SCRIPT`]).
+/// KEYS[1] value, KEYS[2] expire marker; ARGV[1] the expire's moment (epoch
+/// ms), ARGV[2] channel, ARGV[3] expire message, ARGV[4] the digit limit,
+/// ARGV[5] the marker's life (ms).
 /// Returns 1 if expired, else 0; plus [`ANNOUNCE_REFUSED`] if the PUBLISH
 /// was refused.
 pub const EXPIRE_SCRIPT: &str = concat!(
@@ -326,6 +337,10 @@ if type(stored) == 'string' then
   h = envelope_header(stored, tonumber(ARGV[4]))
 end
 local at = tonumber(ARGV[1])
+local marked = tonumber(redis.pcall('GET', KEYS[2]))
+if marked == nil or marked < at then
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[5])
+end
 if h ~= nil and tonumber(h.stamp) <= at and tonumber(h.fresh) > at then
   local refresh = h.refresh
   if tonumber(refresh) > at then

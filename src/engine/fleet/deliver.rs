@@ -72,7 +72,7 @@ impl<S: SharedStore> Fleet<S> {
     let keys = self.store.keys(key);
     self
       .deliver(
-        self.store.expire(key, &keys, at),
+        self.store.expire(key, &keys, at, self.guarded_ms()),
         |fleet| fleet.settle_queued(|queue| queue.settled_expire(key, at)),
         |fleet| fleet.kept(|queue, now| queue.push_expire(key, at, now)),
       )

@@ -163,7 +163,7 @@ impl<S: SharedStore> Fleet<S> {
             .map(drop),
           KeyOp::Expire { stamp } => self
             .store
-            .expire(key, &self.store.keys(key), *stamp)
+            .expire(key, &self.store.keys(key), *stamp, self.guarded_ms())
             .await
             .map(drop),
         },

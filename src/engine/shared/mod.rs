@@ -379,12 +379,15 @@ pub trait SharedStore: Send + Sync + 'static {
   /// `expire` at `at` (epoch ms), live or replayed: makes `key`'s value
   /// stale from `at`, its value and hard TTL kept, unless it was written
   /// later (a greater stamp), is stale by then already, or is not a valid
-  /// envelope (`Meta::expired_at`); then announces it. True if expired.
+  /// envelope (`Meta::expired_at`); then announces it. In any case, for
+  /// `guard` ms no [`SharedStore::write_over`] of a load begun before `at`
+  /// is written. True if expired.
   fn expire(
     &self,
     key: &str,
     keys: &Self::Keys,
     at: u64,
+    guard: u64,
   ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
   /// `deleteByTag` at `at` (epoch ms), live or replayed: raises `tag`'s

@@ -1,7 +1,8 @@
 //! What the simulator saw, and the invariants it checks after every step:
 //! one loader per key at a time and none while the store holds a fresh
 //! loaded value, no background refresh's loader while the key backs off
-//! fleet-wide (each while the store answers), no live `set` or `delete`
+//! fleet-wide (each while the store answers), no value of a load begun
+//! before an applied `expire` stored fresh after it, no live `set` or `delete`
 //! overwritten by an older fill, no lock outliving its holder by more than
 //! `lockTtl`, every caller settled, and every L1 agreeing with the store
 //! once faults stopped.
@@ -44,6 +45,14 @@ struct Applied {
   at: u64,
 }
 
+/// A live `expire` the store applied: its key's value was made stale at
+/// `at`.
+#[derive(Debug)]
+struct Expired {
+  key: String,
+  at: u64,
+}
+
 #[derive(Debug)]
 struct Call {
   instance: usize,
@@ -68,6 +77,7 @@ pub struct History {
   runs: Vec<LoaderRun>,
   origins: HashMap<String, Origin>,
   applied: Vec<Applied>,
+  expired: Vec<Expired>,
   /// Lock tokens the flights won, by token: the instance, and when the
   /// flight that held it ended.
   tokens: HashMap<String, (usize, Option<u64>)>,
@@ -87,6 +97,7 @@ impl History {
       runs: Vec::new(),
       origins: HashMap::new(),
       applied: Vec::new(),
+      expired: Vec::new(),
       tokens: HashMap::new(),
       calls: Vec::new(),
       dead: Vec::new(),
@@ -194,6 +205,14 @@ impl History {
     });
   }
 
+  /// A live `expire` of `key` at `at` is in the store.
+  pub fn expired(&mut self, key: &str, at: u64) {
+    self.expired.push(Expired {
+      key: key.to_string(),
+      at,
+    });
+  }
+
   pub fn token(&mut self, token: &str, instance: usize) {
     self.tokens.insert(token.to_string(), (instance, None));
   }
@@ -250,6 +269,19 @@ impl History {
       if let Some(op) = newer {
         let what = format!(
           "{key:?} holds {} from a load begun at {began}, older than a live set or delete at {}",
+          stored.json, op.at
+        );
+        self.broken(now, what);
+      }
+      // A load begun before an expire may have read what changed: it is
+      // not stored fresh after it.
+      let expired = self
+        .expired
+        .iter()
+        .find(|op| op.key == *key && op.at > began + margin);
+      if let Some(op) = expired.filter(|_| stored.fresh_until > now + margin) {
+        let what = format!(
+          "{key:?} holds {} fresh, from a load begun at {began}, before an expire at {}",
           stored.json, op.at
         );
         self.broken(now, what);
@@ -352,6 +384,34 @@ mod tests {
     // Nor is anything while a fault lets the fleet fail open.
     h.fault(1_300, 100);
     h.loader_started(1_310, 0, "k", stored("\"v1\"", 3_000), false);
+    assert_eq!(h.violation, None);
+  }
+
+  #[test]
+  fn a_fresh_fill_from_a_load_begun_before_an_expire_breaks_it() {
+    let mut h = history();
+    h.value("\"read before\"", Origin::Fill { began: 1_000 });
+    h.expired("k", 1_100);
+    // Stale in the store (the expire's own rewrite): fine.
+    h.check_store(
+      1_200,
+      &[("k".to_string(), stored("\"read before\"", 1_100))],
+      &[],
+    );
+    assert_eq!(h.violation, None);
+    h.check_store(
+      1_200,
+      &[("k".to_string(), stored("\"read before\"", 9_000))],
+      &[],
+    );
+    assert!(h.violation.take().unwrap().contains("before an expire"));
+    // A load begun after it is fine.
+    h.value("\"read after\"", Origin::Fill { began: 1_150 });
+    h.check_store(
+      1_200,
+      &[("k".to_string(), stored("\"read after\"", 9_000))],
+      &[],
+    );
     assert_eq!(h.violation, None);
   }
 

@@ -6,8 +6,8 @@
 //! silent, refusing and lost replies per instance, the store down, every
 //! subscription dropped, clocks skewed, an instance killed mid-load).
 //! Calls are `getOrLoad` (a third of them taking stale values, which start
-//! background refreshes; one key's values go stale fast), `set` and
-//! `delete`; one loader run in seven fails.
+//! background refreshes; one key's values go stale fast), `set`, `delete`
+//! and `expire`; one loader run in seven fails.
 //! [`check::History`] checks the invariants after every step. A failing
 //! seed prints itself and its trace; `HERDCACHE_SIM_SEED=<n>` replays it.
 
@@ -163,7 +163,8 @@ async fn step(world: &Rc<World>, rng: &mut Rng, faulty: bool, killed: &mut bool)
       world::spawn_on(world, i, call);
     }
     45..=49 if alive => world::spawn_on(world, i, world::set(Rc::clone(world), i, key)),
-    50..=53 if alive => world::spawn_on(world, i, world::delete(Rc::clone(world), i, key)),
+    50..=52 if alive => world::spawn_on(world, i, world::delete(Rc::clone(world), i, key)),
+    53 if alive => world::spawn_on(world, i, world::expire(Rc::clone(world), i, key)),
     54..=56 if alive => {
       let ms = rng.between(0, SLOW_MS);
       world.log(format!("i{i} connection now takes {ms} ms"));

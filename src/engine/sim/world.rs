@@ -435,6 +435,29 @@ pub async fn set(world: Rc<World>, i: usize, key: String) {
   }
 }
 
+/// A live `expire` of `key` on instance `i`: applied once the store holds
+/// its moment in the key's expire marker (one kept for auto-recovery does
+/// not, yet).
+pub async fn expire(world: Rc<World>, i: usize, key: String) {
+  let instance = world.instance(i);
+  world.log(format!("i{i} expires {key:?}"));
+  let (at, step) = {
+    let mut cache = instance.cache.borrow_mut();
+    (cache.local().now(), cache.expire(&key))
+  };
+  if let Step::Later(expire) = step {
+    expire.await;
+    let marker = crate::core::fleet::RedisKeys::new(PREFIX, &key).expired;
+    let marked = world.server.with(|k| {
+      let text = k.text(&marker)?;
+      std::str::from_utf8(text).ok()?.parse::<u64>().ok()
+    });
+    if marked.is_some_and(|marked| marked >= at) {
+      world.history.borrow_mut().expired(&key, at);
+    }
+  }
+}
+
 /// A live `delete` of `key` on instance `i`.
 pub async fn delete(world: Rc<World>, i: usize, key: String) {
   let instance = world.instance(i);

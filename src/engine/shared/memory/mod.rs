@@ -318,14 +318,20 @@ impl SharedStore for MemoryStore {
       .await
   }
 
-  async fn expire(&self, key: &str, keys: &RedisKeys, at: u64) -> Result<bool, MemoryError> {
+  async fn expire(
+    &self,
+    key: &str,
+    keys: &RedisKeys,
+    at: u64,
+    guard: u64,
+  ) -> Result<bool, MemoryError> {
     let event = self.event(Change::Expired {
       key: key.to_string(),
       at,
     });
     self
       .call(|k| {
-        let expired = scripts::expire(k, &keys.value, at);
+        let expired = scripts::expire(k, keys, at, guard);
         k.publish(&self.channel, event);
         expired
       })

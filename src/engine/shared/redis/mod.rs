@@ -160,7 +160,7 @@ impl SharedStore for RedisStore {
     async fn write_over(&self, key: &str, keys: &RedisKeys, envelope: &Envelope, px: u64, token: Option<&str>, corrupt_stamp: Option<u64>) -> RedisResult<bool>;
     async fn write_newest(&self, key: &str, keys: &RedisKeys, envelope: &Envelope, px: u64) -> RedisResult<u64>;
     async fn delete(&self, key: &str, keys: &RedisKeys, deletion: Deletion) -> RedisResult<bool>;
-    async fn expire(&self, key: &str, keys: &RedisKeys, at: u64) -> RedisResult<bool>;
+    async fn expire(&self, key: &str, keys: &RedisKeys, at: u64, guard: u64) -> RedisResult<bool>;
     async fn invalidate_tag(&self, tag: &str, at: u64, px: u64) -> RedisResult<bool>;
     async fn tag_stamps(&self, tags: &[String]) -> RedisResult<Vec<u64>>;
     async fn clear(&self, scope: ClearScope<'_>, not_newer_than: Option<u64>) -> RedisResult<u64>;

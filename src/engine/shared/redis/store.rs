@@ -549,6 +549,7 @@ impl<T: Topology> SharedStore for Redis<T> {
         .key(&keys.value)
         .key(&keys.lock)
         .key(&keys.backoff)
+        .key(&keys.expired)
         .arg(text)
         .arg(px.max(1))
         .arg(envelope.meta.stamp)
@@ -644,7 +645,7 @@ impl<T: Topology> SharedStore for Redis<T> {
   /// PUBLISH in one round trip. Retried: a repeat finds the value stale
   /// already and changes nothing (but announces again: L1s mark by the
   /// same rule, so a second notice changes nothing either).
-  async fn expire(&self, key: &str, keys: &RedisKeys, at: u64) -> RedisResult<bool> {
+  async fn expire(&self, key: &str, keys: &RedisKeys, at: u64, guard: u64) -> RedisResult<bool> {
     let event = &self.event(Change::Expired {
       key: key.to_string(),
       at,
@@ -654,10 +655,12 @@ impl<T: Topology> SharedStore for Redis<T> {
         .scripts
         .expire
         .key(&keys.value)
+        .key(&keys.expired)
         .arg(at)
         .arg(self.topology.script_channel())
         .arg(event)
         .arg(MAX_DIGITS)
+        .arg(guard.max(1))
         .invoke_async::<i64>(&mut c)
         .await
     };
