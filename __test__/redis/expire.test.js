@@ -9,7 +9,7 @@ const assert = require('node:assert/strict')
 const { startRedis } = require('../redis-server')
 const { Cache } = require('../..')
 const { track, within } = require('../helpers')
-const { sleep, waitFor, parseEnvelope, names } = require('./fixtures/fleet')
+const { sleep, waitFor, parseEnvelope, names, heldLoad } = require('./fixtures/fleet')
 
 const T = { timeout: 20000 }
 /** Short bounds: the breaker opens after one 200 ms timeout and Redis is probed again every 300 ms. */
@@ -127,9 +127,7 @@ test('a load another instance began before an expire is not written to Redis aft
   const prefix = 'exp-inflight:'
   const options = { redis: redis.url, prefix, ttl: 60_000, jitter: 0, beta: 0 }
   const [a, b] = [0, 1].map(() => track(t, new Cache(options)))
-  let release
-  const loading = a.getOrLoad('k', () => new Promise((resolve) => (release = () => resolve('read before'))))
-  await waitFor(async () => release !== undefined, "a's loader running", 2000, 5)
+  const { loading, release } = await heldLoad(a, 'k', 'read before')
   await b.expire('k')
   const marker = await redis.cmd('GET', `${names(prefix, 'k').value}:expired`)
   assert.ok(Number(marker) > 0, `the expire leaves its moment (${marker})`)

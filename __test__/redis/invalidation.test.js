@@ -14,6 +14,7 @@ const {
   loaderLog,
   spawnChild,
   storedEnvelope,
+  heldLoad,
 } = require('./fixtures/fleet')
 
 const T = { timeout: 10000 }
@@ -181,9 +182,7 @@ test(
     const a = track(t, new Cache(options))
     const b = track(t, new Cache(options))
     const key = names(prefix, 'k').value
-    let release
-    const slow = a.getOrLoad('k', () => new Promise((resolve) => (release = () => resolve('read before the set'))))
-    await waitFor(async () => release !== undefined, "a's loader running", 2000, 5)
+    const { loading: slow, release } = await heldLoad(a, 'k', 'read before the set')
     await b.set('k', 'set')
     // The set's value expires (its hard TTL) before a's older load writes...
     await new Promise((resolve) => setTimeout(resolve, 400))

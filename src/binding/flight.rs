@@ -634,10 +634,10 @@ unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::en
     resume(env, inner, id, false);
   }
   let refresh = call.filter(|_| served == Served::Stale);
-  if let Some((call, loader)) = refresh.and_then(|c| Some((c.key.to_js(env), c.loader.get(env)?))) {
+  if let Some((key, loader)) = refresh.and_then(|c| Some((c.key.to_js(env), c.loader.get(env)?))) {
     // A refresh that cannot start leaves the stale value served: the next
     // call past it asks again.
-    let _ = refresh_stale(env, inner, call, loader);
+    let _ = refresh_stale(env, inner, key, loader);
   }
 }
 
