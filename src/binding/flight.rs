@@ -66,9 +66,6 @@ pub(super) unsafe fn start_flight(
   let started = if first == (FirstStep::ReadShared { lead_now: false }) {
     defer_leader(env, inner, id, call.key_js, call.loader)
   } else {
-    if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
-      flight.handle.led = true;
-    }
     let background = refresh.is_some();
     lead(
       env,
@@ -117,7 +114,7 @@ pub struct FlightHandle {
   /// refresh a stale answer calls for runs ([`adopt`]).
   call: Option<LeadingCall>,
   /// The JS leader was made (`lead`): it must be told how the flight ends
-  /// (`resume`).
+  /// (`resume`). False only while [`defer_leader`] holds it back.
   led: bool,
 }
 
@@ -155,7 +152,7 @@ impl FlightHandle {
       answered: Answered::default(),
       answer: None,
       call: None,
-      led: false,
+      led: true,
     };
     Ok((handle, promise))
   }
@@ -714,6 +711,7 @@ pub unsafe fn defer_leader(
   };
   if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
     flight.handle.call = Some(call);
+    flight.handle.led = false;
     inner.unled.borrow_mut().insert(id);
   }
   Ok(())

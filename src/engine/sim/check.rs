@@ -37,18 +37,10 @@ struct LoaderRun {
   ended: bool,
 }
 
-/// A live `set` or `delete` the store applied: made at `at`, done by
-/// `done`.
+/// A live call on `key` made at `at` that the store applied: a `set` or
+/// `delete` ([`History::applied`]), or an `expire` ([`History::expired`]).
 #[derive(Debug)]
 struct Applied {
-  key: String,
-  at: u64,
-}
-
-/// A live `expire` the store applied: its key's value was made stale at
-/// `at`.
-#[derive(Debug)]
-struct Expired {
   key: String,
   at: u64,
 }
@@ -77,7 +69,7 @@ pub struct History {
   runs: Vec<LoaderRun>,
   origins: HashMap<String, Origin>,
   applied: Vec<Applied>,
-  expired: Vec<Expired>,
+  expired: Vec<Applied>,
   /// Lock tokens the flights won, by token: the instance, and when the
   /// flight that held it ended.
   tokens: HashMap<String, (usize, Option<u64>)>,
@@ -207,7 +199,7 @@ impl History {
 
   /// A live `expire` of `key` at `at` is in the store.
   pub fn expired(&mut self, key: &str, at: u64) {
-    self.expired.push(Expired {
+    self.expired.push(Applied {
       key: key.to_string(),
       at,
     });

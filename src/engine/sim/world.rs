@@ -448,10 +448,7 @@ pub async fn expire(world: Rc<World>, i: usize, key: String) {
   if let Step::Later(expire) = step {
     expire.await;
     let marker = crate::core::fleet::RedisKeys::new(PREFIX, &key).expired;
-    let marked = world.server.with(|k| {
-      let text = k.text(&marker)?;
-      std::str::from_utf8(text).ok()?.parse::<u64>().ok()
-    });
+    let marked = world.server.with(|k| k.number(&marker));
     if marked.is_some_and(|marked| marked >= at) {
       world.history.borrow_mut().expired(&key, at);
     }

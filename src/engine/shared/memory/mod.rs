@@ -173,6 +173,11 @@ impl MemoryStore {
   fn event(&self, change: Change) -> String {
     Event::new(&self.origin, change).encode()
   }
+
+  /// The event a release of `keys`' lock announces.
+  fn released_event(&self, keys: &RedisKeys) -> String {
+    self.event(Change::Released(keys.key(&self.prefix).to_string()))
+  }
 }
 
 impl SharedStore for MemoryStore {
@@ -230,7 +235,7 @@ impl SharedStore for MemoryStore {
     failures: u32,
     ms: u64,
   ) -> Result<bool, MemoryError> {
-    let event = self.event(Change::Released(keys.key(&self.prefix).to_string()));
+    let event = self.released_event(keys);
     self
       .call(|k| {
         let released = scripts::fail_refresh(k, keys, token, failures, ms);
@@ -249,7 +254,7 @@ impl SharedStore for MemoryStore {
   }
 
   async fn release(&self, keys: &RedisKeys, token: &str) -> Result<bool, MemoryError> {
-    let event = self.event(Change::Released(keys.key(&self.prefix).to_string()));
+    let event = self.released_event(keys);
     self
       .call(|k| {
         let released = scripts::release(k, &keys.lock, token);

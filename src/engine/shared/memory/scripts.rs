@@ -25,12 +25,6 @@ fn stamp_of(keyspace: &mut Keyspace, name: &str) -> Option<u64> {
   stored_header_of(keyspace, name).map(|meta| meta.stamp)
 }
 
-/// The moment an expire left in `name` (Lua's `tonumber`: digits only).
-fn marked_at(keyspace: &mut Keyspace, name: &str) -> Option<u64> {
-  let text = keyspace.text(name)?;
-  std::str::from_utf8(text).ok()?.parse().ok()
-}
-
 /// Whether `name` holds exactly `token` (another type does not).
 fn holds(keyspace: &mut Keyspace, name: &str, token: &str) -> bool {
   keyspace.text(name) == Some(token.as_bytes())
@@ -107,7 +101,9 @@ pub fn write(
 ) -> bool {
   let newer = stamp_of(keyspace, &keys.value)
     .is_some_and(|stamp| stamp > envelope.meta.stamp && Some(stamp) != corrupt_stamp)
-    || marked_at(keyspace, &keys.expired).is_some_and(|at| at > envelope.meta.stamp);
+    || keyspace
+      .number(&keys.expired)
+      .is_some_and(|at| at > envelope.meta.stamp);
   if !newer {
     let text = Stored::Text(envelope.encode().into_bytes());
     keyspace.set(&keys.value, text, Some(px));
@@ -169,7 +165,10 @@ fn stored_header_of(keyspace: &mut Keyspace, name: &str) -> Option<Meta> {
 /// is left in the key's expire marker for `guard` ms (raised, never
 /// lowered).
 pub fn expire(keyspace: &mut Keyspace, keys: &RedisKeys, at: u64, guard: u64) -> bool {
-  if marked_at(keyspace, &keys.expired).is_none_or(|marked| marked < at) {
+  if keyspace
+    .number(&keys.expired)
+    .is_none_or(|marked| marked < at)
+  {
     let marker = Stored::Text(at.to_string().into_bytes());
     keyspace.set(&keys.expired, marker, Some(guard.max(1)));
   }

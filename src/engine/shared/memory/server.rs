@@ -71,6 +71,13 @@ impl Keyspace {
     }
   }
 
+  /// The text under `name` read as a whole number (as the scripts' Lua
+  /// `tonumber` reads what herdcache writes there: digits); `None` when
+  /// there is none, another type, or other text.
+  pub fn number(&mut self, name: &str) -> Option<u64> {
+    std::str::from_utf8(self.text(name)?).ok()?.parse().ok()
+  }
+
   /// `SET name value [PX ms]`: any type replaced, the TTL with it.
   pub fn set(&mut self, name: &str, value: Stored, px: Option<u64>) {
     let expires_at = px.map(|ms| self.now + ms.max(1));
