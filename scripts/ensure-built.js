@@ -77,9 +77,14 @@ const why =
       : 'it is not built yet; the first build compiles every dependency: a few minutes'
 console.error(`herdcache: building the native addon (profile \`${profile}\`: ${why}; cargo shows its progress)…`)
 const started = Date.now()
+// The tests' addon is built with the features the Rust tests build with:
+// tokio's `test-util` (a dev-dependency, for paused clocks). Without it, the
+// first `cargo test` of a fresh clone compiles tokio and everything over it
+// (redis, napi, the crate) a second time: 84 s against 47 s on 2 cores.
+const features = forTests ? ['--features', 'tokio/test-util'] : []
 const result = spawnSync(
   napi,
-  ['build', '--platform', '--profile', profile, '--js', 'binding.js', '--dts', 'binding.d.ts'],
+  ['build', '--platform', '--profile', profile, ...features, '--js', 'binding.js', '--dts', 'binding.d.ts'],
   {
     cwd: root,
     stdio: 'inherit',

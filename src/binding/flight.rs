@@ -4,23 +4,26 @@
 //! and the raw functions the JS leader reports with. Every report takes the
 //! flight id alone: the flight knows its key.
 //!
-//! With a fleet: flights started in one tick are read together
-//! ([`queue_first_read`], [`flush_reads`]); every answer goes to
-//! `Cache::step`, whose [`Effect`] is carried out in [`carry_out`]. The
-//! engine decides each step; this only runs its futures, parses values and
-//! tells the JS leader to run the loader, or that the flight was answered
-//! (`resume(ctx, id, load, refresh)`).
+//! Everything that happens to a flight goes to `Cache::step`, whose
+//! [`Effect`] is carried out in [`carry_out`]: the engine decides each step;
+//! this runs its futures, parses values, makes the JS leader, tells it to
+//! run the loader or that the flight was answered (`resume(ctx, id,
+//! load)`), and settles the callers' promise. With a fleet, the first reads
+//! of the flights started in one tick go out together
+//! ([`queue_first_read`], [`flush_reads`]).
 
 use super::args::{optional_string, read_tags};
 use super::futures::{self, then_on_cache};
 use super::held::Held;
 use super::raw::{self, napi_try, Env, JsRef, RawResult, Value};
-use super::status::{self, Answered, Lock, Outcome, Source, StaleReason};
+use super::status::{self, Lock, Outcome, Source, StaleReason};
 use super::Inner;
-use crate::core::envelope::Meta;
 use crate::core::options::{EntryPolicy, RawCallOptions};
+use crate::engine::flights::Flight;
 use crate::engine::together::{self, Ask};
-use crate::engine::{Effect, Event, FirstStep, Keep, Origin, Refresh, Served, Step, Written};
+use crate::engine::{
+  Adopted, Answered, Effect, Event, FirstStep, Keep, Loaded, Pending, Refresh, Written,
+};
 use napi::sys;
 use std::rc::Rc;
 
@@ -82,7 +85,17 @@ pub(super) unsafe fn start_flight(
   };
   if let Err(failure) = started {
     // The leader never saw it: nobody else has its promise yet.
-    let _ = inner.cache.borrow_mut().fail(id, false, false);
+    let given_up = Event::Failed {
+      timed_out: false,
+      loader_ran: false,
+    };
+    if let Effect::Reject {
+      release: Some(release),
+      ..
+    } = inner.cache.borrow_mut().step(id, given_up)
+    {
+      futures::spawn(release);
+    }
     return Err(failure);
   }
   if waiting {
@@ -104,18 +117,14 @@ pub struct FlightHandle {
   /// when it settles (`answer`), `outcome` too if another instance's value
   /// answers it.
   pub statuses: Vec<JsRef>,
-  /// What those callers are told of how it was answered.
-  answered: Answered,
-  /// With a fleet: our loader's value while it is written there (an
-  /// object by reference, a primitive by copy).
+  /// The value its callers get, kept while the engine's steps run (our
+  /// loader's, while it is written to the fleet; another instance's, once
+  /// parsed): an object by reference, a primitive by copy.
   answer: Option<Kept>,
   /// With a fleet, a foreground flight's leading call ([`defer_leader`]):
   /// what its JS leader needs when it is made, and what the background
-  /// refresh a stale answer calls for runs ([`adopt`]).
+  /// refresh a stale answer calls for runs ([`carry_out`]).
   call: Option<LeadingCall>,
-  /// The JS leader was made (`lead`): it must be told how the flight ends
-  /// (`resume`). False only while [`defer_leader`] holds it back.
-  led: bool,
 }
 
 /// A foreground flight's leading call, kept while it is in flight with a
@@ -149,10 +158,8 @@ impl FlightHandle {
       promise: Some(JsRef::strong(env, promise)?),
       deferred,
       statuses: Vec::new(),
-      answered: Answered::default(),
       answer: None,
       call: None,
-      led: true,
     };
     Ok((handle, promise))
   }
@@ -200,28 +207,23 @@ impl Kept {
 }
 
 /// Answers a flight's callers with `value`, telling those that asked
-/// (`status`) how they were answered: `served`, when it was not by a load,
-/// by a value of `meta` (with the time now).
+/// (`status`) how they were answered: by our load, or by another instance's
+/// value (`adopted`).
 unsafe fn answer(
   env: Env,
-  mut handle: FlightHandle,
+  flight: &mut Flight<FlightHandle>,
   value: Value,
-  served: Option<Served>,
-  meta: Option<(Meta, u64)>,
+  adopted: Option<Adopted>,
 ) {
-  describe(env, &handle.statuses, handle.answered, served, meta);
-  handle.settle(env, Ok(value));
+  describe(env, &flight.handle.statuses, flight.answered, adopted);
+  flight.handle.settle(env, Ok(value));
 }
 
 /// Fills the `statuses` of a flight's callers (see [`answer`]).
-unsafe fn describe(
-  env: Env,
-  statuses: &[JsRef],
-  answered: Answered,
-  served: Option<Served>,
-  meta: Option<(Meta, u64)>,
-) {
-  let stale = (served == Some(Served::Stale)).then_some(StaleReason::Refresh);
+unsafe fn describe(env: Env, statuses: &[JsRef], answered: Answered, adopted: Option<Adopted>) {
+  let served = adopted.map(|a| a.served);
+  let stale = (served == Some(crate::engine::Served::Stale)).then_some(StaleReason::Refresh);
+  let meta = adopted.map(|a| (a.meta, a.now));
   for status in statuses {
     let Some(status) = status.get(env) else {
       continue;
@@ -230,7 +232,14 @@ unsafe fn describe(
       let name = raw::string(env, Outcome::served(served).name());
       let _ = raw::set_property(env, status, c"outcome", name);
     }
-    status::describe(env, status, answered.source, answered.lock, stale, meta);
+    status::describe(
+      env,
+      status,
+      Source::of(answered),
+      Lock::of(answered),
+      stale,
+      meta,
+    );
   }
 }
 
@@ -267,36 +276,32 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
     if !inner.cache.borrow().has_fleet() {
       return fill_here(env, inner, id, value, negative, compute_ms, keep);
     }
-    let held = Held::from_js(env, value)?;
-    let json = optional_string(env, argv[4])?;
-    let filled = inner
-      .cache
-      .borrow_mut()
-      .fill(id, held, negative, compute_ms, json, keep);
-    match filled {
-      Step::Done(flight) => {
-        if let Some(flight) = flight {
-          answer(env, flight.handle, value, None, None);
-        }
+    let loaded = Loaded {
+      value: Held::from_js(env, value)?,
+      negative,
+      compute_ms,
+      json: optional_string(env, argv[4])?,
+      keep,
+    };
+    let kept = Kept::new(env, value)?;
+    if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
+      flight.handle.answer = Some(kept);
+    }
+    match inner.cache.borrow_mut().step(id, Event::Loaded(loaded)) {
+      Effect::Write(write) => self::write(env, inner, id, write),
+      effect => {
+        carry_out(env, inner, id, effect, None);
         Ok(raw::undefined(env))
       }
-      Step::Later(write) => {
-        let kept = Kept::new(env, value)?;
-        if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
-          flight.handle.answer = Some(kept);
-        }
-        then_on_cache(env, inner.id, write, move |env, inner, written: Written| {
-          let flight = inner.cache.borrow_mut().written(id, written);
-          if let Some(mut flight) = flight {
-            let value = match flight.handle.answer.take() {
-              Some(held) => held.to_js(env),
-              None => raw::undefined(env),
-            };
-            answer(env, flight.handle, value, None, None);
-          }
-        })
-      }
     }
+  })
+}
+
+/// Runs flight `id`'s write to the fleet; its end goes to `step`. Returns
+/// the write's promise.
+unsafe fn write(env: Env, inner: &Rc<Inner>, id: u64, write: Pending<Written>) -> RawResult<Value> {
+  then_on_cache(env, inner.id, write, move |env, inner, written| {
+    step(env, inner, id, Event::Written(written))
   })
 }
 
@@ -357,17 +362,21 @@ unsafe fn fill_here(
   if !deferred.is_null() {
     sys::napi_resolve_deferred(env, deferred, value);
   }
-  describe(env, &statuses, Answered::default(), None, None);
+  describe(env, &statuses, Answered::default(), None);
   let promise = match inner.cache.borrow_mut().flight_mut(id) {
     Some(flight) => flight.handle.promise.take(),
     None => return Ok(undefined),
   };
-  let held = Held::settled(env, value, promise)?;
-  let filled = inner
-    .cache
-    .borrow_mut()
-    .fill(id, held, negative, compute_ms, None, keep);
-  drop(filled);
+  let loaded = Loaded {
+    value: Held::settled(env, value, promise)?,
+    negative,
+    compute_ms,
+    json: None,
+    keep,
+  };
+  // Its callers are answered already: what is left is to end it.
+  let ended = inner.cache.borrow_mut().step(id, Event::Loaded(loaded));
+  carry_out(env, inner, id, ended, None);
   Ok(undefined)
 }
 
@@ -376,14 +385,12 @@ unsafe fn fill_here(
 /// with `error`; with a fleet, the lock is released.
 pub unsafe extern "C" fn fail(env: Env, info: sys::napi_callback_info) -> Value {
   report::<4>(env, info, |inner, id, argv| {
-    let (timed_out, loader_ran) = (raw::get_bool(env, argv[2]), raw::get_bool(env, argv[3]));
-    let (flight, release) = inner.cache.borrow_mut().fail(id, timed_out, loader_ran);
-    if let Some(release) = release {
-      futures::spawn(release);
-    }
-    if let Some(mut flight) = flight {
-      flight.handle.settle(env, Err(argv[1]));
-    }
+    let failed = Event::Failed {
+      timed_out: raw::get_bool(env, argv[2]),
+      loader_ran: raw::get_bool(env, argv[3]),
+    };
+    let effect = inner.cache.borrow_mut().step(id, failed);
+    carry_out(env, inner, id, effect, Some(argv[1]));
     Ok(raw::undefined(env))
   })
 }
@@ -426,36 +433,28 @@ pub unsafe extern "C" fn record_load_queue(env: Env, info: sys::napi_callback_in
   raw::undefined(env)
 }
 
-/// The background refresh a stale value from the shared store calls for,
-/// unless a flight is already there or the key backs off; true if started.
-unsafe fn refresh_stale(
+/// The background refresh of `key_js` a stale value from the shared store
+/// calls for (`Adopted::refresh`: the engine found it due), with the
+/// leading call's `loader`.
+unsafe fn start_refresh(
   env: Env,
   inner: &Rc<Inner>,
   key_js: Value,
   loader: Value,
-) -> RawResult<bool> {
+) -> RawResult<()> {
   let mut key_buf = raw::Utf8::new();
   let key = super::key::read(env, key_js, &mut key_buf)?;
-  let (due, policy) = {
-    let cache = inner.cache.borrow();
-    (
-      !cache.is_closed() && cache.local().refresh_due(key.as_str()),
-      cache.config().entry,
-    )
+  let policy = inner.cache.borrow().config().entry;
+  let call = Call {
+    key: key.as_str(),
+    key_js,
+    loader,
+    policy,
+    refuse_stale: false,
+    tags: raw::undefined(env),
   };
-  if due {
-    let call = Call {
-      key: key.as_str(),
-      key_js,
-      loader,
-      policy,
-      refuse_stale: false,
-      tags: raw::undefined(env),
-    };
-    // Its tags are the stale value's (`Engine::tag_flight`).
-    start_flight(env, inner, &call, Some(Refresh::Stale))?;
-  }
-  Ok(due)
+  // Its tags are the stale value's (`Engine::tag_flight`).
+  start_flight(env, inner, &call, Some(Refresh::Stale)).map(drop)
 }
 
 /// With a fleet, a new flight's first step: a read, batched with the other
@@ -502,31 +501,26 @@ pub unsafe extern "C" fn flush_reads(env: Env, info: sys::napi_callback_info) ->
 }
 
 /// Hands `event` to the engine and carries out what it says.
-unsafe fn step(env: Env, inner: &Rc<Inner>, id: u64, event: Event) {
+unsafe fn step(env: Env, inner: &Rc<Inner>, id: u64, event: Event<Held>) {
   let effect = inner.cache.borrow_mut().step(id, event);
-  if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
-    let answered = &mut flight.handle.answered;
-    match &effect {
-      Effect::Load { locked: true } => answered.lock = Some(Lock::Won),
-      Effect::Adopt {
-        from: Origin::Holder,
-        ..
-      } => (answered.source, answered.lock) = (Source::Fleet, Some(Lock::Lost)),
-      Effect::Adopt {
-        from: Origin::Store,
-        ..
-      } => answered.source = Source::Redis,
-      _ => {}
-    }
-  }
-  carry_out(env, inner, id, effect);
+  carry_out(env, inner, id, effect, None);
 }
 
-unsafe fn carry_out(env: Env, inner: &Rc<Inner>, id: u64, effect: Effect<FlightHandle>) {
+/// Carries out `effect` for flight `id`. `thrown`: what its loader threw,
+/// for an [`Effect::Reject`] that names no error of the engine's.
+unsafe fn carry_out(
+  env: Env,
+  inner: &Rc<Inner>,
+  id: u64,
+  effect: Effect<FlightHandle>,
+  thrown: Option<Value>,
+) {
   match effect {
-    Effect::Ask(ask) => {
+    Effect::Ask { ask, lead } => {
       // The wait for the lock's holder is bounded by the leader's deadline.
-      lead_deferred(env, inner, id, true);
+      if lead {
+        make_leader(env, inner, id, true);
+      }
       let mut collecting = inner.asks.borrow_mut();
       match collecting.as_mut() {
         Some(asks) => asks.push((id, ask)),
@@ -536,25 +530,77 @@ unsafe fn carry_out(env: Env, inner: &Rc<Inner>, id: u64, effect: Effect<FlightH
         }
       }
     }
-    Effect::Load { .. } => {
-      if !lead_deferred(env, inner, id, false) {
-        resume(env, inner, id, true)
+    Effect::Load { lead: true, .. } => make_leader(env, inner, id, false),
+    Effect::Load { lead: false, .. } => resume(env, inner, id, true),
+    Effect::Adopt { envelope, .. } => adopt(env, inner, id, &envelope),
+    Effect::Write(future) => {
+      if write(env, inner, id, future).is_err() {
+        // Released meanwhile: its callers are answered without the fleet.
+        step(env, inner, id, Event::Written(Written::Skipped));
       }
     }
-    Effect::Adopt { envelope, .. } => adopt(env, inner, id, &envelope),
-    Effect::Reject(flight, error) => {
-      let mut led = true;
+    Effect::Answer {
+      flight,
+      adopted,
+      resume,
+    } => end_answered(env, inner, id, flight, adopted, resume),
+    Effect::Reject {
+      flight,
+      error,
+      release,
+      resume: tell_leader,
+    } => {
+      if let Some(release) = release {
+        futures::spawn(release);
+      }
       if let Some(mut flight) = flight {
-        led = !forget_unled(inner, id, &mut flight.handle);
-        let error = raw::failure_value(env, error.into());
+        let error = match error {
+          Some(error) => raw::failure_value(env, error.into()),
+          None => thrown.unwrap_or_else(|| raw::undefined(env)),
+        };
         flight.handle.settle(env, Err(error));
       }
-      if led {
+      if tell_leader {
         resume(env, inner, id, false);
       }
     }
     Effect::Spawn(future) => futures::spawn(future),
     Effect::Done => {}
+  }
+}
+
+/// Flight `id` ended with its value ([`Effect::Answer`]): its callers get
+/// it, the JS leader is told if the fleet answered it (`tell_leader`), and
+/// the refresh a stale answer calls for starts.
+unsafe fn end_answered(
+  env: Env,
+  inner: &Rc<Inner>,
+  id: u64,
+  flight: Option<Flight<FlightHandle>>,
+  adopted: Option<Adopted>,
+  tell_leader: bool,
+) {
+  let refresh = match flight {
+    Some(mut flight) => {
+      let value = match flight.handle.answer.take() {
+        Some(kept) => kept.to_js(env),
+        None => raw::undefined(env),
+      };
+      let call = flight.handle.call.take();
+      answer(env, &mut flight, value, adopted);
+      call.filter(|_| adopted.is_some_and(|a| a.refresh))
+    }
+    None => None,
+  };
+  if tell_leader {
+    resume(env, inner, id, false);
+  }
+  if let Some(call) = refresh {
+    if let Some(loader) = call.loader.get(env) {
+      // A refresh that cannot start leaves the stale value served: the
+      // next call past it asks again.
+      let _ = start_refresh(env, inner, call.key.to_js(env), loader);
+    }
   }
 }
 
@@ -597,45 +643,28 @@ unsafe fn ask_together(env: Env, inner: &Rc<Inner>, mut asks: Vec<(u64, Ask)>) {
   }
 }
 
-/// Another instance's value answers flight `id`: parsed once, stored, and
-/// its callers answered. A value JS cannot take (the reader's checks are
-/// Rust's) is loaded instead.
+/// Another instance's value answers flight `id`: parsed once, and handed
+/// to the engine. A value JS cannot take (the reader's checks are Rust's)
+/// is loaded instead.
 unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::envelope::Envelope) {
   let parsed = if envelope.meta.negative {
     Ok(raw::null(env))
   } else {
     parse_json(env, inner, &envelope.json)
   };
-  let held = parsed.and_then(|value| Ok((value, Held::from_js(env, value)?)));
-  let Ok((value, held)) = held else {
+  let taken = parsed.and_then(|value| Ok((Kept::new(env, value)?, Held::from_js(env, value)?)));
+  let Ok((kept, held)) = taken else {
     return step(env, inner, id, Event::Unavailable);
   };
-  let (served, flight, now) = {
-    let mut cache = inner.cache.borrow_mut();
-    let (served, flight) = cache.adopt(id, held, envelope.meta, envelope.tags.clone());
-    (served, flight, cache.local().now())
-  };
-  let Some(mut flight) = flight else {
-    return resume(env, inner, id, false);
-  };
-  let led = !forget_unled(inner, id, &mut flight.handle);
-  let call = flight.handle.call.take();
-  answer(
-    env,
-    flight.handle,
-    value,
-    Some(served),
-    Some((envelope.meta, now)),
-  );
-  if led {
-    resume(env, inner, id, false);
+  if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
+    flight.handle.answer = Some(kept);
   }
-  let refresh = call.filter(|_| served == Served::Stale);
-  if let Some((key, loader)) = refresh.and_then(|c| Some((c.key.to_js(env), c.loader.get(env)?))) {
-    // A refresh that cannot start leaves the stale value served: the next
-    // call past it asks again.
-    let _ = refresh_stale(env, inner, key, loader);
-  }
+  let parsed = Event::Parsed {
+    value: held,
+    meta: envelope.meta,
+    tags: envelope.tags.clone(),
+  };
+  step(env, inner, id, parsed);
 }
 
 /// Tells the JS leader what flight `id` does next: run its loader, or (it
@@ -656,14 +685,12 @@ unsafe fn resume(env: Env, inner: &Rc<Inner>, id: u64, load: bool) {
 
 /// Ends flight `id` with `error` for its callers (its lock, if any, let go).
 pub unsafe fn reject(env: Env, inner: &Rc<Inner>, id: u64, error: Value) {
-  let (flight, release) = inner.cache.borrow_mut().fail(id, false, false);
-  if let Some(release) = release {
-    futures::spawn(release);
-  }
-  if let Some(mut flight) = flight {
-    forget_unled(inner, id, &mut flight.handle);
-    flight.handle.settle(env, Err(error));
-  }
+  let given_up = Event::Failed {
+    timed_out: false,
+    loader_ran: false,
+  };
+  let effect = inner.cache.borrow_mut().step(id, given_up);
+  carry_out(env, inner, id, effect, Some(error));
 }
 
 /// `lead(ctx, id, key, loader, background, promise, waiting, since)`: the
@@ -711,33 +738,32 @@ pub unsafe fn defer_leader(
   };
   if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
     flight.handle.call = Some(call);
-    flight.handle.led = false;
-    inner.unled.borrow_mut().insert(id);
   }
   Ok(())
 }
 
-/// Gives flight `id` its JS leader if it has none yet (`waiting`: the fleet
-/// decides first; else its loader runs now). False if it had one. A leader
-/// that cannot be made rejects the flight's callers.
-unsafe fn lead_deferred(env: Env, inner: &Rc<Inner>, id: u64, waiting: bool) -> bool {
-  let (key, loader, since, promise) = {
-    let mut cache = inner.cache.borrow_mut();
-    let Some(flight) = cache.flight_mut(id) else {
-      return false;
+/// Makes flight `id`'s JS leader, which the engine held back
+/// ([`defer_leader`]; `waiting`: the fleet decides first, else its loader
+/// runs now). A leader that cannot be made rejects the flight's callers.
+unsafe fn make_leader(env: Env, inner: &Rc<Inner>, id: u64, waiting: bool) {
+  let made = {
+    let cache = inner.cache.borrow();
+    let Some(flight) = cache.flight(id) else {
+      return;
     };
-    let handle = &mut flight.handle;
-    let Some(call) = handle.call.as_ref().filter(|_| !handle.led) else {
-      return false;
-    };
-    let since = call.since.elapsed().as_secs_f64() * 1000.0;
-    let (key, loader) = (call.key.to_js(env), call.loader.get(env));
-    handle.led = true;
-    (key, loader, since, handle.promise(env))
+    let handle = &flight.handle;
+    handle.call.as_ref().map(|call| {
+      let since = call.since.elapsed().as_secs_f64() * 1000.0;
+      (
+        call.key.to_js(env),
+        call.loader.get(env),
+        since,
+        handle.promise(env),
+      )
+    })
   };
-  inner.unled.borrow_mut().remove(&id);
-  let led = match (promise, loader) {
-    (Some(promise), Some(loader)) => {
+  let led = match made {
+    Some((key, Some(loader), since, Some(promise))) => {
       lead(env, inner, id, key, loader, false, promise, waiting, since).map(drop)
     }
     _ => Err(super::closed()),
@@ -745,25 +771,13 @@ unsafe fn lead_deferred(env: Env, inner: &Rc<Inner>, id: u64, waiting: bool) -> 
   if let Err(failure) = led {
     reject(env, inner, id, raw::failure_value(env, failure));
   }
-  true
-}
-
-/// Whether `handle`'s flight had no JS leader (now forgotten: it never
-/// gets one).
-fn forget_unled(inner: &Inner, id: u64, handle: &mut FlightHandle) -> bool {
-  let unled = !handle.led;
-  if unled {
-    handle.led = true;
-    inner.unled.borrow_mut().remove(&id);
-  }
-  unled
 }
 
 /// At close: the flights without a JS leader (in their first read) reject
 /// with `reason`, as the leader's `abort` rejects the others.
 pub unsafe fn reject_unled(env: Env, inner: &Rc<Inner>, reason: Value) {
-  let ids: Vec<u64> = inner.unled.borrow_mut().drain().collect();
-  for id in ids {
+  let unled = inner.cache.borrow().unled_flights();
+  for id in unled {
     reject(env, inner, id, reason);
   }
 }

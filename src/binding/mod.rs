@@ -65,8 +65,6 @@ pub(crate) struct Inner {
   outcome_buffer: RefCell<Option<JsRef>>,
   /// With a fleet: the flights whose first read goes out at the next flush.
   reads: RefCell<Vec<u64>>,
-  /// With a fleet: the flights without a JS leader yet (`flight::Unled`).
-  unled: RefCell<hashbrown::HashSet<u64>>,
   /// While a read's answers are stepped: the asks they made, which go out
   /// together (`flight::flush_reads`, `engine::together`).
   asks: RefCell<Option<Vec<(u64, crate::engine::together::Ask)>>>,
@@ -241,7 +239,6 @@ impl NativeCache {
       outcome_slot: Cell::new(std::ptr::null_mut()),
       outcome_buffer: RefCell::new(None),
       reads: RefCell::new(Vec::new()),
-      unled: RefCell::new(hashbrown::HashSet::new()),
       asks: RefCell::new(None),
       many_keys: Cell::new(String::new()),
     });

@@ -7,7 +7,7 @@
 
 use super::raw::{self, Env, Value};
 use crate::core::envelope::Meta;
-use crate::engine::Served;
+use crate::engine::{Answered, Origin, Served};
 
 /// Declares a `status` field's values once, with their names.
 macro_rules! status_field {
@@ -68,20 +68,23 @@ status_field! {
     Error => "error",
 }
 
-/// What a flight's callers are told when it settles: filled as the fleet
-/// answers ([`super::flight`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Answered {
-  pub source: Source,
-  pub lock: Option<Lock>,
+impl Source {
+  /// Where a flight's value came from, as the engine recorded it.
+  pub fn of(answered: Answered) -> Source {
+    match answered.from {
+      None => Source::Load,
+      Some(Origin::Store) => Source::Redis,
+      Some(Origin::Holder) => Source::Fleet,
+    }
+  }
 }
 
-impl Default for Answered {
-  fn default() -> Self {
-    Answered {
-      source: Source::Load,
-      lock: None,
-    }
+impl Lock {
+  /// What the fleet lock said to a flight, as the engine recorded it.
+  pub fn of(answered: Answered) -> Option<Lock> {
+    answered
+      .lock_won
+      .map(|won| if won { Lock::Won } else { Lock::Lost })
   }
 }
 

@@ -1,29 +1,22 @@
 //! The cache: the local engine (memory, flights, counters) and, with Redis,
-//! the fleet, and a flight's steps on the engine's side (the binding and
-//! lib/leader.js hold the rest of its life: ARCHITECTURE.md, "A flight,
-//! step by step"):
-//!
-//! 1. [`Cache::begin`] registers it. Without a fleet its loader runs at
-//!    once; with one, the shared store is asked first
-//!    ([`Cache::read_many`], batched per tick by the binding).
-//! 2. Every answer from the fleet goes to [`Cache::step`], which says what
-//!    the binding carries out next ([`Effect`]): run a future and bring
-//!    its answer back to `step`, run our loader (holding the lock, or
-//!    without Redis), adopt another instance's value, end a refresh that
-//!    backs off, or let go of a lock a flight that ended won. The step is
-//!    synchronous, but the lock and the wait for its holder run inside one
-//!    future it hands out (`Fleet::acquire_steps`, which carries out the
-//!    machine of `core::fleet::acquire`).
-//! 3. The loader's result goes to [`Cache::fill`] or [`Cache::fail`]; with a
-//!    fleet the value is written there first and the flight ends in
-//!    [`Cache::written`].
+//! the fleet, and every step of a flight (ARCHITECTURE.md, "A flight, step
+//! by step"). A flight is registered by [`Cache::begin`], which says what it
+//! does first ([`FirstStep`]); from then on everything that happens to it is
+//! an [`Event`] handed to [`Cache::step`], which says what the binding
+//! carries out next ([`Effect`]): ask the store (a future whose answer comes
+//! back as an event), make the JS leader and run our loader, parse another
+//! instance's value, write ours, answer or reject the callers, start the
+//! refresh a stale answer calls for, let go of a lock. The lock and the wait
+//! for its holder are the machine of `core::fleet::acquire`, which the
+//! ask's future carries out (`Fleet::acquire_steps`). The first reads of a
+//! tick's flights go out in one pipeline ([`Cache::read_many`]).
 //!
 //! Futures returned here own what they need (an `Arc<Fleet>`, the key) and
 //! run on tokio; the binding runs them and reports back by flight id.
 
 use super::clock::Clock;
 use super::fleet::{Acquired, Fleet, FleetConfig, Invalidations, Terms, Undelivered};
-use super::flights::Flight;
+use super::flights::{Flight, Origin};
 use super::local::{Backoff, Decision, Engine, Keep, Refresh, Served};
 use super::metrics::{Gauges, Metrics};
 use super::shared::{Problem, RedisStore, RedisTimeouts, SharedStore};
@@ -56,9 +49,9 @@ pub enum FirstStep {
   ReadShared { lead_now: bool },
 }
 
-/// What happened to a flight with a fleet, for [`Cache::step`].
+/// What happened to a flight, for [`Cache::step`].
 #[derive(Debug)]
-pub enum Event {
+pub enum Event<V> {
   /// Its first read (one pipeline for the tick's flights) answered, with
   /// a value that answers it, or `None`: ask who loads next.
   Read {
@@ -71,53 +64,103 @@ pub enum Event {
   /// start), or another instance's value could not be taken (JS refused
   /// its JSON): load without it.
   Unavailable,
+  /// Another instance's value ([`Effect::Adopt`]), as JS parsed it.
+  Parsed { value: V, meta: Meta, tags: Tags },
+  /// Our loader's value.
+  Loaded(Loaded<V>),
+  /// The write an [`Effect::Write`] ran ended.
+  Written(Written),
+  /// The load failed or timed out (`timed_out`), or was given up (the
+  /// leader gone, the cache closed); `loader_ran`: its loader was called.
+  Failed { timed_out: bool, loader_ran: bool },
+}
+
+/// Our loader's value, with what the loader asked for its entry.
+#[derive(Debug)]
+pub struct Loaded<V> {
+  pub value: V,
+  pub negative: bool,
+  pub compute_ms: u64,
+  /// Its JSON text, for the shared store (`None` without one).
+  pub json: Option<String>,
+  /// `ctx.noStore()`, or the TTLs `ctx.setTtl` gave.
+  pub keep: Keep,
 }
 
 /// What the binding carries out for a flight ([`Cache::step`]).
 pub enum Effect<F> {
   /// Run this ask and hand its answer back to `step` as
   /// [`Event::Claimed`]: with the other asks of the turn
-  /// ([`super::together`]).
-  Ask(Ask),
-  /// Tell the leader to run our loader: `locked`, holding the fleet lock
-  /// (else there is no store to ask, or it failed).
-  Load { locked: bool },
-  /// Another instance's value answers the flight: parse its JSON, then
-  /// [`Cache::adopt`] it (or, if JS refuses it, `step` with
+  /// ([`super::together`]). `lead`: make the flight's JS leader now (it
+  /// waits for the fleet's answer, bounded by its deadline).
+  Ask { ask: Ask, lead: bool },
+  /// Our loader runs now: `locked`, holding the fleet lock (else there is
+  /// no store to ask, or it failed). `lead`: make the JS leader, which runs
+  /// it at once; else tell the leader there is.
+  Load { locked: bool, lead: bool },
+  /// Another instance's value answers the flight: parse its JSON and hand
+  /// it to `step` as [`Event::Parsed`] (or, if JS refuses it,
   /// [`Event::Unavailable`]). `from`: how the flight came by it.
   Adopt { envelope: Envelope, from: Origin },
-  /// The flight ended without a load (a background refresh whose key
-  /// backs off fleet-wide): reject its callers, if it is still there, with
-  /// `error`, and tell the leader it is done.
-  Reject(Option<Flight<F>>, Error),
+  /// Write our value to the shared store: run the future and hand its
+  /// answer to `step` as [`Event::Written`]. The callers wait for it.
+  Write(Pending<Written>),
+  /// The flight ended with its value: answer its callers, if it is still
+  /// there (its [`Flight::answered`] says how). `adopted`: it was another
+  /// instance's value. `resume`: tell its JS leader it was answered (the
+  /// fleet answered it, not the leader's loader).
+  Answer {
+    flight: Option<Flight<F>>,
+    adopted: Option<Adopted>,
+    resume: bool,
+  },
+  /// The flight ended without a value: reject its callers, if it is still
+  /// there, with `error` (`None`: the loader's, which the binding holds),
+  /// and run `release` to its end (its lock let go). `resume`: tell its JS
+  /// leader it is done (the fleet ended it, not the leader).
+  Reject {
+    flight: Option<Flight<F>>,
+    error: Option<Error>,
+    release: Option<Pending<()>>,
+    resume: bool,
+  },
   /// Run this future to its end and forget it (a lock let go).
   Spawn(Pending<()>),
   /// Nothing: the flight ended meanwhile.
   Done,
 }
 
+/// How another instance's value answered a flight ([`Effect::Answer`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Adopted {
+  /// What its callers got.
+  pub served: Served,
+  /// The value's deadlines (its callers' `status.ttl`), and the time now.
+  pub meta: Meta,
+  pub now: u64,
+  /// The value was stale: start a background refresh of the key.
+  pub refresh: bool,
+}
+
+/// Whether the JS leader of a flight the fleet ended must be told: it was
+/// made (or the flight is gone, and whoever leads it is told all the same).
+fn led<F>(flight: &Option<Flight<F>>) -> bool {
+  flight.as_ref().is_none_or(|f| f.led)
+}
+
 impl<F> std::fmt::Debug for Effect<F> {
   fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
     f.write_str(match self {
-      Effect::Ask(_) => "Ask",
+      Effect::Ask { .. } => "Ask",
       Effect::Load { .. } => "Load",
       Effect::Adopt { .. } => "Adopt",
-      Effect::Reject(..) => "Reject",
+      Effect::Write(_) => "Write",
+      Effect::Answer { .. } => "Answer",
+      Effect::Reject { .. } => "Reject",
       Effect::Spawn(_) => "Spawn",
       Effect::Done => "Done",
     })
   }
-}
-
-/// How a flight came by the value it adopts ([`Effect::Adopt`]): what its
-/// callers' `status` says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-  /// Its first read found it in the store (no lock asked).
-  Store,
-  /// Asking who loads found it: the lock's holder wrote it while the flight
-  /// waited (or just before it asked).
-  Holder,
 }
 
 /// How a flight's write to the shared store went.
@@ -289,7 +332,18 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       },
       None => FirstStep::Load,
     };
+    if first == (FirstStep::ReadShared { lead_now: false }) {
+      if let Some(flight) = self.local.flight_mut(id) {
+        flight.led = false;
+      }
+    }
     (id, first)
+  }
+
+  /// The flights whose JS leader is not made yet: at close the binding
+  /// rejects their callers (no leader's `abort` reaches them).
+  pub fn unled_flights(&self) -> Vec<u64> {
+    self.local.unled_flights()
   }
 
   pub fn flight(&self, id: u64) -> Option<&Flight<F>> {
@@ -347,8 +401,8 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     })
   }
 
-  /// Sequences flight `id` with the fleet: what to carry out after `event`.
-  pub fn step(&mut self, id: u64, event: Event) -> Effect<F> {
+  /// Flight `id`'s next step: what to carry out after `event`.
+  pub fn step(&mut self, id: u64, event: Event<V>) -> Effect<F> {
     match event {
       Event::Read { answer: None, .. } => self.ask(id, false),
       Event::Read {
@@ -356,28 +410,48 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
         answer: Some(acquired),
       } => self.claim(id, key, acquired, Origin::Store),
       Event::Claimed { key, acquired } => self.claim(id, key, acquired, Origin::Holder),
-      Event::Unavailable if self.local.flight(id).is_some() => Effect::Load { locked: false },
-      Event::Unavailable => Effect::Done,
+      Event::Unavailable => self.load(id, false),
+      Event::Parsed { value, meta, tags } => self.adopt(id, value, meta, tags),
+      Event::Loaded(loaded) => self.fill(id, loaded),
+      Event::Written(written) => self.written(id, written),
+      Event::Failed {
+        timed_out,
+        loader_ran,
+      } => self.fail(id, timed_out, loader_ran),
     }
+  }
+
+  /// Flight `id` runs our loader (`locked`: holding the fleet lock); its
+  /// JS leader is made now if it was not.
+  fn load(&mut self, id: u64, locked: bool) -> Effect<F> {
+    let Some(flight) = self.local.flight_mut(id) else {
+      return Effect::Done;
+    };
+    if locked {
+      flight.answered.lock_won = Some(true);
+    }
+    let lead = !std::mem::replace(&mut flight.led, true);
+    Effect::Load { locked, lead }
   }
 
   /// Who loads flight `id`: the fleet lock, a wait for the winner, or a
   /// value already there (`read_first`: read before taking the lock).
-  fn ask(&self, id: u64, read_first: bool) -> Effect<F> {
+  fn ask(&mut self, id: u64, read_first: bool) -> Effect<F> {
     let (Some(fleet), Some(flight)) = (self.fleet.clone(), self.local.flight(id)) else {
       // Ended meanwhile (nothing to do), or released (load without Redis).
-      return match self.local.flight(id) {
-        Some(_) => Effect::Load { locked: false },
-        None => Effect::Done,
-      };
+      return self.load(id, false);
     };
     let key = flight.key.clone();
     let terms = self.terms(id);
+    let lead = self
+      .local
+      .flight_mut(id)
+      .is_some_and(|flight| !std::mem::replace(&mut flight.led, true));
     // Registered now, on this thread: a give-up that follows finds it.
     let given_up = fleet.begin_steps(id);
     let parked = Arc::new(AtomicBool::new(false));
     let steps_parked = Arc::clone(&parked);
-    Effect::Ask(Ask {
+    let ask = Ask {
       future: Box::pin(async move {
         let acquired = fleet
           .acquire_steps(&key, id, terms, read_first, given_up, &steps_parked)
@@ -385,7 +459,8 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
         (key, acquired)
       }),
       parked,
-    })
+    };
+    Effect::Ask { ask, lead }
   }
 
   /// What flight `id` does with the fleet's answer.
@@ -406,10 +481,16 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
           Kind::Plain,
           "herdcache: not refreshed, the key backs off after a failed refresh in the fleet",
         );
-        return Effect::Reject(self.local.end_unloaded(id), error);
+        let flight = self.local.end_unloaded(id);
+        return Effect::Reject {
+          resume: led(&flight),
+          flight,
+          error: Some(error),
+          release: None,
+        };
       }
     }
-    let Some(flight) = self.local.flight_mut(id) else {
+    if self.local.flight(id).is_none() {
       return match (acquired, self.fleet.clone()) {
         (Acquired::Load { token: Some(token) }, Some(fleet)) => {
           let lock = Some(token);
@@ -417,12 +498,14 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
         }
         _ => Effect::Done,
       };
-    };
+    }
     match acquired {
       Acquired::Load { token } => {
         let locked = token.is_some();
-        flight.lock = token;
-        Effect::Load { locked }
+        if let Some(flight) = self.local.flight_mut(id) {
+          flight.lock = token;
+        }
+        self.load(id, locked)
       }
       // A stale value came, but a caller refusing stale values joined
       // meanwhile (or, to a back-off, any caller joined): ask again.
@@ -435,47 +518,68 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
         self.ask(id, true)
       }
       Acquired::BackOff { .. } => self.ask(id, true),
-      Acquired::Value(envelope) | Acquired::Stale(envelope) => Effect::Adopt { envelope, from },
+      Acquired::Value(envelope) | Acquired::Stale(envelope) => {
+        if let Some(flight) = self.local.flight_mut(id) {
+          flight.answered.from = Some(from);
+          if from == Origin::Holder {
+            flight.answered.lock_won = Some(false);
+          }
+        }
+        Effect::Adopt { envelope, from }
+      }
     }
   }
 
   /// Flight `id` was answered by another instance's value (`value` parsed
   /// from `meta`'s envelope): stored with its own deadlines, the flight
-  /// ended. Returns what its callers got, and the flight.
-  pub fn adopt(
-    &mut self,
-    id: u64,
-    value: V,
-    meta: Meta,
-    tags: Tags,
-  ) -> (Served, Option<Flight<F>>) {
+  /// ended; a stale value calls for a background refresh.
+  fn adopt(&mut self, id: u64, value: V, meta: Meta, tags: Tags) -> Effect<F> {
     let served = self.local.adopt(id, value, meta, tags);
-    (served, self.local.end_flight(id))
+    let flight = self.local.end_flight(id);
+    // A refresh's own stale answer calls for no other refresh.
+    let refresh = served == Served::Stale
+      && flight.as_ref().is_some_and(|f| {
+        !f.background && !self.local.is_closed() && self.local.refresh_due(&f.key)
+      });
+    let adopted = Adopted {
+      served,
+      meta,
+      now: self.local.now(),
+      refresh,
+    };
+    Effect::Answer {
+      resume: led(&flight),
+      flight,
+      adopted: Some(adopted),
+    }
   }
 
   /// Our loader's result. Without a fleet the flight ends here; with one,
   /// the value is written to the shared store (conditional on the flight's
-  /// stamp, announced, the lock released) and the flight ends in
-  /// [`Cache::written`].
-  pub fn fill(
-    &mut self,
-    id: u64,
-    value: V,
-    negative: bool,
-    compute_ms: u64,
-    json: Option<String>,
-    keep: Keep,
-  ) -> Step<Option<Flight<F>>, Written> {
+  /// stamp, announced, the lock released) and the flight ends once
+  /// [`Event::Written`] says so.
+  fn fill(&mut self, id: u64, loaded: Loaded<V>) -> Effect<F> {
+    let Loaded {
+      value,
+      negative,
+      compute_ms,
+      json,
+      keep,
+    } = loaded;
     let stored = self.local.fill_as(id, value, negative, compute_ms, keep);
     let Some(fleet) = self.fleet.clone() else {
-      return Step::Done(self.local.end_flight(id));
+      return Effect::Answer {
+        flight: self.local.end_flight(id),
+        adopted: None,
+        resume: false,
+      };
     };
     self.local.count_loader_run();
     let (key, lock, tags) = match self.local.flight_mut(id) {
       Some(flight) => (flight.key.clone(), flight.lock.take(), flight.tags.clone()),
-      None => return Step::Done(None),
+      None => return Effect::Done,
     };
-    Step::Later(Box::pin(async move {
+    Effect::Write(Box::pin(async move {
       match (stored, json) {
         (Some(meta), Some(json)) => {
           let envelope = Envelope { meta, json, tags };
@@ -495,26 +599,24 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
 
   /// Flight `id`'s write ended: it ends too. A value the store superseded
   /// leaves memory, unless something newer replaced it there meanwhile.
-  pub fn written(&mut self, id: u64, written: Written) -> Option<Flight<F>> {
-    let flight = self.local.end_flight(id)?;
-    if written == Written::Superseded && !flight.superseded {
-      self.local.forget_if_stamp(&flight.key, flight.started_at);
+  fn written(&mut self, id: u64, written: Written) -> Effect<F> {
+    let flight = self.local.end_flight(id);
+    if let Some(flight) = &flight {
+      if written == Written::Superseded && !flight.superseded {
+        self.local.forget_if_stamp(&flight.key, flight.started_at);
+      }
     }
-    Some(flight)
+    Effect::Answer {
+      flight,
+      adopted: None,
+      resume: false,
+    }
   }
 
   /// A failed load (`loader_ran`: it was called, and settled or timed
-  /// out). The flight ends; with a fleet, the future releases its lock, and
-  /// a failed background refresh leaves its back-off for the whole fleet.
-  pub fn fail(
-    &mut self,
-    id: u64,
-    timed_out: bool,
-    loader_ran: bool,
-  ) -> (
-    Option<Flight<F>>,
-    Option<impl Future<Output = ()> + Send + 'static>,
-  ) {
+  /// out). The flight ends; with a fleet, its lock is released, and a
+  /// failed background refresh leaves its back-off for the whole fleet.
+  fn fail(&mut self, id: u64, timed_out: bool, loader_ran: bool) -> Effect<F> {
     if loader_ran {
       self.local.count_loader_run();
     }
@@ -529,16 +631,22 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     let release = match (&self.fleet, flight.as_mut()) {
       (Some(fleet), Some(flight)) => {
         let (fleet, key, lock) = (Arc::clone(fleet), flight.key.clone(), flight.lock.take());
-        Some(async move {
+        let release: Pending<()> = Box::pin(async move {
           match backoff {
             Some(b) => fleet.fail_refresh(&key, id, lock, b.attempt, b.ms).await,
             None => fleet.abandon(&key, id, lock).await,
           }
-        })
+        });
+        Some(release)
       }
       _ => None,
     };
-    (flight, release)
+    Effect::Reject {
+      flight,
+      error: None,
+      release,
+      resume: false,
+    }
   }
 
   /// `set`: stored here, and with a fleet written there (the future: whether
@@ -754,6 +862,7 @@ impl<V, F, S: SharedStore> Drop for Cache<V, F, S> {
 mod tests {
   use super::*;
   use crate::core::options::RawCacheOptions;
+  use crate::engine::flights::Answered;
 
   fn cache() -> Cache<String, &'static str> {
     let raw = RawCacheOptions {
@@ -762,6 +871,24 @@ mod tests {
       ..Default::default()
     };
     Cache::new(CacheConfig::from_raw(&raw).unwrap(), Clock::default(), None)
+  }
+
+  fn loaded(value: &str, json: Option<&str>) -> Event<String> {
+    Event::Loaded(Loaded {
+      value: value.into(),
+      negative: false,
+      compute_ms: 3,
+      json: json.map(String::from),
+      keep: Keep::Store(None),
+    })
+  }
+
+  fn parsed(value: &str, meta: Meta) -> Event<String> {
+    Event::Parsed {
+      value: value.into(),
+      meta,
+      tags: Tags::NONE,
+    }
   }
 
   fn envelope(now: u64, fresh_for: u64, hard_for: u64) -> Envelope {
@@ -809,9 +936,15 @@ mod tests {
     let policy = c.config().entry;
     let (id, first) = c.begin("k", "p", None, policy, false, Tags::NONE);
     assert_eq!(first, FirstStep::Load);
-    let Step::Done(Some(flight)) = c.fill(id, "v".into(), false, 3, None, Keep::Store(None)) else {
+    let Effect::Answer {
+      flight: Some(flight),
+      adopted: None,
+      resume: false,
+    } = c.step(id, loaded("v", None))
+    else {
       panic!("a fill without a fleet ends the flight");
     };
+    assert_eq!(flight.answered, Answered::default(), "answered by our load");
     assert_eq!((flight.key.as_str(), flight.handle), ("k", "p"));
     assert!(c.flight(id).is_none());
     assert_eq!(c.get("k", true).map(String::as_str), Some("v"));
@@ -832,25 +965,35 @@ mod tests {
     };
     assert!(matches!(
       c.step(id, claimed(load.clone())),
-      Effect::Load { locked: true }
+      Effect::Load {
+        locked: true,
+        lead: false
+      }
     ));
     assert_eq!(
       c.flight(id).unwrap().lock,
       token,
       "the flight holds the lock it won"
     );
+    assert_eq!(c.flight(id).unwrap().answered.lock_won, Some(true));
     let now = c.local().now();
     let stale = envelope(now - 2_000, 1_000, 10_000);
     assert!(
       matches!(c.step(id, claimed(Acquired::Stale(stale.clone()))), Effect::Adopt { envelope: e, from: Origin::Holder } if e == stale),
       "a foreground flight of callers that accept stale values takes a stale value"
     );
+    let answered = c.flight(id).unwrap().answered;
+    assert_eq!(
+      (answered.from, answered.lock_won),
+      (Some(Origin::Holder), Some(false)),
+      "its callers are told the lock's holder answered"
+    );
     // A caller refusing stale values joins: the same answer now asks
     // again (here, with no fleet to ask, it loads).
     assert!(matches!(c.decide("k", false), Decision::Join { .. }));
     assert!(matches!(
       c.step(id, claimed(Acquired::Stale(stale))),
-      Effect::Load { locked: false }
+      Effect::Load { locked: false, .. }
     ));
     let fresh = envelope(now, 1_000, 10_000);
     assert!(matches!(
@@ -859,10 +1002,22 @@ mod tests {
     ));
     assert!(matches!(
       c.step(id, Event::Unavailable),
-      Effect::Load { locked: false }
+      Effect::Load { locked: false, .. }
     ));
     // Ended meanwhile: nothing to do (with a fleet, a lock it won is let go).
-    c.fail(id, true, false);
+    let failed = Event::Failed {
+      timed_out: true,
+      loader_ran: false,
+    };
+    assert!(matches!(
+      c.step(id, failed),
+      Effect::Reject {
+        flight: Some(_),
+        error: None,
+        release: None,
+        resume: false
+      }
+    ));
     assert!(matches!(c.step(id, claimed(load)), Effect::Done));
     assert!(matches!(c.step(id, Event::Unavailable), Effect::Done));
   }
@@ -887,13 +1042,16 @@ mod tests {
       assert!(matches!(c.decide("k", true), Decision::Join { .. }));
     }
     let now = c.local().now();
-    let (served, flight) = c.adopt(
-      id,
-      "theirs".into(),
-      envelope(now, 1_000, 10_000).meta,
-      Tags::NONE,
-    );
-    assert_eq!(served, Served::Fresh);
+    let meta = envelope(now, 1_000, 10_000).meta;
+    let Effect::Answer {
+      flight,
+      adopted: Some(adopted),
+      resume: true,
+    } = c.step(id, parsed("theirs", meta))
+    else {
+      panic!("an adopted value ends the flight, and its leader is told");
+    };
+    assert_eq!((adopted.served, adopted.refresh), (Served::Fresh, false));
     assert_eq!(flight.map(|f| f.handle), Some("p"));
     let (metrics, gauges) = c.snapshot();
     assert_eq!((metrics.misses, metrics.coalesced, metrics.hits), (0, 0, 4));
@@ -907,13 +1065,23 @@ mod tests {
     let policy = c.config().entry;
     let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE);
     assert!(matches!(
-      c.fill(id, "ours".into(), false, 1, None, Keep::Store(None)),
-      Step::Done(Some(_))
+      c.step(id, loaded("ours", None)),
+      Effect::Answer {
+        flight: Some(_),
+        ..
+      }
     ));
     // With a fleet the flight stays until its write ended (`written`).
     let (id, _) = c.begin("k", "p2", None, policy, false, Tags::NONE);
     c.local_mut().fill(id, "ours".into(), false, 1);
-    assert!(c.written(id, Written::Superseded).is_some());
+    let written = c.step(id, Event::Written(Written::Superseded));
+    assert!(matches!(
+      written,
+      Effect::Answer {
+        flight: Some(_),
+        ..
+      }
+    ));
     assert!(
       c.get("k", true).is_none(),
       "the store kept a newer value: ours is forgotten"
@@ -928,7 +1096,14 @@ mod tests {
       "\"direct\"".into(),
       Tags::NONE,
     );
-    assert!(c.written(id, Written::Superseded).is_some());
+    let written = c.step(id, Event::Written(Written::Superseded));
+    assert!(matches!(
+      written,
+      Effect::Answer {
+        flight: Some(_),
+        ..
+      }
+    ));
     assert_eq!(
       c.get("k", true).map(String::as_str),
       Some("direct"),
@@ -959,9 +1134,10 @@ mod tests {
     let read = a.read_many(&[id]).unwrap().await;
     let [(_, key, answer)] = <[_; 1]>::try_from(read).unwrap();
     assert!(answer.is_none(), "nothing stored yet: {answer:?}");
-    let Effect::Ask(ask) = a.step(id, Event::Read { key, answer }) else {
-      panic!("a flight that read nothing asks who loads");
+    let Effect::Ask { ask, lead: true } = a.step(id, Event::Read { key, answer }) else {
+      panic!("a flight that read nothing asks who loads, and its JS leader is made");
     };
+    assert!(a.unled_flights().is_empty());
     let (key, acquired) = ask.future.await;
     assert!(
       matches!(acquired, Acquired::Load { token: Some(_) }),
@@ -969,21 +1145,25 @@ mod tests {
     );
     assert!(matches!(
       a.step(id, Event::Claimed { key, acquired }),
-      Effect::Load { locked: true }
+      Effect::Load {
+        locked: true,
+        lead: false
+      }
     ));
-    let Step::Later(write) = a.fill(
-      id,
-      "v".into(),
-      false,
-      3,
-      Some("\"v\"".into()),
-      Keep::Store(None),
-    ) else {
+    let Effect::Write(write) = a.step(id, loaded("v", Some("\"v\""))) else {
       panic!("with a fleet the value is written first");
     };
     assert_eq!(write.await, Written::Stored);
-    assert!(a.written(id, Written::Stored).is_some());
+    assert!(matches!(
+      a.step(id, Event::Written(Written::Stored)),
+      Effect::Answer {
+        flight: Some(_),
+        adopted: None,
+        resume: false
+      }
+    ));
     let (id, _) = b.begin("k", "b", None, policy, false, Tags::NONE);
+    assert_eq!(b.unled_flights(), vec![id], "its leader waits for the read");
     let read = b.read_many(&[id]).unwrap().await;
     let [(_, key, answer)] = <[_; 1]>::try_from(read).unwrap();
     let Effect::Adopt { envelope, from } = b.step(id, Event::Read { key, answer }) else {
@@ -991,8 +1171,16 @@ mod tests {
     };
     assert_eq!(envelope.json, "\"v\"");
     assert_eq!(from, Origin::Store, "read, not waited for");
-    let (served, _) = b.adopt(id, "v".into(), envelope.meta, envelope.tags);
-    assert_eq!(served, Served::Fresh);
+    let Effect::Answer {
+      adopted: Some(adopted),
+      resume: false,
+      ..
+    } = b.step(id, parsed("v", envelope.meta))
+    else {
+      panic!("the value ends the flight, which had no JS leader to tell");
+    };
+    assert_eq!(adopted.served, Served::Fresh);
+    assert!(b.unled_flights().is_empty());
     let (metrics, _) = b.snapshot();
     assert_eq!(metrics.loads, 0, "b ran no loader");
     a.close();

@@ -37,6 +37,34 @@ pub struct Flight<F> {
   pub superseded: bool,
   /// The tags its value is written with (its leader's call options).
   pub tags: Tags,
+  /// What its callers' `status` says of how it was answered: recorded by
+  /// `Cache::step` as the fleet answers.
+  pub answered: Answered,
+  /// Its JS leader was made (it must be told how the flight ends). With a
+  /// fleet, a foreground flight's is made only once the fleet asks for a
+  /// lock or a load (`Cache::begin`, `Cache::step`).
+  pub led: bool,
+}
+
+/// How a flight came by the value it adopts: what its callers' `status`
+/// says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+  /// Its first read found it in the store (no lock asked).
+  Store,
+  /// Asking who loads found it: the lock's holder wrote it while the flight
+  /// waited (or just before it asked).
+  Holder,
+}
+
+/// What the fleet told a flight, for its callers' `status`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Answered {
+  /// Another instance's value answered it (`None`: our load did).
+  pub from: Option<Origin>,
+  /// What the fleet lock said: `Some(true)` won, `Some(false)` held by
+  /// another instance, `None` not asked.
+  pub lock_won: Option<bool>,
 }
 
 /// The flights, in a slab: an id is a slot and that slot's generation, so a
@@ -126,6 +154,8 @@ impl<F> FlightTable<F> {
       lock: None,
       superseded: false,
       tags: Tags::NONE,
+      answered: Answered::default(),
+      led: true,
     };
     let slot = match self.free.pop() {
       Some(slot) => slot,
@@ -237,6 +267,16 @@ impl<F> FlightTable<F> {
     for flight in self.slots.iter_mut().filter_map(|s| s.flight.as_mut()) {
       flight.superseded = true;
     }
+  }
+
+  /// The flights whose JS leader is not made yet (at close, their callers
+  /// are rejected here: no leader's `abort` reaches them).
+  pub fn unled(&self) -> Vec<u64> {
+    let slots = self.slots.iter().enumerate();
+    let unled = slots.filter(|(_, s)| s.flight.as_ref().is_some_and(|f| !f.led));
+    unled
+      .map(|(slot, s)| id_of(slot as u32, s.generation))
+      .collect()
   }
 
   /// Every flight, for teardown (after `close`, once loads settled).

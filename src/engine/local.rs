@@ -371,6 +371,11 @@ impl<V, F> Engine<V, F> {
     self.flights.get_mut(id)
   }
 
+  /// The flights whose JS leader is not made yet ([`FlightTable::unled`]).
+  pub fn unled_flights(&self) -> Vec<u64> {
+    self.flights.unled()
+  }
+
   /// The key's current flight.
   pub fn flight_for_key_mut(&mut self, key: &str) -> Option<&mut Flight<F>> {
     self.flights.for_key_mut(key)

@@ -23,5 +23,6 @@ mod sim;
 pub mod slots;
 pub mod together;
 
-pub use cache::{Cache, Effect, Event, FirstStep, Origin, Step, Written};
+pub use cache::{Adopted, Cache, Effect, Event, FirstStep, Loaded, Step, Written};
+pub use flights::{Answered, Origin};
 pub use local::{Backoff, Decision, Engine, Keep, Refresh, Served};

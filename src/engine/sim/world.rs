@@ -9,7 +9,7 @@ use crate::core::tags::Tags;
 use crate::engine::fleet::Acquired;
 use crate::engine::shared::values::stored_header;
 use crate::engine::shared::{FaultSwitch, Faults, MemoryServer, MemoryStore};
-use crate::engine::{Cache, Decision, Effect, Event, FirstStep, Keep, Refresh, Step};
+use crate::engine::{Cache, Decision, Effect, Event, FirstStep, Keep, Loaded, Refresh, Step};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -270,9 +270,16 @@ async fn lead(
   let timeout = Duration::from_millis(world.options.hard_timeout);
   if tokio::time::timeout(timeout, flight).await.is_err() {
     world.log(format!("i{i} flight {handle} given up at hardTimeout"));
-    let ran = loader.get().is_some();
-    let (_, release) = instance.cache.borrow_mut().fail(id, true, ran);
-    if let Some(release) = release {
+    let failed = Event::Failed {
+      timed_out: true,
+      loader_ran: loader.get().is_some(),
+    };
+    let effect = instance.cache.borrow_mut().step(id, failed);
+    if let Effect::Reject {
+      release: Some(release),
+      ..
+    } = effect
+    {
       tokio::spawn(release);
     }
   }
@@ -298,7 +305,7 @@ async fn fly(
   token: &Rc<RefCell<Option<String>>>,
 ) {
   let mut effect = match first {
-    FirstStep::Load => Effect::Load { locked: false },
+    FirstStep::Load => return run_loader(world, instance, i, key, id, loader).await,
     FirstStep::ReadShared { .. } => {
       let read = instance.cache.borrow().read_many(&[id]);
       let Some(read) = read else { return };
@@ -311,42 +318,80 @@ async fn fly(
         .step(id, Event::Read { key, answer })
     }
   };
+  // Every effect is carried out as the binding does (binding/flight.rs),
+  // with futures awaited here instead of spawned.
   loop {
-    effect = match effect {
-      Effect::Ask(ask) => {
+    let event = match effect {
+      Effect::Ask { ask, .. } => {
         let (key, acquired) = ask.future.await;
         if let Acquired::Load { token: Some(won) } = &acquired {
           world.history.borrow_mut().token(won, i);
           *token.borrow_mut() = Some(won.clone());
         }
-        instance
-          .cache
-          .borrow_mut()
-          .step(id, Event::Claimed { key, acquired })
+        Event::Claimed { key, acquired }
       }
-      Effect::Load { .. } => return load(world, instance, i, key, id, loader).await,
+      Effect::Load { .. } => return run_loader(world, instance, i, key, id, loader).await,
       Effect::Adopt { envelope, .. } => {
         world.log(format!("i{i} adopts {} for {key:?}", envelope.json));
-        let value = envelope.json.clone();
-        let _ = instance
-          .cache
-          .borrow_mut()
-          .adopt(id, value, envelope.meta, envelope.tags);
+        Event::Parsed {
+          value: envelope.json.clone(),
+          meta: envelope.meta,
+          tags: envelope.tags,
+        }
+      }
+      Effect::Write(write) => {
+        let written = write.await;
+        world.log(format!("i{i} write of {key:?}: {written:?}"));
+        Event::Written(written)
+      }
+      Effect::Reject { error, release, .. } => {
+        if let Some(error) = error {
+          world.log(format!(
+            "i{i} flight of {key:?} ends unloaded: {}",
+            error.message
+          ));
+        }
+        if let Some(release) = release {
+          release.await;
+        }
         return;
       }
       Effect::Spawn(work) => {
         tokio::spawn(work);
         return;
       }
-      Effect::Reject(_, error) => {
-        world.log(format!(
-          "i{i} flight of {key:?} ends unloaded: {}",
-          error.message
-        ));
-        return;
-      }
-      Effect::Done => return,
+      Effect::Answer { .. } | Effect::Done => return,
+    };
+    effect = instance.cache.borrow_mut().step(id, event);
+  }
+}
+
+/// Runs flight `id`'s loader ([`load`]) and carries out what its result
+/// calls for.
+async fn run_loader(
+  world: &Rc<World>,
+  instance: &Rc<Instance>,
+  i: usize,
+  key: &str,
+  id: u64,
+  loader: &Rc<Cell<Option<usize>>>,
+) {
+  let settled = load(world, instance, i, key, id, loader).await;
+  let effect = instance.cache.borrow_mut().step(id, settled);
+  match effect {
+    Effect::Write(write) => {
+      let written = write.await;
+      world.log(format!("i{i} write of {key:?}: {written:?}"));
+      instance
+        .cache
+        .borrow_mut()
+        .step(id, Event::Written(written));
     }
+    Effect::Reject {
+      release: Some(release),
+      ..
+    } => release.await,
+    _ => {}
   }
 }
 
@@ -360,7 +405,7 @@ async fn load(
   key: &str,
   id: u64,
   loader: &Rc<Cell<Option<usize>>>,
-) {
+) -> Event<String> {
   let stored = world.stored(key);
   let started = world.now();
   let unwaited_refresh = instance
@@ -377,35 +422,27 @@ async fn load(
   loader.set(Some(run));
   world.log(format!("i{i} loader of {key:?} starts ({runs_for} ms)"));
   tokio::time::sleep(Duration::from_millis(runs_for)).await;
+  world.history.borrow_mut().loader_ended(run);
   if run % FAILING == FAILING - 1 {
-    world.history.borrow_mut().loader_ended(run);
     world.log(format!("i{i} loader of {key:?} fails"));
-    let (_, release) = instance.cache.borrow_mut().fail(id, false, true);
-    if let Some(release) = release {
-      release.await;
-    }
-    return;
+    return Event::Failed {
+      timed_out: false,
+      loader_ran: true,
+    };
   }
   let json = format!("\"v{}\"", world.next());
   world
     .history
     .borrow_mut()
     .value(&json, Origin::Fill { began: started });
-  world.history.borrow_mut().loader_ended(run);
   world.log(format!("i{i} loader of {key:?} returns {json}"));
-  let step = instance.cache.borrow_mut().fill(
-    id,
-    json.clone(),
-    false,
-    runs_for,
-    Some(json),
-    Keep::Store(None),
-  );
-  if let Step::Later(write) = step {
-    let written = write.await;
-    world.log(format!("i{i} write of {key:?}: {written:?}"));
-    instance.cache.borrow_mut().written(id, written);
-  }
+  Event::Loaded(Loaded {
+    value: json.clone(),
+    negative: false,
+    compute_ms: runs_for,
+    json: Some(json),
+    keep: Keep::Store(None),
+  })
 }
 
 /// How long loaders run, in turn: mostly short, some past `lockTtl` (the
