@@ -141,12 +141,28 @@ export interface CallOptions extends EntryOptions {
   beta?: number
   /** How long, ms, a "not found" result of this call's load is cached. */
   negativeTtl?: number
+  /** How long, ms, this process uses its copy of the entry this call writes; past it a call reads Redis again. */
+  l1Ttl?: number
   /** `false`: never answer this call with a stale value (balances, prices, personal data). */
   stale?: boolean
   /** Stops this caller waiting (rejects with `signal.reason`); the load goes on for others. */
   signal?: AbortSignal
   /** Receives how this call was answered: `outcome`, `source`, `lock`, `stale`, `ttl`, `waitedMs` ({@link CallStatus}). */
   status?: CallStatus
+}
+
+/** The options of one `getOrLoad` call: {@link CallOptions}, and where the call may read and write. */
+export interface GetOrLoadOptions extends CallOptions {
+  /**
+   * `true`: load now, even if a fresh value is cached here or in Redis; joins a load of the key already running
+   * here, and no value written before the call answers it. If the loader fails, a value in memory (fresh or stale)
+   * answers, unless `stale: false`.
+   */
+  forceFresh?: boolean
+  /** `false`: this call neither reads nor writes this process's memory (L1); it still coalesces and uses Redis. */
+  l1?: boolean
+  /** `false`: this call neither reads, locks nor writes Redis: memory and this process's load only. */
+  redis?: boolean
 }
 
 export interface GetOptions {
@@ -384,6 +400,7 @@ export interface NamespaceDefaults {
   ttl?: number | undefined
   hardTtl?: number | undefined
   negativeTtl?: number | undefined
+  l1Ttl?: number | undefined
   beta?: number | undefined
   stale?: boolean | undefined
 }
@@ -398,7 +415,7 @@ export interface Namespace {
   /** The encoded prefix of the view's keys in its cache: `'users:'`, `'users:eu:'` nested. */
   readonly prefix: string
   /** As {@link Cache.getOrLoad}; the loader's `ctx.key` is the key as given to the view. */
-  getOrLoad<T, K extends Key = Key>(key: K, loader: Loader<T, K>, options?: CallOptions): Promise<T>
+  getOrLoad<T, K extends Key = Key>(key: K, loader: Loader<T, K>, options?: GetOrLoadOptions): Promise<T>
   /** As {@link Cache.getOrLoadMany}; the loader is given the missing keys as given to the view. */
   getOrLoadMany<T, K extends Key = Key>(keys: readonly K[], loader: BatchLoader<T, K>, options?: ManyOptions): Promise<(T | null)[]>
   get<T = unknown>(key: Key, options?: GetOptions): Promise<T | undefined>
@@ -426,7 +443,7 @@ export declare class Cache {
    * background refresh runs. The value is shared between callers: treat it
    * as read-only.
    */
-  getOrLoad<T, K extends Key = Key>(key: K, loader: Loader<T, K>, options?: CallOptions): Promise<T>
+  getOrLoad<T, K extends Key = Key>(key: K, loader: Loader<T, K>, options?: GetOrLoadOptions): Promise<T>
 
   /**
    * The values of `keys`, in order: each key as {@link Cache.getOrLoad} answers it (from memory, Redis, or a load

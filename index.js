@@ -10,7 +10,16 @@ const { detach, softWait, isAbortSignal, SIGNAL_PROBLEM } = require('./lib/calle
 const { stop } = require('./lib/deadlines')
 const { bulkheadOf } = require('./lib/bulkhead')
 const { herdError, sizeProblem, unreadable } = require('./lib/errors')
-const { codes, OUTCOMES, NATIVE_OPTIONS, channels, CALL_OPTIONS: CALL_OPTION_NAMES } = require('./lib/names')
+const {
+  codes,
+  OUTCOMES,
+  OUTCOME,
+  NATIVE_OPTIONS,
+  channels,
+  CALL_OPTIONS: CALL_OPTION_NAMES,
+  TIERS,
+  STATUS,
+} = require('./lib/names')
 const { getOrLoadChannel, LoadTrace, traceGetOrLoad, invalidated, redisFailed } = require('./lib/tracing')
 const { openNamespace } = require('./lib/namespace')
 const { getOrLoadMany } = require('./lib/many')
@@ -59,6 +68,18 @@ function nativeForm(options) {
   return isClusterOption(redis) ? { ...options, redis: JSON.stringify(redis) } : options
 }
 
+/**
+ * The bits of `Tiers` (src/core/options.rs) `options` asks for: `forceFresh:
+ * true`, `l1: false`, `redis: false`; undefined when none.
+ */
+function tiersOf(options) {
+  const bits =
+    (options.forceFresh === true ? TIERS.forceFresh : 0) |
+    (options.l1 === false ? TIERS.l1 : 0) |
+    (options.redis === false ? TIERS.redis : 0)
+  return bits === 0 ? undefined : bits
+}
+
 /** What a traced call without options passes as its options: none. */
 const NO_OPTIONS = Object.freeze({})
 
@@ -81,6 +102,10 @@ function callOptionsProblem(options, known = CALL_OPTIONS) {
   }
   const { signal, status } = options
   if (signal !== undefined && !isAbortSignal(signal)) return SIGNAL_PROBLEM
+  for (const name in TIERS) {
+    const value = options[name]
+    if (value !== undefined && typeof value !== 'boolean') return `call option \`${name}\` must be a boolean`
+  }
   if (status !== undefined && (typeof status !== 'object' || status === null)) {
     return 'call option `status` must be an object; its `outcome` is set'
   }
@@ -242,7 +267,8 @@ class Cache {
   #call(key, loader, options, status) {
     const { signal } = options
     const started = status === undefined ? 0 : performance.now()
-    const promise = this.#load(
+    const tiers = tiersOf(options)
+    let promise = this.#load(
       key,
       loader,
       options.stale,
@@ -252,13 +278,37 @@ class Cache {
       options.beta,
       status,
       options.tags,
+      tiers,
+      options.l1Ttl,
     )
     if (status !== undefined) {
       const outcome = OUTCOMES[this.#outcome[0]]
       if (outcome !== undefined) status.outcome = outcome
-      waited(status, promise, started)
     }
+    if (options.forceFresh === true && options.stale !== false && options.l1 !== false)
+      promise = this.#staleIfError(key, promise, status)
+    if (status !== undefined) waited(status, promise, started)
     return signal === undefined ? promise : detach(promise, signal)
+  }
+
+  /**
+   * A `forceFresh` load that fails answers with the value in memory, fresh
+   * or stale, when there is one (stale-if-error, as a stale read's refresh);
+   * `status` says so. Without one, the load's error.
+   */
+  #staleIfError(key, promise, status) {
+    return promise.catch((error) => {
+      let kept
+      try {
+        kept = this.#fns.get(key, true)
+      } catch {}
+      if (kept === undefined) throw error
+      if (status !== undefined) {
+        status.outcome = OUTCOME.stale
+        status.stale = STATUS.stale.error
+      }
+      return kept
+    })
   }
 
   /**

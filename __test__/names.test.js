@@ -291,6 +291,25 @@ test('LIMITS is names().limits, frozen, and lib/ reads each limit from it', T, (
   assert.deepEqual(unread, [], `limits lib/ does not take from LIMITS (a JS copy of them?): ${unread.join(', ')}`)
 })
 
+test('the tiers: names().tiers are TIERS bits, getOrLoad options in index.d.ts, the README, index.js', T, () => {
+  assert.deepEqual(Object.keys(libNames.TIERS), declared.tiers)
+  assert.deepEqual(
+    Object.values(libNames.TIERS),
+    declared.tiers.map((_, bit) => 1 << bit),
+  )
+  assert.ok(Object.isFrozen(libNames.TIERS))
+  const readme = section('### `cache.getOrLoad(key, loader, callOptions?)` → `Promise<value>`')
+  const dts = read('index.d.ts')
+  const options = dts.slice(dts.indexOf('export interface GetOrLoadOptions'))
+  const index = withoutComments(read('index.js'))
+  for (const name of declared.tiers) {
+    assert.ok(libNames.CALL_OPTIONS.includes(name), `CALL_OPTIONS has ${name}`)
+    assert.match(options, new RegExp(`\\b${name}\\?: boolean`), `index.d.ts GetOrLoadOptions has ${name}`)
+    assert.ok(readme.includes(`\`${name}: `), `the README's getOrLoad section names ${name}`)
+    assert.ok(index.includes(`TIERS.${name}`), `index.js passes ${name} as its bit (TIERS.${name})`)
+  }
+})
+
 test('the outcomes: names().outcomes, index.d.ts Outcome, the README and status.outcome agree', T, async (t) => {
   const dts = unionMembers(INDEX_DTS, 'export type Outcome =', 'index.d.ts')
   assert.deepEqual(dts, declared.outcomes, 'index.d.ts Outcome lists names().outcomes, in the same order')

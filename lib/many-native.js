@@ -35,10 +35,10 @@ const NO_KEY_OPTIONS = Object.freeze({})
  * @returns {Array<Promise<unknown>> | Error}
  */
 function callNative(native, loader, o, keys) {
-  const { stale, ttl, hardTtl, negativeTtl, beta, tags } = o ?? NO_KEY_OPTIONS
+  const { stale, ttl, hardTtl, negativeTtl, beta, l1Ttl, tags } = o ?? NO_KEY_OPTIONS
   let promises
   try {
-    promises = native.getOrLoadMany(collect, loader, stale, ttl, hardTtl, negativeTtl, beta, tags, ...keys)
+    promises = native.getOrLoadMany(collect, loader, stale, ttl, hardTtl, negativeTtl, beta, l1Ttl, tags, ...keys)
   } catch (error) {
     if (error?.code === codes.INVALID_KEY) return error
     // The addon throws only coded errors: this came from reading `keys` (an

@@ -16,7 +16,7 @@
 // lib/keys.js's rules), the getOrLoad calls made, the answer put together.
 
 const { herdError, typeName, unreadable } = require('./errors')
-const { codes, CALL_OPTIONS } = require('./names')
+const { codes, CALL_OPTIONS, TIERS } = require('./names')
 const { isAbortSignal, SIGNAL_PROBLEM } = require('./callers')
 const { keyProblem } = require('./keys')
 const { Batch } = require('./batch-window')
@@ -26,7 +26,8 @@ const { NATIVE_KEYS, callNative, callNativeParts, eachKey } = require('./many-na
 const DEFAULT_MAX_BATCH_SIZE = 100
 
 /** getOrLoad's call options (but `status`, which belongs to one key) and `maxBatchSize`. */
-const MANY_OPTIONS = new Set([...CALL_OPTIONS.filter((name) => name !== 'status'), 'maxBatchSize'])
+// `status` is one call's; the tiers (`forceFresh`, `l1`, `redis`) are getOrLoad's alone.
+const MANY_OPTIONS = new Set([...CALL_OPTIONS.filter((name) => name !== 'status' && !(name in TIERS)), 'maxBatchSize'])
 
 function invalidOption(message) {
   return herdError(TypeError, codes.INVALID_OPTION, message)

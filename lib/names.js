@@ -115,10 +115,26 @@ const ENTRY_CALL_OPTIONS = Object.freeze({
   hardTtl: 'number',
   negativeTtl: 'number',
   beta: 'number',
+  l1Ttl: 'number',
 })
 
+/**
+ * The boolean `getOrLoad` options the addon takes as the bits of one number
+ * (`Tiers` in src/core/options.rs): `forceFresh` (set when true), `l1` and
+ * `redis` (set when false), by name.
+ *
+ * @type {Readonly<Record<string, number>>}
+ */
+const TIERS = Object.freeze(Object.fromEntries(declared.tiers.map((name, bit) => [name, 1 << bit])))
+
 /** Every option of a `getOrLoad` call: the entry's, then the call's own. */
-const CALL_OPTIONS = Object.freeze([...Object.keys(ENTRY_CALL_OPTIONS), 'signal', 'status', 'tags'])
+const CALL_OPTIONS = Object.freeze([
+  ...Object.keys(ENTRY_CALL_OPTIONS),
+  'signal',
+  'status',
+  'tags',
+  ...Object.keys(TIERS),
+])
 
 module.exports = {
   codes,
@@ -130,5 +146,6 @@ module.exports = {
   channels,
   ENTRY_CALL_OPTIONS,
   CALL_OPTIONS,
+  TIERS,
   LIMITS,
 }

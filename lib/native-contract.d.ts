@@ -58,10 +58,13 @@ export interface EntryPoints {
     beta?: unknown,
     status?: unknown,
     tags?: unknown,
+    /** The bits of `names().tiers` the call asks for (`forceFresh`, `l1: false`, `redis: false`). */
+    tiers?: number,
+    l1Ttl?: unknown,
   ): Promise<unknown>
   /**
    * lib/many-native.js, untraced: `getOrLoad(key, loader, stale, ttl, hardTtl, negativeTtl, beta, undefined,
-   * tags)` for each of `keys` (at most `names().limits.manyKeys`), in order, in one call, the options read once.
+   * tags, undefined, l1Ttl)` for each of `keys` (at most `names().limits.manyKeys`), in order, in one call, the options read once.
    * Every key is read first: one that is no key is thrown (ERR_HERDCACHE_INVALID_KEY) before any is looked up.
    * Returns `collect(...promises)` (lib/many-native.js passes `(...promises) => promises`), each key's promise (a
    * key getOrLoad rejects: a rejected one). `outcomeBuffer[0]` ends as the last key's call leaves it;
@@ -76,6 +79,7 @@ export interface EntryPoints {
     hardTtl: unknown,
     negativeTtl: unknown,
     beta: unknown,
+    l1Ttl: unknown,
     tags: unknown,
     ...keys: unknown[]
   ): Array<Promise<unknown>>

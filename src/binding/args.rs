@@ -3,7 +3,7 @@
 
 use super::raw::{self, napi_try, Env, Failure, RawResult, Value};
 use crate::core::error::{Code, Error, Kind};
-use crate::core::options::RawCallOptions;
+use crate::core::options::{RawCallOptions, Tiers};
 use crate::core::tags::{self, Tags};
 use napi::sys;
 
@@ -13,6 +13,7 @@ use napi::sys;
 pub(super) struct CallOptions {
   pub refuse_stale: bool,
   pub overrides: RawCallOptions,
+  pub tiers: Tiers,
 }
 
 fn option_type(name: &str, rule: &str) -> Failure {
@@ -31,10 +32,12 @@ pub(super) unsafe fn optional_number(env: Env, value: Value, name: &str) -> RawR
   }
 }
 
-/// `stale, ttl, hardTtl, negativeTtl, beta`, each possibly undefined.
+/// `stale, ttl, hardTtl, negativeTtl, beta, l1Ttl, tiers`, each possibly
+/// undefined (`tiers`: the bits of `Tiers`, which the JS wrapper made of the
+/// boolean options it checked).
 pub(super) unsafe fn read_call_options(
   env: Env,
-  [stale, ttl, hard_ttl, negative_ttl, beta]: [Value; 5],
+  [stale, ttl, hard_ttl, negative_ttl, beta, l1_ttl, tiers]: [Value; 7],
 ) -> RawResult<CallOptions> {
   let refuse_stale = match raw::type_of(env, stale) {
     sys::ValueType::napi_undefined => false,
@@ -48,6 +51,11 @@ pub(super) unsafe fn read_call_options(
       hard_ttl: optional_number(env, hard_ttl, "hardTtl")?,
       negative_ttl: optional_number(env, negative_ttl, "negativeTtl")?,
       beta: optional_number(env, beta, "beta")?,
+      l1_ttl: optional_number(env, l1_ttl, "l1Ttl")?,
+    },
+    tiers: match optional_number(env, tiers, "tiers")? {
+      Some(bits) => Tiers::from_bits(bits as u32),
+      None => Tiers::default(),
     },
   })
 }

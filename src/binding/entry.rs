@@ -11,7 +11,7 @@ use super::raw::{self, Env, Failure, JsRef, RawResult, Utf8, Value};
 use super::status::{self, Outcome, Source, StaleReason};
 use super::{closed, Inner};
 use crate::core::error::{Code, Error, Kind};
-use crate::core::options::EntryPolicy;
+use crate::core::options::{EntryPolicy, Tiers};
 use crate::engine::{Decision, Refresh};
 use napi::sys;
 use std::rc::Rc;
@@ -32,9 +32,9 @@ enum Action {
   Lead,
 }
 
-/// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?, status?, tags?)`.
+/// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?, status?, tags?, tiers?, l1Ttl?)`.
 pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, argc, inner) = raw::args::<9, Rc<Inner>>(env, info);
+  let (argv, argc, inner) = raw::args::<11, Rc<Inner>>(env, info);
   // SAFETY: `install_raw` made this function with `raw::function` and an
   // `Rc<Inner>` as data, so the pointer is that box. The box is freed only
   // by the function's finalizer, which cannot run while the function is
@@ -42,10 +42,11 @@ pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) ->
   // shared, and re-entrant calls (the loader calling `getOrLoad`) only take
   // shared borrows too, mutating through the `RefCell`s.
   let inner = &*inner;
-  let [key_js, loader, stale, ttl, hard_ttl, negative_ttl, beta, status, tags] = argv;
+  let [key_js, loader, stale, ttl, hard_ttl, negative_ttl, beta, status, tags, tiers, l1_ttl] =
+    argv;
   let given = argc > 2;
   let options = Options::Unread {
-    values: [stale, ttl, hard_ttl, negative_ttl, beta],
+    values: [stale, ttl, hard_ttl, negative_ttl, beta, l1_ttl, tiers],
     given,
   };
   // Without options, `status` is undefined: no need to look at it.
@@ -65,10 +66,10 @@ pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) ->
 pub(super) const MANY_KEYS: usize = 256;
 
 /// The arguments of `getOrLoadMany` before its keys.
-const MANY_FIXED: usize = 8;
+const MANY_FIXED: usize = 9;
 
 /// `getOrLoadMany(collect, loader, stale, ttl, hardTtl, negativeTtl, beta,
-/// tags, ...keys)`: `getOrLoad(key, loader, stale, …, tags)` for each key,
+/// l1Ttl, tags, ...keys)`: `getOrLoad(key, loader, stale, …, tags)` for each key,
 /// in order, in one crossing (at most [`MANY_KEYS`]), the options read once.
 /// Every key is read first: one that is no key is thrown (its
 /// `ERR_HERDCACHE_INVALID_KEY`) before any is looked up. Answers
@@ -99,7 +100,7 @@ pub unsafe extern "C" fn get_or_load_many(env: Env, info: sys::napi_callback_inf
     );
   }
   let (fixed, keys) = argv[..argc.max(MANY_FIXED)].split_at(MANY_FIXED);
-  let &[collect, loader, stale, ttl, hard_ttl, negative_ttl, beta, tags] = fixed else {
+  let &[collect, loader, stale, ttl, hard_ttl, negative_ttl, beta, l1_ttl, tags] = fixed else {
     unreachable!("split at MANY_FIXED")
   };
   let mut ends = [0usize; MANY_KEYS];
@@ -107,7 +108,9 @@ pub unsafe extern "C" fn get_or_load_many(env: Env, info: sys::napi_callback_inf
     Ok(text) => text,
     Err(failure) => return raw::throw(env, failure),
   };
-  let values = [stale, ttl, hard_ttl, negative_ttl, beta];
+  // No tiers: `l1`, `redis` and `forceFresh` are getOrLoad's alone.
+  let tiers = raw::undefined(env);
+  let values = [stale, ttl, hard_ttl, negative_ttl, beta, l1_ttl, tiers];
   // Bad options are read again by each key, which then fails as its own
   // getOrLoad call would (after its key's checks).
   let options = match check_options(env, inner, values, true, tags) {
@@ -197,6 +200,7 @@ fn keep_many_keys(inner: &Inner, text: String) {
 struct Checked {
   refuse_stale: bool,
   policy: EntryPolicy,
+  tiers: Tiers,
 }
 
 /// Where the options of one key's call come from.
@@ -204,18 +208,18 @@ struct Checked {
 enum Options {
   /// As passed (`given`: any argument past the loader): read after the
   /// key, so a bad key is reported before a bad option.
-  Unread { values: [Value; 5], given: bool },
+  Unread { values: [Value; 7], given: bool },
   /// Read once already (a `getOrLoadMany` call's, for each of its keys).
   Checked(Checked),
 }
 
 /// Reads and checks the positional call options (`stale, ttl, hardTtl,
-/// negativeTtl, beta`) and the shape of `tags`.
+/// negativeTtl, beta, l1Ttl, tiers`) and the shape of `tags`.
 #[inline(always)]
 unsafe fn check_options(
   env: Env,
   inner: &Inner,
-  values: [Value; 5],
+  values: [Value; 7],
   given: bool,
   tags: Value,
 ) -> RawResult<Checked> {
@@ -237,6 +241,7 @@ unsafe fn check_options(
   Ok(Checked {
     refuse_stale: options.refuse_stale,
     policy,
+    tiers: options.tiers,
   })
 }
 
@@ -302,11 +307,12 @@ unsafe fn answer_read_key(
   let Checked {
     refuse_stale,
     policy,
+    tiers,
   } = match options {
     Options::Checked(checked) => checked,
     Options::Unread { values, given } => check_options(env, inner, values, given, tags)?,
   };
-  let action = decide(env, inner, key, refuse_stale);
+  let action = decide(env, inner, key, refuse_stale, tiers);
   let call = Call {
     key,
     key_js,
@@ -314,6 +320,7 @@ unsafe fn answer_read_key(
     policy,
     refuse_stale,
     tags,
+    tiers,
   };
   let mut stale_reason = None;
   let answer = match action {
@@ -346,9 +353,13 @@ unsafe fn answer_read_key(
 /// The engine's decision for `key`, with the JS values taken out while it
 /// was borrowed.
 #[inline(always)]
-unsafe fn decide(env: Env, inner: &Inner, key: &str, refuse_stale: bool) -> Action {
+unsafe fn decide(env: Env, inner: &Inner, key: &str, refuse_stale: bool, tiers: Tiers) -> Action {
   let mut cache = inner.cache.borrow_mut();
-  match cache.decide(key, !refuse_stale) {
+  let decision = match tiers.reads_l1() {
+    true => cache.decide(key, !refuse_stale),
+    false => cache.decide_past_l1(key, tiers),
+  };
+  match decision {
     Decision::Hit { value, refresh } => Action::Serve(value.resolved(env), Outcome::Hit, refresh),
     Decision::Negative { value } => Action::Serve(value.resolved(env), Outcome::Negative, None),
     Decision::Stale {

@@ -18,7 +18,7 @@ use super::held::Held;
 use super::raw::{self, napi_try, Env, JsRef, RawResult, Value};
 use super::status::{self, Lock, Outcome, Source, StaleReason};
 use super::Inner;
-use crate::core::options::{EntryPolicy, RawCallOptions};
+use crate::core::options::{EntryPolicy, RawCallOptions, Tiers};
 use crate::engine::flights::Flight;
 use crate::engine::together::{self, Ask};
 use crate::engine::{
@@ -38,6 +38,8 @@ pub(super) struct Call<'a> {
   /// The tags its value is written with, as passed (read by
   /// [`start_flight`]: a hit needs none).
   pub tags: Value,
+  /// What it asks of memory and the fleet (`forceFresh`, `l1`, `redis`).
+  pub tiers: Tiers,
 }
 
 /// Starts a load of `call.key` and registers it as the key's flight;
@@ -63,6 +65,7 @@ pub(super) unsafe fn start_flight(
       call.policy,
       call.refuse_stale,
       tags,
+      call.tiers,
     )
   };
   let waiting = matches!(first, FirstStep::ReadShared { .. });
@@ -435,12 +438,13 @@ pub unsafe extern "C" fn record_load_queue(env: Env, info: sys::napi_callback_in
 
 /// The background refresh of `key_js` a stale value from the shared store
 /// calls for (`Adopted::refresh`: the engine found it due), with the
-/// leading call's `loader`.
+/// leading call's `loader` and `tiers`.
 unsafe fn start_refresh(
   env: Env,
   inner: &Rc<Inner>,
   key_js: Value,
   loader: Value,
+  tiers: Tiers,
 ) -> RawResult<()> {
   let mut key_buf = raw::Utf8::new();
   let key = super::key::read(env, key_js, &mut key_buf)?;
@@ -452,6 +456,7 @@ unsafe fn start_refresh(
     policy,
     refuse_stale: false,
     tags: raw::undefined(env),
+    tiers,
   };
   // Its tags are the stale value's (`Engine::tag_flight`).
   start_flight(env, inner, &call, Some(Refresh::Stale)).map(drop)
@@ -587,19 +592,26 @@ unsafe fn end_answered(
         None => raw::undefined(env),
       };
       let call = flight.handle.call.take();
+      // The refresh keeps to the tiers its call chose (`l1: false`).
+      let tiers = Tiers {
+        force_fresh: false,
+        ..flight.tiers
+      };
       answer(env, &mut flight, value, adopted);
-      call.filter(|_| adopted.is_some_and(|a| a.refresh))
+      call
+        .filter(|_| adopted.is_some_and(|a| a.refresh))
+        .map(|call| (call, tiers))
     }
     None => None,
   };
   if tell_leader {
     resume(env, inner, id, false);
   }
-  if let Some(call) = refresh {
+  if let Some((call, tiers)) = refresh {
     if let Some(loader) = call.loader.get(env) {
       // A refresh that cannot start leaves the stale value served: the
       // next call past it asks again.
-      let _ = start_refresh(env, inner, call.key.to_js(env), loader);
+      let _ = start_refresh(env, inner, call.key.to_js(env), loader, tiers);
     }
   }
 }

@@ -8,7 +8,7 @@ use super::status::{Lock, Outcome, Source, StaleReason};
 use super::ENTRY_POINTS;
 use crate::core::error::Code;
 use crate::core::key::MAX_KEY_BYTES;
-use crate::core::options::{CACHE_OPTIONS, MAX_TTL};
+use crate::core::options::{Tiers, CACHE_OPTIONS, MAX_TTL};
 use crate::engine::metrics::{Gauges, Metrics};
 use crate::engine::slots::FAILED_OPEN;
 use napi_derive::napi;
@@ -52,6 +52,9 @@ pub struct Names {
   pub status: StatusNames,
   /// The numbers the JS side checks against or answers with.
   pub limits: Limits,
+  /// The `getOrLoad` options passed as the bits of one number, in bit
+  /// order (`core::options::Tiers`): bit `i` is `1 << i`.
+  pub tiers: Vec<String>,
 }
 
 /// The numbers both sides must agree on, declared in Rust only.
@@ -116,6 +119,7 @@ pub fn names() -> Names {
       many_keys: MANY_KEYS as u32,
       failed_open: FAILED_OPEN,
     },
+    tiers: owned(&Tiers::OPTIONS),
   }
 }
 

@@ -48,7 +48,12 @@ unsafe fn keyed<const N: usize>(
 pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
   keyed::<2>(env, info, |inner, key, argv| {
     let undefined = raw::undefined(env);
-    let options = read_call_options(env, [argv[1], undefined, undefined, undefined, undefined])?;
+    let options = read_call_options(
+      env,
+      [
+        argv[1], undefined, undefined, undefined, undefined, undefined, undefined,
+      ],
+    )?;
     let mut cache = inner.cache.borrow_mut();
     Ok(match cache.get(key, !options.refuse_stale) {
       Some(held) => held.value_or_promise(env),
@@ -63,7 +68,12 @@ pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
 pub unsafe extern "C" fn set(env: Env, info: sys::napi_callback_info) -> Value {
   keyed::<6>(env, info, |inner, key, argv| {
     let undefined = raw::undefined(env);
-    let options = read_call_options(env, [undefined, argv[2], argv[3], undefined, undefined])?;
+    let options = read_call_options(
+      env,
+      [
+        undefined, argv[2], argv[3], undefined, undefined, undefined, undefined,
+      ],
+    )?;
     let tags = read_tags(env, argv[5])?;
     let held = Held::from_js(env, argv[1])?;
     let json = optional_string(env, argv[4])?.unwrap_or_else(|| "null".to_string());

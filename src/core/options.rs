@@ -68,6 +68,10 @@ macro_rules! cache_options {
       #[doc = " How long, ms, a \"not found\" result (a loader returning `null` or"]
       #[doc = " `undefined`) is cached. Default 5 000; 0 turns negative caching off."]
       negative_ttl: f64 => "negativeTtl", default = Some("5000");
+      #[doc = " How long, ms, this process's memory (the L1) uses its copy of an"]
+      #[doc = " entry; past it a call reads Redis again (without Redis: loads),"]
+      #[doc = " though the entry's TTL runs on. Default: the entry's own TTLs."]
+      l1_ttl: f64 => "l1Ttl", default = None;
       #[doc = " How long, ms, a caller holding a stale value waits for the refresh"]
       #[doc = " before it is answered with the stale value. Default 0: at once."]
       soft_timeout: f64 => "softTimeout", default = Some("0");
@@ -232,6 +236,9 @@ pub struct EntryPolicy {
   pub hard_ttl: u64,
   pub negative_ttl: u64,
   pub beta: f64,
+  /// How long the L1 uses its copy (`l1Ttl`); `None`: as long as the
+  /// entry's TTLs allow.
+  pub l1_ttl: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -253,6 +260,38 @@ pub struct CacheConfig {
   pub redis: Option<RedisConfig>,
 }
 
+/// What one `getOrLoad` call asks of the tiers: `forceFresh: true` (load
+/// now: no value written before the call answers it, though a load already
+/// running in this process is joined), `l1: false` (this process's memory is
+/// neither read nor written), `redis: false` (the shared store is neither
+/// read, locked nor written). The JS wrapper passes them as the bits of one
+/// number: bit `i` is [`Tiers::OPTIONS`]`[i]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tiers {
+  pub force_fresh: bool,
+  pub skip_l1: bool,
+  pub skip_redis: bool,
+}
+
+impl Tiers {
+  /// The call options behind the bits, in bit order (`names().tiers`).
+  pub const OPTIONS: [&'static str; 3] = ["forceFresh", "l1", "redis"];
+
+  /// The tiers of `bits` (bits past [`Tiers::OPTIONS`] are ignored).
+  pub fn from_bits(bits: u32) -> Tiers {
+    Tiers {
+      force_fresh: bits & 1 != 0,
+      skip_l1: bits & 2 != 0,
+      skip_redis: bits & 4 != 0,
+    }
+  }
+
+  /// Whether the call reads memory first, as a call without these options.
+  pub fn reads_l1(self) -> bool {
+    !self.force_fresh && !self.skip_l1
+  }
+}
+
 /// Per-call overrides of [`EntryPolicy`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RawCallOptions {
@@ -260,6 +299,7 @@ pub struct RawCallOptions {
   pub hard_ttl: Option<f64>,
   pub negative_ttl: Option<f64>,
   pub beta: Option<f64>,
+  pub l1_ttl: Option<f64>,
 }
 
 impl RawCallOptions {
@@ -268,6 +308,15 @@ impl RawCallOptions {
       && self.hard_ttl.is_none()
       && self.negative_ttl.is_none()
       && self.beta.is_none()
+      && self.l1_ttl.is_none()
+  }
+}
+
+/// `l1Ttl`, ms (> 0), or `otherwise` when not given.
+fn l1_ttl(value: Option<f64>, otherwise: Option<u64>) -> Result<Option<u64>, Error> {
+  match value {
+    None => Ok(otherwise),
+    some => millis("l1Ttl", some, f64::MIN_POSITIVE, MAX_TTL, 0).map(Some),
   }
 }
 
@@ -345,6 +394,7 @@ impl CacheConfig {
           DEFAULT_NEGATIVE_TTL,
         )?,
         beta: beta(raw.beta)?,
+        l1_ttl: l1_ttl(raw.l1_ttl, None)?,
       },
       jitter,
       soft_timeout: millis(
@@ -658,6 +708,7 @@ impl EntryPolicy {
         None => self.beta,
         some => beta(some)?,
       },
+      l1_ttl: l1_ttl(call.l1_ttl, self.l1_ttl)?,
     })
   }
 }
@@ -702,7 +753,7 @@ mod tests {
       assert!(seen.insert(option.name), "{} declared twice", option.name);
       assert!(!option.doc.trim().is_empty(), "{} has no doc", option.name);
     }
-    assert_eq!(CACHE_OPTIONS.len(), 21);
+    assert_eq!(CACHE_OPTIONS.len(), 22);
     let types: Vec<_> = CACHE_OPTIONS.iter().map(|o| (o.name, o.js_type)).collect();
     assert!(types.contains(&("ttl", "number")));
     assert!(types.contains(&("redis", "string")));
@@ -726,6 +777,7 @@ mod tests {
         "jitter" => Some(local.jitter.to_string()),
         "beta" => Some(local.entry.beta.to_string()),
         "negativeTtl" => Some(local.entry.negative_ttl.to_string()),
+        "l1Ttl" => local.entry.l1_ttl.map(|ms| ms.to_string()),
         "softTimeout" => Some(local.soft_timeout.to_string()),
         "hardTimeout" => Some(local.hard_timeout.to_string()),
         "refreshBackoff" => Some(local.refresh_backoff.to_string()),

@@ -26,8 +26,8 @@ use super::Pending;
 use crate::core::envelope::{Envelope, Meta};
 use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{
-  CacheConfig, EntryPolicy, RedisEndpoint, DEFAULT_CIRCUIT_BREAKER_DURATION, DEFAULT_LOCK_TTL,
-  DEFAULT_RECOVERY_MAX_AGE, DEFAULT_RECOVERY_MAX_ENTRIES,
+  CacheConfig, EntryPolicy, RedisEndpoint, Tiers, DEFAULT_CIRCUIT_BREAKER_DURATION,
+  DEFAULT_LOCK_TTL, DEFAULT_RECOVERY_MAX_AGE, DEFAULT_RECOVERY_MAX_ENTRIES,
 };
 use crate::core::policy;
 use crate::core::tags::Tags;
@@ -242,7 +242,7 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
   pub fn new(config: CacheConfig, clock: Clock, fleet: Option<Arc<Fleet<S>>>) -> Self {
     let mut local = Engine::with_clock(config, clock);
     if let Some(fleet) = &fleet {
-      local.join_fleet(fleet.tag_stamps());
+      local.join_fleet(fleet.tag_stamps(), fleet.reachable());
     }
     Cache {
       local,
@@ -297,6 +297,13 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     self.local.decide(key, allow_stale)
   }
 
+  /// Decides a call that does not read memory (`forceFresh`, `l1: false`;
+  /// see [`Engine::decide_past_l1`]).
+  pub fn decide_past_l1(&mut self, key: &str, tiers: Tiers) -> Decision<'_, V, F> {
+    self.apply_invalidations();
+    self.local.decide_past_l1(key, tiers.force_fresh)
+  }
+
   /// A cached value, fresh or (when allowed) stale (see [`Engine::get`]).
   pub fn get(&mut self, key: &str, allow_stale: bool) -> Option<&V> {
     self.apply_invalidations();
@@ -307,7 +314,9 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
   /// and what it does first.
   /// `refuse_stale`: its leader refuses stale values, so a value another
   /// instance wrote must be fresh too. `tags`: what its value is written
-  /// with (a background refresh given none keeps its entry's).
+  /// with (a background refresh given none keeps its entry's). `tiers`:
+  /// what its leading call asked of memory and the fleet.
+  #[allow(clippy::too_many_arguments)]
   pub fn begin(
     &mut self,
     key: &str,
@@ -316,8 +325,12 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     policy: EntryPolicy,
     refuse_stale: bool,
     tags: Tags,
+    tiers: Tiers,
   ) -> (u64, FirstStep) {
     let id = self.local.begin_flight(key, handle, refresh, policy);
+    if tiers != Tiers::default() {
+      self.local.route_flight(id, tiers);
+    }
     if refuse_stale && refresh.is_none() {
       if let Some(flight) = self.local.flight_mut(id) {
         flight.strict = true;
@@ -327,10 +340,10 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       self.local.tag_flight(id, tags);
     }
     let first = match self.fleet {
-      Some(_) => FirstStep::ReadShared {
+      Some(_) if !tiers.skip_redis => FirstStep::ReadShared {
         lead_now: refresh.is_some(),
       },
-      None => FirstStep::Load,
+      _ => FirstStep::Load,
     };
     if first == (FirstStep::ReadShared { lead_now: false }) {
       if let Some(flight) = self.local.flight_mut(id) {
@@ -363,6 +376,12 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       newer_than,
       refresh: self.unwaited_refresh(id),
     }
+  }
+
+  /// Whether flight `id`'s leading call keeps it off the shared store
+  /// (`redis: false`).
+  fn skips_redis(&self, id: u64) -> bool {
+    self.local.flight(id).is_some_and(|f| f.tiers.skip_redis)
   }
 
   /// Whether flight `id` is a background refresh nobody waits on (no caller
@@ -536,10 +555,16 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
   fn adopt(&mut self, id: u64, value: V, meta: Meta, tags: Tags) -> Effect<F> {
     let served = self.local.adopt(id, value, meta, tags);
     let flight = self.local.end_flight(id);
-    // A refresh's own stale answer calls for no other refresh.
+    // A refresh's own stale answer calls for no other refresh. A flight
+    // kept out of memory (`l1: false`) has no entry there to judge: the
+    // fleet's back-off is its refresh's to honour.
     let refresh = served == Served::Stale
       && flight.as_ref().is_some_and(|f| {
-        !f.background && !self.local.is_closed() && self.local.refresh_due(&f.key)
+        let due = match f.tiers.skip_l1 {
+          true => self.local.flight_for_key(&f.key).is_none(),
+          false => self.local.refresh_due(&f.key),
+        };
+        !f.background && !self.local.is_closed() && due
       });
     let adopted = Adopted {
       served,
@@ -567,7 +592,11 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       keep,
     } = loaded;
     let stored = self.local.fill_as(id, value, negative, compute_ms, keep);
-    let Some(fleet) = self.fleet.clone() else {
+    let fleet = self.fleet.clone().filter(|_| !self.skips_redis(id));
+    let Some(fleet) = fleet else {
+      if self.fleet.is_some() {
+        self.local.count_loader_run();
+      }
       return Effect::Answer {
         flight: self.local.end_flight(id),
         adopted: None,
@@ -629,7 +658,7 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     let backoff = self.local.fail(id, timed_out).filter(|_| loader_ran);
     let mut flight = self.local.end_flight(id);
     let release = match (&self.fleet, flight.as_mut()) {
-      (Some(fleet), Some(flight)) => {
+      (Some(fleet), Some(flight)) if !flight.tiers.skip_redis => {
         let (fleet, key, lock) = (Arc::clone(fleet), flight.key.clone(), flight.lock.take());
         let release: Pending<()> = Box::pin(async move {
           match backoff {
@@ -934,7 +963,7 @@ mod tests {
   fn without_a_fleet_a_flight_loads_first_and_ends_at_its_fill() {
     let mut c = cache();
     let policy = c.config().entry;
-    let (id, first) = c.begin("k", "p", None, policy, false, Tags::NONE);
+    let (id, first) = c.begin("k", "p", None, policy, false, Tags::NONE, Tiers::default());
     assert_eq!(first, FirstStep::Load);
     let Effect::Answer {
       flight: Some(flight),
@@ -954,7 +983,7 @@ mod tests {
   fn the_fleets_answer_decides_the_next_step() {
     let mut c = cache();
     let policy = c.config().entry;
-    let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE);
+    let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE, Tiers::default());
     let token = Some("t".to_string());
     let claimed = |acquired| Event::Claimed {
       key: "k".into(),
@@ -1026,9 +1055,17 @@ mod tests {
   fn a_leader_that_refuses_stale_values_makes_a_strict_flight() {
     let mut c = cache();
     let policy = c.config().entry;
-    let (id, _) = c.begin("k", "p", None, policy, true, Tags::NONE);
+    let (id, _) = c.begin("k", "p", None, policy, true, Tags::NONE, Tiers::default());
     assert!(c.flight(id).unwrap().strict);
-    let (id, _) = c.begin("j", "p", Some(Refresh::Stale), policy, true, Tags::NONE);
+    let (id, _) = c.begin(
+      "j",
+      "p",
+      Some(Refresh::Stale),
+      policy,
+      true,
+      Tags::NONE,
+      Tiers::default(),
+    );
     assert!(!c.flight(id).unwrap().strict, "a refresh is never strict");
   }
 
@@ -1037,7 +1074,7 @@ mod tests {
     let mut c = cache();
     let policy = c.config().entry;
     assert!(matches!(c.decide("k", true), Decision::Lead));
-    let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE);
+    let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE, Tiers::default());
     for _ in 0..3 {
       assert!(matches!(c.decide("k", true), Decision::Join { .. }));
     }
@@ -1063,7 +1100,7 @@ mod tests {
   fn a_superseded_write_forgets_only_its_own_value() {
     let mut c = cache();
     let policy = c.config().entry;
-    let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE);
+    let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE, Tiers::default());
     assert!(matches!(
       c.step(id, loaded("ours", None)),
       Effect::Answer {
@@ -1072,7 +1109,7 @@ mod tests {
       }
     ));
     // With a fleet the flight stays until its write ended (`written`).
-    let (id, _) = c.begin("k", "p2", None, policy, false, Tags::NONE);
+    let (id, _) = c.begin("k", "p2", None, policy, false, Tags::NONE, Tiers::default());
     c.local_mut().fill(id, "ours".into(), false, 1);
     let written = c.step(id, Event::Written(Written::Superseded));
     assert!(matches!(
@@ -1086,7 +1123,7 @@ mod tests {
       c.get("k", true).is_none(),
       "the store kept a newer value: ours is forgotten"
     );
-    let (id, _) = c.begin("k", "p3", None, policy, false, Tags::NONE);
+    let (id, _) = c.begin("k", "p3", None, policy, false, Tags::NONE, Tiers::default());
     c.local_mut().fill(id, "mine".into(), false, 1);
     c.local_mut().advance_clock(1);
     let _ = c.set(
@@ -1111,6 +1148,98 @@ mod tests {
     );
   }
 
+  #[test]
+  fn a_forced_flight_takes_only_what_is_loaded_after_it_began() {
+    let mut c = cache();
+    let policy = c.config().entry;
+    let forced = Tiers {
+      force_fresh: true,
+      ..Tiers::default()
+    };
+    let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE, forced);
+    let began = c.flight(id).unwrap().started_at;
+    let terms = c.terms(id);
+    assert_eq!((terms.newer_than, terms.accept_stale), (Some(began), false));
+    assert!(matches!(
+      c.step(id, loaded("v", None)),
+      Effect::Answer { .. }
+    ));
+    // A forced caller joining a plain flight raises its bar to the call.
+    let (id, _) = c.begin("j", "p", None, policy, false, Tags::NONE, Tiers::default());
+    assert_eq!(c.terms(id).newer_than, None);
+    c.local_mut().advance_clock(5);
+    assert!(matches!(
+      c.decide_past_l1("j", forced),
+      Decision::Join { .. }
+    ));
+    let terms = c.terms(id);
+    assert_eq!(
+      (terms.newer_than, terms.accept_stale),
+      (Some(began + 5), false)
+    );
+  }
+
+  #[test]
+  fn a_flight_told_to_skip_memory_leaves_it_as_it_was() {
+    let mut c = cache();
+    let policy = c.config().entry;
+    let no_l1 = Tiers {
+      skip_l1: true,
+      ..Tiers::default()
+    };
+    let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE, no_l1);
+    assert!(matches!(
+      c.step(id, loaded("v", None)),
+      Effect::Answer { .. }
+    ));
+    assert!(c.get("k", true).is_none(), "not written to memory");
+    let (id, _) = c.begin("k", "p", None, policy, false, Tags::NONE, Tiers::default());
+    assert!(matches!(
+      c.step(id, loaded("v", None)),
+      Effect::Answer { .. }
+    ));
+    assert!(
+      matches!(c.decide_past_l1("k", no_l1), Decision::Lead),
+      "memory not read"
+    );
+  }
+
+  /// `redis: false` over a fleet: no read, no write, no lock to let go.
+  #[tokio::test]
+  async fn a_flight_told_to_skip_the_fleet_loads_and_ends_here() {
+    use crate::engine::shared::{Faults, MemoryServer, MemoryStore};
+    let server = MemoryServer::new();
+    let store = server.store("p:", Faults::default());
+    let raw = RawCacheOptions::default();
+    let mut c: Cache<String, &str, MemoryStore> =
+      Cache::open_on(CacheConfig::from_raw(&raw).unwrap(), store);
+    let policy = c.config().entry;
+    let no_redis = Tiers {
+      skip_redis: true,
+      ..Tiers::default()
+    };
+    let (id, first) = c.begin("k", "p", None, policy, false, Tags::NONE, no_redis);
+    assert_eq!(first, FirstStep::Load);
+    assert!(matches!(
+      c.step(id, loaded("v", Some("\"v\""))),
+      Effect::Answer {
+        flight: Some(_),
+        ..
+      }
+    ));
+    assert_eq!(c.get("k", true).map(String::as_str), Some("v"));
+    let (id, _) = c.begin("f", "p", None, policy, false, Tags::NONE, no_redis);
+    let failed = Event::Failed {
+      timed_out: false,
+      loader_ran: true,
+    };
+    assert!(matches!(
+      c.step(id, failed),
+      Effect::Reject { release: None, .. }
+    ));
+    c.close();
+  }
+
   /// The seam is one: the whole engine over the in-process store. A
   /// flight on `a` reads, wins the lock, loads and writes; the same key's
   /// flight on `b` is answered by that value, with no loader run.
@@ -1129,7 +1258,7 @@ mod tests {
     };
     let (mut a, mut b) = (open(&server), open(&server));
     let policy = a.config().entry;
-    let (id, first) = a.begin("k", "a", None, policy, false, Tags::NONE);
+    let (id, first) = a.begin("k", "a", None, policy, false, Tags::NONE, Tiers::default());
     assert_eq!(first, FirstStep::ReadShared { lead_now: false });
     let read = a.read_many(&[id]).unwrap().await;
     let [(_, key, answer)] = <[_; 1]>::try_from(read).unwrap();
@@ -1162,7 +1291,7 @@ mod tests {
         resume: false
       }
     ));
-    let (id, _) = b.begin("k", "b", None, policy, false, Tags::NONE);
+    let (id, _) = b.begin("k", "b", None, policy, false, Tags::NONE, Tiers::default());
     assert_eq!(b.unled_flights(), vec![id], "its leader waits for the read");
     let read = b.read_many(&[id]).unwrap().await;
     let [(_, key, answer)] = <[_; 1]>::try_from(read).unwrap();

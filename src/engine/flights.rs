@@ -6,7 +6,7 @@
 //! superseded flight stays in the table until it ends, because its callers
 //! still wait for its answer.
 
-use crate::core::options::EntryPolicy;
+use crate::core::options::{EntryPolicy, Tiers};
 use crate::core::tags::Tags;
 // hashbrown's default hasher (foldhash, randomly seeded): fast for short
 // keys, unlike std's SipHash, and not open to chosen-collision keys like FxHash.
@@ -40,6 +40,8 @@ pub struct Flight<F> {
   /// What its callers' `status` says of how it was answered: recorded by
   /// `Cache::step` as the fleet answers.
   pub answered: Answered,
+  /// What its leading call asked of the tiers (`forceFresh`, `l1`, `redis`).
+  pub tiers: Tiers,
   /// Its JS leader was made (it must be told how the flight ends). With a
   /// fleet, a foreground flight's is made only once the fleet asks for a
   /// lock or a load (`Cache::begin`, `Cache::step`).
@@ -155,6 +157,7 @@ impl<F> FlightTable<F> {
       superseded: false,
       tags: Tags::NONE,
       answered: Answered::default(),
+      tiers: Tiers::default(),
       led: true,
     };
     let slot = match self.free.pop() {
@@ -298,6 +301,7 @@ mod tests {
     hard_ttl: 100,
     negative_ttl: 5,
     beta: 1.0,
+    l1_ttl: None,
   };
 
   #[test]

@@ -13,10 +13,11 @@ use super::flights::{Flight, FlightTable};
 use super::memory::{Entry, MemoryStore, Reclaimed};
 use super::metrics::{Gauges, Metrics};
 use crate::core::envelope::Meta;
-use crate::core::options::{CacheConfig, EntryPolicy};
+use crate::core::options::{CacheConfig, EntryPolicy, Tiers};
 use crate::core::policy::{self, Freshness};
 use crate::core::tags::{TagStamps, Tags, TAG_STAMPS_CAPACITY};
 use crate::engine::fleet::{lock as lock_tags, SharedTagStamps};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Why a background refresh starts.
@@ -92,6 +93,17 @@ fn join_or_lead<'a, V, F>(
   }
 }
 
+/// Whether a copy past `l1Ttl` gives way to the shared store: there is
+/// none (the loader then), or its last command reached it. While it does
+/// not, the copy is used as long as its own TTLs allow, so an outage does
+/// not turn every key past its `l1Ttl` into a load. Read only past `l1Ttl`:
+/// the hit path pays nothing for it.
+fn past_l1_goes_on(store_reachable: &Option<Arc<AtomicBool>>) -> bool {
+  store_reachable
+    .as_ref()
+    .is_none_or(|reachable| reachable.load(Ordering::Relaxed))
+}
+
 /// What one `getOrLoad` call does.
 #[derive(Debug)]
 pub enum Decision<'a, V, F> {
@@ -142,6 +154,8 @@ pub struct Engine<V, F> {
   longest_hard_ttl: u64,
   /// Whether a fleet's shared store is behind this memory ([`Engine::join_fleet`]).
   shared: bool,
+  /// With a fleet: whether its last command reached the store.
+  store_reachable: Option<Arc<AtomicBool>>,
 }
 
 impl<V, F> Engine<V, F> {
@@ -166,6 +180,7 @@ impl<V, F> Engine<V, F> {
       last_tag_invalidation: 0,
       longest_hard_ttl: config.entry.hard_ttl.max(config.entry.ttl),
       shared: false,
+      store_reachable: None,
       config,
     }
   }
@@ -173,9 +188,10 @@ impl<V, F> Engine<V, F> {
   /// This engine is the L1 of a fleet's shared store from now on: its
   /// hits are L1 hits, its loads are counted once their loader ran, and
   /// it judges tagged entries by `tags` (the fleet's).
-  pub fn join_fleet(&mut self, tags: SharedTagStamps) {
+  pub fn join_fleet(&mut self, tags: SharedTagStamps, reachable: Arc<AtomicBool>) {
     self.shared = true;
     self.tags = tags;
+    self.store_reachable = Some(reachable);
   }
 
   /// A stamp for a load or write starting now: after the latest
@@ -251,6 +267,11 @@ impl<V, F> Engine<V, F> {
     if !entry.tags.is_empty() && tag_invalidated(&self.tags, &entry.tags, entry.meta.stamp) {
       return join_or_lead(metrics, flight);
     }
+    // Past `l1Ttl` this copy is not used: on to Redis (or the loader). It
+    // stays until the new value replaces it, as above.
+    if now >= entry.l1_until && past_l1_goes_on(&self.store_reachable) {
+      return join_or_lead(metrics, flight);
+    }
     let may_refresh = flight.is_none() && policy::refresh_allowed(entry.retry_after, now);
     match policy::classify(&entry.meta, now) {
       Freshness::Fresh if entry.meta.negative => {
@@ -285,6 +306,21 @@ impl<V, F> Engine<V, F> {
       // callers that accept stale values.
       _ => join_or_lead(metrics, flight),
     }
+  }
+
+  /// Decides a call that does not read memory (`forceFresh`, `l1: false`):
+  /// it joins the key's flight or leads a new one. A `forceFresh` caller
+  /// joining a flight makes it refuse every value written before this call
+  /// (its loader, if running, is this call's load now).
+  pub fn decide_past_l1(&mut self, key: &str, force_fresh: bool) -> Decision<'_, V, F> {
+    // A value stamped this very ms may have been read before the call.
+    let since = self.stamp_now();
+    let mut flight = self.flights.for_key_mut(key);
+    if let Some(flight) = flight.as_mut().filter(|_| force_fresh) {
+      flight.strict = true;
+      flight.replaces = Some(flight.replaces.map_or(since, |r| r.max(since)));
+    }
+    join_or_lead(&mut self.metrics, flight)
   }
 
   /// Counts a stale read whose caller waited up to softTimeout: it was
@@ -362,6 +398,20 @@ impl<V, F> Engine<V, F> {
     id
   }
 
+  /// Flight `id` goes to the tiers its leading call asked for. `forceFresh`:
+  /// only a value loaded from its start on answers it.
+  pub fn route_flight(&mut self, id: u64, tiers: Tiers) {
+    if let Some(flight) = self.flights.get_mut(id) {
+      flight.tiers = tiers;
+      if tiers.force_fresh {
+        // Stamped after its start: a load begun the same ms may have read
+        // what the caller wants replaced.
+        flight.replaces = Some(flight.started_at);
+        flight.strict = true;
+      }
+    }
+  }
+
   /// Flight `id` until it ends (superseded or not).
   pub fn flight(&self, id: u64) -> Option<&Flight<F>> {
     self.flights.get(id)
@@ -374,6 +424,11 @@ impl<V, F> Engine<V, F> {
   /// The flights whose JS leader is not made yet ([`FlightTable::unled`]).
   pub fn unled_flights(&self) -> Vec<u64> {
     self.flights.unled()
+  }
+
+  /// The key's current flight.
+  pub fn flight_for_key(&self, key: &str) -> Option<&Flight<F>> {
+    self.flights.for_key(key)
   }
 
   /// The key's current flight.
@@ -422,8 +477,8 @@ impl<V, F> Engine<V, F> {
     let Some(flight) = self.flights.get(id) else {
       return served;
     };
-    let superseded = flight.superseded;
-    let beta = flight.policy.beta;
+    let superseded = flight.superseded || flight.tiers.skip_l1;
+    let (beta, l1_ttl) = (flight.policy.beta, flight.policy.l1_ttl);
     let (leader, joined) = (u64::from(!flight.background), flight.joined);
     let key = flight.key.clone();
     let m = &mut self.metrics;
@@ -445,7 +500,7 @@ impl<V, F> Engine<V, F> {
       None => draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, beta),
     };
     self.longest_hard_ttl = self.longest_hard_ttl.max(policy::hard_ttl_left(&meta, now));
-    let mut entry = Entry::new(meta, value, refresh_at);
+    let mut entry = Entry::new(meta, value, refresh_at).in_l1_for(l1_ttl, now);
     entry.tags = tags;
     let reclaimed = self.store.insert(key, entry, now);
     self.count(reclaimed);
@@ -515,12 +570,16 @@ impl<V, F> Engine<V, F> {
       return None;
     };
     let (policy, stamp) = (own_policy.unwrap_or(flight.policy), flight.started_at);
+    // `l1: false`: memory is not written (the value goes to the fleet only).
+    let into_l1 = self.keeps_values() && !flight.tiers.skip_l1;
     let key = flight.key.as_str();
     let tags = flight.tags.clone();
     let now = self.now();
     if negative && policy.negative_ttl == 0 {
       // Not found, and not-found is not cached: what was there is gone.
-      self.store.remove(key);
+      if into_l1 {
+        self.store.remove(key);
+      }
       return None;
     }
     if let Some(stored) = self.store.peek(key) {
@@ -546,8 +605,8 @@ impl<V, F> Engine<V, F> {
     let refresh_at = draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, policy.beta);
     meta.refresh_at = Some(refresh_at);
     self.longest_hard_ttl = self.longest_hard_ttl.max(policy::hard_ttl_left(&meta, now));
-    if self.keeps_values() {
-      let mut entry = Entry::new(meta, value, refresh_at);
+    if into_l1 {
+      let mut entry = Entry::new(meta, value, refresh_at).in_l1_for(policy.l1_ttl, now);
       entry.tags = tags;
       let key = key.to_string();
       let reclaimed = self.store.insert(key, entry, now);
@@ -635,7 +694,7 @@ impl<V, F> Engine<V, F> {
     let refresh_at = draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, policy.beta);
     meta.refresh_at = Some(refresh_at);
     self.longest_hard_ttl = self.longest_hard_ttl.max(policy::hard_ttl_left(&meta, now));
-    let mut entry = Entry::new(meta, value, refresh_at);
+    let mut entry = Entry::new(meta, value, refresh_at).in_l1_for(policy.l1_ttl, now);
     entry.tags = tags;
     if self.keeps_values() {
       let reclaimed = self.store.insert(key.to_string(), entry, now);
@@ -741,6 +800,7 @@ impl<V, F> Engine<V, F> {
     let found = match entry {
       Some(e) if e.meta.negative => None,
       Some(e) if !e.tags.is_empty() && tag_invalidated(&self.tags, &e.tags, e.meta.stamp) => None,
+      Some(e) if now >= e.l1_until && past_l1_goes_on(&self.store_reachable) => None,
       Some(e) => match policy::classify(&e.meta, now) {
         Freshness::Fresh => Some(&e.value),
         Freshness::Stale if allow_stale => Some(&e.value),
@@ -1080,6 +1140,75 @@ mod tests {
     assert_eq!(e.metrics().stale_served, 11);
     e.advance_clock(10_000);
     assert!(matches!(e.decide("k", true), Decision::Lead));
+  }
+
+  #[test]
+  fn past_l1_ttl_the_copy_in_memory_is_not_used_though_the_entry_is_fresh() {
+    let raw = RawCacheOptions {
+      ttl: Some(1_000.0),
+      l1_ttl: Some(100.0),
+      jitter: Some(0.0),
+      ..Default::default()
+    };
+    let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
+    load(&mut e, "k", "v1", 1);
+    e.advance_clock(99);
+    assert!(matches!(e.decide("k", true), Decision::Hit { .. }));
+    assert_eq!(e.get("k", true).map(String::as_str), Some("v1"));
+    e.advance_clock(1);
+    assert!(
+      matches!(e.decide("k", true), Decision::Lead),
+      "past l1Ttl: a miss"
+    );
+    assert!(e.get("k", true).is_none());
+    // A call's own l1Ttl outlives the cache's.
+    let longer = e
+      .config()
+      .entry
+      .with(&crate::core::options::RawCallOptions {
+        l1_ttl: Some(500.0),
+        ..Default::default()
+      });
+    let id = e.begin_flight("j", "p", None, longer.unwrap());
+    assert!(e.fill(id, "v".into(), false, 1).is_some());
+    e.end_flight(id);
+    e.advance_clock(499);
+    assert!(matches!(e.decide("j", true), Decision::Hit { .. }));
+    e.advance_clock(1);
+    assert!(matches!(e.decide("j", true), Decision::Lead));
+    let refused = e
+      .config()
+      .entry
+      .with(&crate::core::options::RawCallOptions {
+        l1_ttl: Some(0.0),
+        ..Default::default()
+      });
+    assert_eq!(
+      refused.err().map(|e| e.code),
+      Some(crate::core::error::Code::InvalidOption)
+    );
+  }
+
+  /// While the store is unreachable, a copy past `l1Ttl` is used still:
+  /// an outage does not make every key a load.
+  #[test]
+  fn past_l1_ttl_the_copy_is_used_while_the_store_is_unreachable() {
+    let raw = RawCacheOptions {
+      ttl: Some(1_000.0),
+      l1_ttl: Some(100.0),
+      jitter: Some(0.0),
+      ..Default::default()
+    };
+    let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
+    let reachable = Arc::new(AtomicBool::new(true));
+    let tags = Arc::new(Mutex::new(TagStamps::new(TAG_STAMPS_CAPACITY)));
+    e.join_fleet(tags, Arc::clone(&reachable));
+    load(&mut e, "k", "v1", 1);
+    e.advance_clock(150);
+    assert!(matches!(e.decide("k", true), Decision::Lead));
+    reachable.store(false, Ordering::Relaxed);
+    assert!(matches!(e.decide("k", true), Decision::Hit { .. }));
+    assert_eq!(e.get("k", true).map(String::as_str), Some("v1"));
   }
 
   #[test]

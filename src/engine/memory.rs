@@ -37,6 +37,10 @@ pub struct Entry<V> {
   /// The tags it was written with: judged against their invalidation
   /// stamps on every read (`core::tags`).
   pub tags: Tags,
+  /// Past this moment (epoch ms) this process no longer answers from this
+  /// copy (`l1Ttl`): a call goes on to Redis, else to the loader, though the
+  /// entry's own TTLs run on. `u64::MAX`: no such bound.
+  pub l1_until: u64,
 }
 
 impl<V> Entry<V> {
@@ -49,7 +53,17 @@ impl<V> Entry<V> {
       retry_after: 0,
       refresh_at,
       tags: Tags::NONE,
+      l1_until: u64::MAX,
     }
+  }
+
+  /// This entry, used here for at most `l1_ttl` from `now` (`None`: as
+  /// long as its TTLs allow).
+  pub fn in_l1_for(mut self, l1_ttl: Option<u64>, now: u64) -> Self {
+    if let Some(ms) = l1_ttl {
+      self.l1_until = now.saturating_add(ms);
+    }
+    self
   }
 }
 
@@ -258,6 +272,7 @@ mod tests {
       value: value.to_string(),
       retry_after: 0,
       refresh_at: hard_until / 2,
+      l1_until: u64::MAX,
     }
   }
 

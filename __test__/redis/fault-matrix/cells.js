@@ -90,6 +90,16 @@ const ROWS = [
   { id: 'cold', title: '`getOrLoad` cold', gets: 'loader', bound: { rt: 1, load: 1, ms: 100 }, reported: true },
   { id: 'warm', title: '`getOrLoad` warm in L1', gets: 'l1', bound: { ms: 50 } },
   { id: 'stale', title: '`getOrLoad` stale', gets: 'stale', bound: { ms: 50 } },
+  { id: 'forceFresh', title: '`getOrLoad` with `forceFresh`', gets: 'loader', bound: { rt: 1, load: 1, ms: 100 } },
+  { id: 'noL1', title: '`getOrLoad` with `l1: false`', gets: 'loader', bound: { rt: 1, load: 1, ms: 100 } },
+  { id: 'noRedis', title: '`getOrLoad` with `redis: false`', gets: 'loader', bound: { load: 1, ms: 100 } },
+  {
+    id: 'pastL1',
+    title: '`getOrLoad` past `l1Ttl`, fresh in Redis',
+    gets: 'l1OrLoader',
+    bound: { rt: 1, load: 1, ms: 100 },
+    options: { l1Ttl: 100 },
+  },
   { id: 'get', title: '`get` (not in L1)', gets: 'undefined', bound: { rt: 1, ms: 100 } },
   ...[
     ['set', '`set`'],
@@ -166,6 +176,7 @@ function boundText(bound) {
 const GETS = {
   loader: 'the loader’s value',
   l1: 'the L1 value, no load',
+  l1OrLoader: 'the L1 value (the loader’s for a call that finds Redis gone first)',
   stale: 'the stale value',
   undefined: '`undefined`',
   resolved: 'resolves',

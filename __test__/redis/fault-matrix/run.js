@@ -39,10 +39,23 @@ const DELIVERED = {
 
 /** Warm-ups in the cache's own L1, before the fault (or, never reached, during it, by the loader). */
 async function warm(c, cache) {
-  if (c.row === 'warm') assert.equal(await cache.getOrLoad('w', loader('W')), 'W')
+  if (c.row === 'warm' || c.row === 'forceFresh') assert.equal(await cache.getOrLoad('w', loader('W')), 'W')
+  if (c.row === 'pastL1') {
+    assert.equal(await cache.getOrLoad('p', loader('W')), 'W')
+    await sleep(150)
+  }
   if (c.row === 'stale') {
     assert.equal(await cache.getOrLoad('st', loader('old'), { ttl: 100, hardTtl: 60000 }), 'old')
     await sleep(150)
+  }
+}
+
+/** A loader that counts its run in `runs` and answers 'L' after `LOAD_MS`. */
+function slowLoad(runs) {
+  return async () => {
+    runs.n++
+    await sleep(LOAD_MS)
+    return 'L'
   }
 }
 
@@ -50,16 +63,21 @@ async function warm(c, cache) {
 async function call(c, cache, runs) {
   switch (c.row) {
     case 'cold':
-      return cache.getOrLoad('k', async () => {
-        runs.n++
-        await sleep(LOAD_MS)
-        return 'L'
-      })
+      return cache.getOrLoad('k', slowLoad(runs))
     case 'warm':
       return cache.getOrLoad('w', () => {
         runs.n++
         return 'WRONG'
       })
+    case 'pastL1':
+      return cache.getOrLoad('p', slowLoad(runs))
+    case 'forceFresh':
+    case 'noL1':
+    case 'noRedis': {
+      const options = { forceFresh: { key: 'w', forceFresh: true }, noL1: { l1: false }, noRedis: { redis: false } }
+      const { key = 'k', ...tiers } = options[c.row]
+      return cache.getOrLoad(key, slowLoad(runs), tiers)
+    }
     case 'stale':
       return cache.getOrLoad('st', loader('new'), { ttl: 100, hardTtl: 60000 })
     case 'get':
@@ -104,6 +122,10 @@ function checkGot(c, column, got, runs, reports) {
     case 'l1':
       assert.equal(got, 'W', at)
       assert.equal(runs.n, 0, `${at}: no load`)
+      break
+    case 'l1OrLoader':
+      assert.equal(got, runs.n === 0 ? 'W' : 'L', at)
+      if (!column.reached) assert.equal(runs.n, 0, `${at}: Redis never reached: the copy, no load`)
       break
     case 'stale':
       assert.equal(got, 'old', at)

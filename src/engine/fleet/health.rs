@@ -5,7 +5,8 @@
 use super::{bump, Fleet};
 use crate::core::breaker::State;
 use crate::engine::shared::{Problem, SharedStore};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The breaker's probes are at least this far apart (its cool-down may be
@@ -113,6 +114,12 @@ impl<S: SharedStore> Fleet<S> {
         None
       }
     }
+  }
+
+  /// Whether the last command reached the store, as a flag the engine
+  /// reads when it must choose between its L1 copy and the store.
+  pub fn reachable(&self) -> Arc<AtomicBool> {
+    Arc::clone(&self.connected)
   }
 
   /// Whether the last command reached the store (the command connection

@@ -53,7 +53,7 @@ impl<S: SharedStore> Fleet<S> {
       counters: FleetCounters::default(),
       steps: Mutex::new(HashMap::new()),
       stopped: AtomicBool::new(false),
-      connected: AtomicBool::new(false),
+      connected: Arc::new(AtomicBool::new(false)),
       subscription: Arc::new(Flag::default()),
       runtime: Handle::current(),
       invalidations,

@@ -129,8 +129,10 @@ pub struct Fleet<S: SharedStore = RedisStore> {
   steps: Mutex<HashMap<u64, Steps<S::Keys>>>,
   /// Set by [`Fleet::stop`]: no step starts any more.
   stopped: AtomicBool,
-  /// The last command reached the store; the subscription is live.
-  connected: AtomicBool,
+  /// The last command reached the store (shared with the engine, which
+  /// keeps using a copy past `l1Ttl` while it did not: [`Fleet::reachable`]);
+  /// the subscription is live.
+  connected: Arc<AtomicBool>,
   subscription: Arc<Flag>,
   /// The runtime the fleet's tasks run on (the JS thread that stops a
   /// fleet is not inside it).

@@ -4,7 +4,7 @@
 //! loader, the write, `hardTimeout`), recorded in the [`History`].
 
 use super::check::{History, Origin, Stored};
-use crate::core::options::{CacheConfig, EntryPolicy, RawCacheOptions, RawCallOptions};
+use crate::core::options::{CacheConfig, EntryPolicy, RawCacheOptions, RawCallOptions, Tiers};
 use crate::core::tags::Tags;
 use crate::engine::fleet::Acquired;
 use crate::engine::shared::values::stored_header;
@@ -256,7 +256,15 @@ async fn lead(
   let (id, first) = {
     let mut cache = instance.cache.borrow_mut();
     let policy = policy_of(&cache, &key);
-    cache.begin(&key, handle, refresh, policy, false, Tags::NONE)
+    cache.begin(
+      &key,
+      handle,
+      refresh,
+      policy,
+      false,
+      Tags::NONE,
+      Tiers::default(),
+    )
   };
   let kind = if refresh.is_some() {
     "refresh"
