@@ -200,6 +200,8 @@ export interface CacheStats {
   expirations: number
   /** Entries held now. */
   size: number
+  /** Bytes held in memory now, as `l1MaxBytes` counts them (each value's JSON text and its key); 0 without `l1MaxBytes` or `l1MaxValueBytes`. */
+  l1Bytes: number
   /** Loads running now. */
   inFlight: number
   /** With Redis: calls answered from the in-process L1 without Redis. */

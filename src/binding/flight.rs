@@ -185,9 +185,12 @@ impl FlightHandle {
   }
 }
 
-/// A JS value kept across a tokio step.
+/// A JS value kept across a tokio step, given back as it was (a key, which
+/// must not become a promise, or a value).
 enum Kept {
   Object(JsRef),
+  /// A string, which napi 9 cannot reference: inside a one-element array.
+  Text(JsRef),
   Primitive(Held),
 }
 
@@ -197,13 +200,18 @@ impl Kept {
       sys::ValueType::napi_object | sys::ValueType::napi_function => {
         Kept::Object(JsRef::strong(env, value)?)
       }
+      sys::ValueType::napi_string => Kept::Text(JsRef::strong(env, raw::boxed(env, value)?)?),
       _ => Kept::Primitive(Held::from_js(env, value)?),
     })
   }
 
   unsafe fn to_js(&self, env: Env) -> Value {
+    let undefined = || raw::undefined(env);
     match self {
-      Kept::Object(reference) => reference.get(env).unwrap_or_else(|| raw::undefined(env)),
+      Kept::Object(reference) => reference.get(env).unwrap_or_else(undefined),
+      Kept::Text(reference) => reference
+        .get(env)
+        .map_or_else(undefined, |boxed| raw::unboxed(env, boxed)),
       Kept::Primitive(held) => held.value_or_promise(env),
     }
   }
@@ -277,13 +285,29 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
     // Checked before anybody is answered: TTLs the rules refuse fail the load.
     let keep = keep(env, inner, id, argv[5], argv[6], argv[7])?;
     if !inner.cache.borrow().has_fleet() {
-      return fill_here(env, inner, id, value, negative, compute_ms, keep);
+      // Weighed only for a cache bounded in bytes: the length walks the text.
+      let weighs = inner.cache.borrow().config().l1_max_value_bytes.is_some();
+      let loaded = Loaded {
+        value: (),
+        negative,
+        compute_ms,
+        json: None,
+        keep,
+        bytes: if weighs {
+          raw::utf8_len(env, argv[4])
+        } else {
+          0
+        },
+      };
+      return fill_here(env, inner, id, value, loaded);
     }
+    let json = optional_string(env, argv[4])?;
     let loaded = Loaded {
       value: Held::from_js(env, value)?,
       negative,
       compute_ms,
-      json: optional_string(env, argv[4])?,
+      bytes: json.as_ref().map_or(0, String::len),
+      json,
       keep,
     };
     let kept = Kept::new(env, value)?;
@@ -350,9 +374,7 @@ unsafe fn fill_here(
   inner: &Rc<Inner>,
   id: u64,
   value: Value,
-  negative: bool,
-  compute_ms: u64,
-  keep: Keep,
+  loaded: Loaded<()>,
 ) -> RawResult<Value> {
   let undefined = raw::undefined(env);
   let (deferred, statuses) = match inner.cache.borrow_mut().flight_mut(id) {
@@ -372,10 +394,11 @@ unsafe fn fill_here(
   };
   let loaded = Loaded {
     value: Held::settled(env, value, promise)?,
-    negative,
-    compute_ms,
+    negative: loaded.negative,
+    compute_ms: loaded.compute_ms,
     json: None,
-    keep,
+    keep: loaded.keep,
+    bytes: loaded.bytes,
   };
   // Its callers are answered already: what is left is to end it.
   let ended = inner.cache.borrow_mut().step(id, Event::Loaded(loaded));
@@ -675,6 +698,7 @@ unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::en
     value: held,
     meta: envelope.meta,
     tags: envelope.tags.clone(),
+    bytes: envelope.json.len(),
   };
   step(env, inner, id, parsed);
 }

@@ -1,16 +1,16 @@
 //! How the embedded store holds a value: the settled promise of the parsed
 //! JS value, handed to every hit (a resolved promise never changes, and
 //! making one per hit was most of a hit's cost; a hit is a reference lookup
-//! instead of a `JSON.parse`). An object is held through that promise alone,
-//! which keeps it alive: one `napi_ref` per entry, not two (each is ~80
-//! bytes in Node 20, bench/RESULTS.md, memory). Primitives, which napi 9
-//! cannot reference, are kept by copy and their promise is made on the
-//! first hit.
+//! instead of a `JSON.parse`). An object or a string is held through that
+//! promise alone, which keeps it alive: one `napi_ref` per entry, not two
+//! (each is ~80 bytes in Node 20, bench/RESULTS.md, memory), and a string
+//! is not copied (a UTF-16 copy beside the JS string tripled what a string
+//! value cost: bench/L1BYTES.md). Numbers, booleans, null and undefined are
+//! kept by copy and their promise is made on the first hit.
 //!
 //! A `Held` is in every entry of the store, so it is kept small: the env
 //! once for both references (bare `napi_ref`s, not two `JsRef`s that would
-//! each carry it), and a string behind one thin pointer. 32 bytes, where
-//! two `JsRef`s and an inline `Vec` took 48 (bench/RESULTS.md, memory).
+//! each carry it). 32 bytes.
 
 use super::raw::{self, Env, JsRef, RawResult, Value};
 use napi::sys;
@@ -29,13 +29,9 @@ pub struct Held {
 
 #[derive(Debug)]
 enum HeldValue {
-  /// An object or function: it lives in the settled promise.
-  Object,
-  /// UTF-16 code units, so a string with a lone surrogate comes back as it
-  /// went in (UTF-8 would turn it into U+FFFD). Boxed once more to keep
-  /// this enum at two words: strings are the rarer value.
-  #[allow(clippy::box_collection)] // the extra box is the point: a thin pointer
-  Text(Box<Vec<u16>>),
+  /// An object, function or string: it lives in the settled promise (a
+  /// string as it was, lone surrogates and all).
+  InPromise,
   Number(f64),
   Bool(bool),
   Null,
@@ -62,19 +58,19 @@ impl Held {
     // cache. So an object's promise is made here, before the value is
     // stored, and not on its first hit, while the engine is borrowed. It is
     // also all that keeps the object.
-    if let (HeldValue::Object, true) = (&held.value, held.resolved.get().is_null()) {
+    if let (HeldValue::InPromise, true) = (&held.value, held.resolved.get().is_null()) {
       let promise = raw::resolved(env, value);
       held.resolved.set(raw::create_reference(env, promise, 1)?);
     }
     Ok(held)
   }
 
-  /// Something that gives the value: a primitive itself, an object as its
-  /// settled promise (the only reference kept to it). Resolving a promise
-  /// with either gives the value.
+  /// Something that gives the value: a number, boolean, null or undefined
+  /// itself, an object or a string as its settled promise (the only
+  /// reference kept to it). Resolving a promise with either gives the value.
   pub unsafe fn value_or_promise(&self, env: Env) -> Value {
     match self.value {
-      HeldValue::Object => self.resolved(env),
+      HeldValue::InPromise => self.resolved(env),
       _ => self.value.to_js(env),
     }
   }
@@ -120,8 +116,9 @@ impl Drop for Held {
 impl HeldValue {
   unsafe fn from_js(env: Env, value: Value) -> RawResult<HeldValue> {
     Ok(match raw::type_of(env, value) {
-      sys::ValueType::napi_object | sys::ValueType::napi_function => HeldValue::Object,
-      sys::ValueType::napi_string => HeldValue::Text(Box::new(raw::get_string_utf16(env, value)?)),
+      sys::ValueType::napi_object | sys::ValueType::napi_function | sys::ValueType::napi_string => {
+        HeldValue::InPromise
+      }
       sys::ValueType::napi_number => HeldValue::Number(raw::get_number(env, value)),
       sys::ValueType::napi_boolean => HeldValue::Bool(raw::get_bool(env, value)),
       sys::ValueType::napi_null => HeldValue::Null,
@@ -131,9 +128,8 @@ impl HeldValue {
 
   unsafe fn to_js(&self, env: Env) -> Value {
     match self {
-      // Never asked for: an object's promise is made with the `Held`.
-      HeldValue::Object => raw::undefined(env),
-      HeldValue::Text(units) => raw::string_utf16(env, units),
+      // Never asked for: its promise is made with the `Held`.
+      HeldValue::InPromise => raw::undefined(env),
       HeldValue::Number(n) => raw::number(env, *n),
       HeldValue::Bool(b) => raw::boolean(env, *b),
       HeldValue::Null => raw::null(env),

@@ -115,13 +115,6 @@ pub unsafe fn string(env: Env, s: &str) -> Value {
   v
 }
 
-/// A JS string made from UTF-16 code units, lone surrogates included.
-pub unsafe fn string_utf16(env: Env, units: &[u16]) -> Value {
-  let mut v = ptr::null_mut();
-  sys::napi_create_string_utf16(env, units.as_ptr(), units.len() as isize, &mut v);
-  v
-}
-
 /// A JS string's UTF-16 code units, exactly: UTF-8 cannot carry a lone
 /// surrogate (napi writes U+FFFD for it), UTF-16 can.
 pub unsafe fn get_string_utf16(env: Env, value: Value) -> RawResult<Vec<u16>> {
@@ -138,6 +131,24 @@ pub unsafe fn get_string_utf16(env: Env, value: Value) -> RawResult<Vec<u16>> {
   );
   units.truncate(written);
   Ok(units)
+}
+
+/// `[value]`: a one-element array, an object a reference can keep (napi 9
+/// references no string).
+pub unsafe fn boxed(env: Env, value: Value) -> RawResult<Value> {
+  let mut array = ptr::null_mut();
+  napi_try!(env, sys::napi_create_array_with_length(env, 1, &mut array));
+  napi_try!(env, sys::napi_set_element(env, array, 0, value));
+  Ok(array)
+}
+
+/// What [`boxed`] put in `array` (undefined if it cannot be read).
+pub unsafe fn unboxed(env: Env, array: Value) -> Value {
+  let mut value = ptr::null_mut();
+  if sys::napi_get_element(env, array, 0, &mut value) != sys::Status::napi_ok {
+    return undefined(env);
+  }
+  value
 }
 
 pub unsafe fn get_number(env: Env, value: Value) -> f64 {
@@ -244,6 +255,18 @@ impl Text<'_> {
       Text::Stack(s) => s,
       Text::Heap(s) => s,
     }
+  }
+}
+
+/// The UTF-8 length of string `value` (0 for any other value), without
+/// copying it.
+pub unsafe fn utf8_len(env: Env, value: Value) -> usize {
+  let mut len = 0;
+  let status = sys::napi_get_value_string_utf8(env, value, ptr::null_mut(), 0, &mut len);
+  if status == sys::Status::napi_ok {
+    len
+  } else {
+    0
   }
 }
 

@@ -85,6 +85,15 @@ macro_rules! cache_options {
       #[doc = " Bound of the embedded store; the least recently used entry is evicted"]
       #[doc = " past it. Default 10 000."]
       max_entries: f64 => "maxEntries", default = Some("10000");
+      #[doc = " Bound of this process's memory in bytes: the values it holds (the"]
+      #[doc = " UTF-8 bytes of their JSON text) and their keys; the least recently"]
+      #[doc = " used entries are evicted past it, as past `maxEntries`. An integer"]
+      #[doc = " >= 1, at most 4 GiB. Default: no bound in bytes."]
+      l1_max_bytes: f64 => "l1MaxBytes", default = None;
+      #[doc = " The largest value, in bytes, this process keeps in memory: a bigger"]
+      #[doc = " one is read from Redis on every call (coalesced), or without Redis"]
+      #[doc = " loaded every time. An integer >= 1. Default: `l1MaxBytes`."]
+      l1_max_value_bytes: f64 => "l1MaxValueBytes", default = None;
       #[doc = " A namespace put before every key (in Redis: the value of key `k` is"]
       #[doc = " stored under `{<prefix>k}`). Default ''."]
       prefix: String => "prefix", default = Some("''");
@@ -251,6 +260,10 @@ pub struct CacheConfig {
   pub max_entries: usize,
   /// Bound of a value's JSON text, UTF-8 bytes (checked where it is made).
   pub max_value_bytes: u64,
+  /// The bound in bytes of what memory holds (`l1MaxBytes`), and of one
+  /// value it keeps (`l1MaxValueBytes`, never above the first).
+  pub l1_max_bytes: Option<u64>,
+  pub l1_max_value_bytes: Option<u64>,
   /// The load bulkhead (lib/bulkhead.js): loaders running at once in this
   /// process as given (`None`: no cap, or with `fleetMaxConcurrentLoads`
   /// that one: [`CacheConfig::process_load_cap`]), and the queue behind them.
@@ -381,6 +394,9 @@ impl CacheConfig {
         None => DEFAULT_MAX_ENTRIES,
       });
     let max_value_bytes = max_value_bytes(raw.max_value_bytes)?;
+    let positive = "an integer >= 1 (bytes), at most 4294967295";
+    let l1_max_bytes = integer("l1MaxBytes", raw.l1_max_bytes, 1, positive)?;
+    let l1_max_value_bytes = integer("l1MaxValueBytes", raw.l1_max_value_bytes, 1, positive)?;
     let (max_concurrent_loads, max_queued_loads) = load_caps(raw, redis.as_ref())?;
     Ok(CacheConfig {
       entry: EntryPolicy {
@@ -420,6 +436,11 @@ impl CacheConfig {
       )?,
       max_entries: max_entries as usize,
       max_value_bytes,
+      l1_max_bytes,
+      l1_max_value_bytes: match (l1_max_value_bytes, l1_max_bytes) {
+        (Some(value), Some(all)) => Some(value.min(all)),
+        (value, all) => value.or(all),
+      },
       max_concurrent_loads,
       max_queued_loads,
       prefix: raw.prefix.clone().unwrap_or_default(),
@@ -753,7 +774,7 @@ mod tests {
       assert!(seen.insert(option.name), "{} declared twice", option.name);
       assert!(!option.doc.trim().is_empty(), "{} has no doc", option.name);
     }
-    assert_eq!(CACHE_OPTIONS.len(), 22);
+    assert_eq!(CACHE_OPTIONS.len(), 24);
     let types: Vec<_> = CACHE_OPTIONS.iter().map(|o| (o.name, o.js_type)).collect();
     assert!(types.contains(&("ttl", "number")));
     assert!(types.contains(&("redis", "string")));
@@ -782,6 +803,8 @@ mod tests {
         "hardTimeout" => Some(local.hard_timeout.to_string()),
         "refreshBackoff" => Some(local.refresh_backoff.to_string()),
         "maxEntries" => Some(local.max_entries.to_string()),
+        "l1MaxBytes" => local.l1_max_bytes.map(|n| n.to_string()),
+        "l1MaxValueBytes" => local.l1_max_value_bytes.map(|n| n.to_string()),
         "prefix" => Some(format!("'{}'", local.prefix)),
         "redis" => local.redis.as_ref().map(|r| format!("{:?}", r.endpoint)),
         "lockTtl" => Some(redis.lock_ttl.to_string()),

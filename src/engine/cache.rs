@@ -64,8 +64,14 @@ pub enum Event<V> {
   /// start), or another instance's value could not be taken (JS refused
   /// its JSON): load without it.
   Unavailable,
-  /// Another instance's value ([`Effect::Adopt`]), as JS parsed it.
-  Parsed { value: V, meta: Meta, tags: Tags },
+  /// Another instance's value ([`Effect::Adopt`]), as JS parsed it;
+  /// `bytes`: its JSON text's (for `l1MaxBytes`).
+  Parsed {
+    value: V,
+    meta: Meta,
+    tags: Tags,
+    bytes: usize,
+  },
   /// Our loader's value.
   Loaded(Loaded<V>),
   /// The write an [`Effect::Write`] ran ended.
@@ -85,6 +91,9 @@ pub struct Loaded<V> {
   pub json: Option<String>,
   /// `ctx.noStore()`, or the TTLs `ctx.setTtl` gave.
   pub keep: Keep,
+  /// The UTF-8 bytes of its JSON text, for `l1MaxBytes` (0 when the cache
+  /// has no bound in bytes).
+  pub bytes: usize,
 }
 
 /// What the binding carries out for a flight ([`Cache::step`]).
@@ -430,7 +439,12 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       } => self.claim(id, key, acquired, Origin::Store),
       Event::Claimed { key, acquired } => self.claim(id, key, acquired, Origin::Holder),
       Event::Unavailable => self.load(id, false),
-      Event::Parsed { value, meta, tags } => self.adopt(id, value, meta, tags),
+      Event::Parsed {
+        value,
+        meta,
+        tags,
+        bytes,
+      } => self.adopt(id, value, meta, tags, bytes),
       Event::Loaded(loaded) => self.fill(id, loaded),
       Event::Written(written) => self.written(id, written),
       Event::Failed {
@@ -552,8 +566,8 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
   /// Flight `id` was answered by another instance's value (`value` parsed
   /// from `meta`'s envelope): stored with its own deadlines, the flight
   /// ended; a stale value calls for a background refresh.
-  fn adopt(&mut self, id: u64, value: V, meta: Meta, tags: Tags) -> Effect<F> {
-    let served = self.local.adopt(id, value, meta, tags);
+  fn adopt(&mut self, id: u64, value: V, meta: Meta, tags: Tags, bytes: usize) -> Effect<F> {
+    let served = self.local.adopt(id, value, meta, tags, bytes);
     let flight = self.local.end_flight(id);
     // A refresh's own stale answer calls for no other refresh. A flight
     // kept out of memory (`l1: false`) has no entry there to judge: the
@@ -590,8 +604,11 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       compute_ms,
       json,
       keep,
+      bytes,
     } = loaded;
-    let stored = self.local.fill_as(id, value, negative, compute_ms, keep);
+    let stored = self
+      .local
+      .fill_as(id, value, negative, compute_ms, keep, bytes);
     let fleet = self.fleet.clone().filter(|_| !self.skips_redis(id));
     let Some(fleet) = fleet else {
       if self.fleet.is_some() {
@@ -689,7 +706,7 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     tags: Tags,
   ) -> Option<impl Future<Output = bool> + Send + 'static> {
     self.apply_invalidations();
-    let meta = self.local.set(key, value, policy, tags.clone());
+    let meta = self.local.set(key, value, policy, tags.clone(), json.len());
     let fleet = self.fleet.clone()?;
     let key = key.to_string();
     Some(async move { fleet.write(&key, Envelope { meta, json, tags }).await })
@@ -909,6 +926,7 @@ mod tests {
       compute_ms: 3,
       json: json.map(String::from),
       keep: Keep::Store(None),
+      bytes: 0,
     })
   }
 
@@ -917,6 +935,7 @@ mod tests {
       value: value.into(),
       meta,
       tags: Tags::NONE,
+      bytes: 0,
     }
   }
 

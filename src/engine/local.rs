@@ -166,7 +166,7 @@ impl<V, F> Engine<V, F> {
   /// An engine on `clock` (shared with the fleet).
   pub fn with_clock(config: CacheConfig, clock: Clock) -> Self {
     Engine {
-      store: MemoryStore::new(config.max_entries),
+      store: MemoryStore::new(config.max_entries, config.l1_max_bytes),
       flights: FlightTable::default(),
       metrics: Metrics::default(),
       running: 0,
@@ -463,7 +463,8 @@ impl<V, F> Engine<V, F> {
   /// The flight's callers were counted as `misses` and `coalesced` when they
   /// came; answered from the shared store, they are recounted as what they
   /// got: `hits`, `staleServed` or `negativeHits`.
-  pub fn adopt(&mut self, id: u64, value: V, meta: Meta, tags: Tags) -> Served {
+  /// `bytes`: its JSON text's, for `l1MaxBytes`.
+  pub fn adopt(&mut self, id: u64, value: V, meta: Meta, tags: Tags, bytes: usize) -> Served {
     let now = self.now();
     let freshness = policy::classify(&meta, now);
     let served = match freshness {
@@ -477,7 +478,7 @@ impl<V, F> Engine<V, F> {
     let Some(flight) = self.flights.get(id) else {
       return served;
     };
-    let superseded = flight.superseded || flight.tiers.skip_l1;
+    let superseded = flight.superseded || flight.tiers.skip_l1 || !self.fits(bytes);
     let (beta, l1_ttl) = (flight.policy.beta, flight.policy.l1_ttl);
     let (leader, joined) = (u64::from(!flight.background), flight.joined);
     let key = flight.key.clone();
@@ -500,7 +501,9 @@ impl<V, F> Engine<V, F> {
       None => draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, beta),
     };
     self.longest_hard_ttl = self.longest_hard_ttl.max(policy::hard_ttl_left(&meta, now));
-    let mut entry = Entry::new(meta, value, refresh_at).in_l1_for(l1_ttl, now);
+    let mut entry = Entry::new(meta, value, refresh_at)
+      .in_l1_for(l1_ttl, now)
+      .weighing(self.weight(bytes));
     entry.tags = tags;
     let reclaimed = self.store.insert(key, entry, now);
     self.count(reclaimed);
@@ -551,11 +554,30 @@ impl<V, F> Engine<V, F> {
   /// Returns what was stored, to be written to a shared store too: a
   /// superseded flight's result is not stored.
   pub fn fill(&mut self, id: u64, value: V, negative: bool, compute_ms: u64) -> Option<Meta> {
-    self.fill_as(id, value, negative, compute_ms, Keep::Store(None))
+    self.fill_as(id, value, negative, compute_ms, Keep::Store(None), 0)
+  }
+
+  /// What a value `bytes` long weighs in memory: nothing without a bound in
+  /// bytes (`stats().l1Bytes` is then 0), as the binding weighs values only
+  /// then.
+  fn weight(&self, bytes: usize) -> usize {
+    match self.config.l1_max_value_bytes {
+      Some(_) => bytes,
+      None => 0,
+    }
+  }
+
+  /// Whether a value `bytes` long may be kept in memory (`l1MaxValueBytes`).
+  fn fits(&self, bytes: usize) -> bool {
+    self
+      .config
+      .l1_max_value_bytes
+      .is_none_or(|most| bytes as u64 <= most)
   }
 
   /// [`Engine::fill`] as the loader asked (`ctx.setTtl`, `ctx.noStore`):
-  /// with its own policy for this entry, or not stored at all.
+  /// with its own policy for this entry, or not stored at all. `bytes`:
+  /// the value's JSON text's, for `l1MaxBytes`.
   pub fn fill_as(
     &mut self,
     id: u64,
@@ -563,6 +585,7 @@ impl<V, F> Engine<V, F> {
     negative: bool,
     compute_ms: u64,
     keep: Keep,
+    bytes: usize,
   ) -> Option<Meta> {
     self.running = self.running.saturating_sub(1);
     let flight = self.flights.current(id)?;
@@ -571,7 +594,7 @@ impl<V, F> Engine<V, F> {
     };
     let (policy, stamp) = (own_policy.unwrap_or(flight.policy), flight.started_at);
     // `l1: false`: memory is not written (the value goes to the fleet only).
-    let into_l1 = self.keeps_values() && !flight.tiers.skip_l1;
+    let into_l1 = self.keeps_values() && !flight.tiers.skip_l1 && self.fits(bytes);
     let key = flight.key.as_str();
     let tags = flight.tags.clone();
     let now = self.now();
@@ -606,7 +629,9 @@ impl<V, F> Engine<V, F> {
     meta.refresh_at = Some(refresh_at);
     self.longest_hard_ttl = self.longest_hard_ttl.max(policy::hard_ttl_left(&meta, now));
     if into_l1 {
-      let mut entry = Entry::new(meta, value, refresh_at).in_l1_for(policy.l1_ttl, now);
+      let mut entry = Entry::new(meta, value, refresh_at)
+        .in_l1_for(policy.l1_ttl, now)
+        .weighing(self.weight(bytes));
       entry.tags = tags;
       let key = key.to_string();
       let reclaimed = self.store.insert(key, entry, now);
@@ -671,7 +696,15 @@ impl<V, F> Engine<V, F> {
 
   /// Writes a value directly. A flight in flight for the key is superseded:
   /// its result, loaded from older data, will not be stored.
-  pub fn set(&mut self, key: &str, value: V, policy: EntryPolicy, tags: Tags) -> Meta {
+  /// `bytes`: the value's JSON text's, for `l1MaxBytes`.
+  pub fn set(
+    &mut self,
+    key: &str,
+    value: V,
+    policy: EntryPolicy,
+    tags: Tags,
+    bytes: usize,
+  ) -> Meta {
     let now = self.now();
     let stamp = self.stamp_now();
     self.flights.supersede(key);
@@ -694,9 +727,11 @@ impl<V, F> Engine<V, F> {
     let refresh_at = draw_refresh_at(&mut self.draws, self.fixed_xfetch_u, &meta, policy.beta);
     meta.refresh_at = Some(refresh_at);
     self.longest_hard_ttl = self.longest_hard_ttl.max(policy::hard_ttl_left(&meta, now));
-    let mut entry = Entry::new(meta, value, refresh_at).in_l1_for(policy.l1_ttl, now);
+    let mut entry = Entry::new(meta, value, refresh_at)
+      .in_l1_for(policy.l1_ttl, now)
+      .weighing(self.weight(bytes));
     entry.tags = tags;
-    if self.keeps_values() {
+    if self.keeps_values() && self.fits(bytes) {
       let reclaimed = self.store.insert(key.to_string(), entry, now);
       self.count(reclaimed);
     }
@@ -820,6 +855,7 @@ impl<V, F> Engine<V, F> {
   pub fn gauges(&self) -> Gauges {
     Gauges {
       size: self.store.len() as u64,
+      l1_bytes: self.store.bytes(),
       in_flight: self.running,
       load_slots_used: self.load_queue.0,
       load_queue_length: self.load_queue.1,
@@ -890,7 +926,7 @@ mod tests {
     let policy = e.config().entry;
     let id = e.begin_flight(key, "adopt", None, policy);
     assert_eq!(
-      e.adopt(id, "theirs".into(), meta, Tags::NONE),
+      e.adopt(id, "theirs".into(), meta, Tags::NONE, 0),
       Served::Fresh
     );
     e.end_flight(id);
@@ -916,7 +952,7 @@ mod tests {
     assert_eq!(meta.refresh_at, Some(meta.fresh_until));
     // set() has no compute time: never early.
     e.set_random(Some(0.5), Some(0.0));
-    let meta = e.set("s", "v".into(), e.config().entry, Tags::NONE);
+    let meta = e.set("s", "v".into(), e.config().entry, Tags::NONE, 0);
     assert_eq!(meta.refresh_at, Some(meta.fresh_until));
     // Nor is a not-found marker.
     let id = e.begin_flight("gone", "p", None, e.config().entry);
@@ -1014,6 +1050,7 @@ mod tests {
         ..meta
       },
       Tags::NONE,
+      0,
     );
     e.end_flight(id);
     assert!(!early(&mut e, "off"));
@@ -1344,7 +1381,14 @@ mod tests {
       });
     let id = e.begin_flight("k", "p", None, e.config().entry);
     let meta = e
-      .fill_as(id, "v".into(), false, 5, Keep::Store(Some(policy.unwrap())))
+      .fill_as(
+        id,
+        "v".into(),
+        false,
+        5,
+        Keep::Store(Some(policy.unwrap())),
+        0,
+      )
       .unwrap();
     e.end_flight(id);
     let now = e.now();
@@ -1353,12 +1397,12 @@ mod tests {
     assert!(matches!(e.decide("k", true), Decision::Stale { .. }));
     // Not stored: nothing in memory, nothing to write; what was there stays.
     let id = e.begin_flight("k", "p", Some(Refresh::Stale), e.config().entry);
-    assert_eq!(e.fill_as(id, "v2".into(), false, 5, Keep::Nothing), None);
+    assert_eq!(e.fill_as(id, "v2".into(), false, 5, Keep::Nothing, 0), None);
     e.end_flight(id);
     assert_eq!(e.get("k", true).map(String::as_str), Some("v"));
     assert_eq!(e.gauges().in_flight, 0);
     let id = e.begin_flight("new", "p", None, e.config().entry);
-    assert_eq!(e.fill_as(id, "v".into(), false, 5, Keep::Nothing), None);
+    assert_eq!(e.fill_as(id, "v".into(), false, 5, Keep::Nothing, 0), None);
     e.end_flight(id);
     assert!(matches!(e.decide("new", true), Decision::Lead));
   }
@@ -1428,7 +1472,7 @@ mod tests {
   fn set_and_delete_supersede_a_flight() {
     let mut e = engine();
     let id = e.begin_flight("k", "old", None, e.config().entry);
-    e.set("k", "direct".into(), e.config().entry, Tags::NONE);
+    e.set("k", "direct".into(), e.config().entry, Tags::NONE, 0);
     assert!(e.fill(id, "from-old-data".into(), false, 1).is_none());
     assert!(
       e.end_flight(id).unwrap().superseded,
@@ -1520,7 +1564,13 @@ mod tests {
     };
     let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
     for i in 0..10 {
-      e.set(&format!("k{i}"), "v".into(), e.config().entry, Tags::NONE);
+      e.set(
+        &format!("k{i}"),
+        "v".into(),
+        e.config().entry,
+        Tags::NONE,
+        0,
+      );
     }
     assert_eq!(e.gauges().size, 3);
     assert_eq!(e.metrics().evictions, 7);

@@ -41,6 +41,10 @@ pub struct Entry<V> {
   /// copy (`l1Ttl`): a call goes on to Redis, else to the loader, though the
   /// entry's own TTLs run on. `u64::MAX`: no such bound.
   pub l1_until: u64,
+  /// What it counts against `l1MaxBytes`: its value's bytes as written
+  /// (given with [`Entry::weighing`]; 0, unweighed, without a bound in
+  /// bytes), and its key's once stored.
+  pub bytes: u32,
 }
 
 impl<V> Entry<V> {
@@ -54,7 +58,14 @@ impl<V> Entry<V> {
       refresh_at,
       tags: Tags::NONE,
       l1_until: u64::MAX,
+      bytes: 0,
     }
+  }
+
+  /// This entry, its value `bytes` long (the UTF-8 bytes of its JSON text).
+  pub fn weighing(mut self, bytes: usize) -> Self {
+    self.bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+    self
   }
 
   /// This entry, used here for at most `l1_ttl` from `now` (`None`: as
@@ -166,20 +177,30 @@ pub struct MemoryStore<V> {
   // Front = least recently used.
   map: LinkedHashMap<StoreKey, Entry<V>>,
   max_entries: usize,
+  /// `l1MaxBytes` (`u64::MAX`: none), and what the entries weigh now.
+  max_bytes: u64,
+  bytes: u64,
   next_sweep: u64,
 }
 
 impl<V> MemoryStore<V> {
-  pub fn new(max_entries: usize) -> Self {
+  pub fn new(max_entries: usize, max_bytes: Option<u64>) -> Self {
     MemoryStore {
       map: LinkedHashMap::new(),
       max_entries: max_entries.max(1),
+      max_bytes: max_bytes.unwrap_or(u64::MAX),
+      bytes: 0,
       next_sweep: 0,
     }
   }
 
   pub fn len(&self) -> usize {
     self.map.len()
+  }
+
+  /// What the entries weigh (`Entry::bytes`), as `l1MaxBytes` counts.
+  pub fn bytes(&self) -> u64 {
+    self.bytes
   }
 
   pub fn is_empty(&self) -> bool {
@@ -208,26 +229,37 @@ impl<V> MemoryStore<V> {
   }
 
   /// Stores `entry` under `key` (a `&str` or a `String`, whose buffer a
-  /// long key keeps), replacing what was there.
-  pub fn insert(&mut self, key: impl Into<StoreKey>, entry: Entry<V>, now: u64) -> Reclaimed {
+  /// long key keeps), replacing what was there; the least recently used
+  /// entries leave past `max_entries` or `max_bytes` (never the new one).
+  pub fn insert(&mut self, key: impl Into<StoreKey>, mut entry: Entry<V>, now: u64) -> Reclaimed {
     let mut reclaimed = self.sweep_if_due(now);
     let key = key.into();
-    self.map.remove(key.as_str());
+    self.remove(key.as_str());
+    if entry.bytes > 0 {
+      let key_bytes = u32::try_from(key.as_str().len()).unwrap_or(u32::MAX);
+      entry.bytes = entry.bytes.saturating_add(key_bytes);
+    }
+    self.bytes += u64::from(entry.bytes);
     self.map.insert(key, entry);
-    while self.map.len() > self.max_entries {
-      self.map.pop_front();
+    while self.map.len() > self.max_entries || (self.bytes > self.max_bytes && self.map.len() > 1) {
+      if let Some((_, evicted)) = self.map.pop_front() {
+        self.bytes -= u64::from(evicted.bytes);
+      }
       reclaimed.evicted += 1;
     }
     reclaimed
   }
 
   pub fn remove(&mut self, key: &str) -> Option<Entry<V>> {
-    self.map.remove(key)
+    let removed = self.map.remove(key)?;
+    self.bytes -= u64::from(removed.bytes);
+    Some(removed)
   }
 
   pub fn clear(&mut self) -> usize {
     let n = self.map.len();
     self.map.clear();
+    self.bytes = 0;
     n
   }
 
@@ -235,8 +267,20 @@ impl<V> MemoryStore<V> {
   /// clear); returns how many. One pass over the store.
   pub fn remove_prefix(&mut self, prefix: &str) -> usize {
     let before = self.map.len();
-    self.map.retain(|key, _| !key.as_str().starts_with(prefix));
+    self.retain(|key, _| !key.starts_with(prefix));
     before - self.map.len()
+  }
+
+  /// Keeps the entries `keep` says to, the byte count with them.
+  fn retain(&mut self, mut keep: impl FnMut(&str, &Entry<V>) -> bool) {
+    let bytes = &mut self.bytes;
+    self.map.retain(|key, entry| {
+      let kept = keep(key.as_str(), entry);
+      if !kept {
+        *bytes -= u64::from(entry.bytes);
+      }
+      kept
+    });
   }
 
   fn sweep_if_due(&mut self, now: u64) -> Reclaimed {
@@ -245,7 +289,7 @@ impl<V> MemoryStore<V> {
     }
     self.next_sweep = now.saturating_add(SWEEP_INTERVAL_MS);
     let before = self.map.len();
-    self.map.retain(|_, entry| policy::alive(&entry.meta, now));
+    self.retain(|_, entry| policy::alive(&entry.meta, now));
     Reclaimed {
       evicted: 0,
       expired: (before - self.map.len()) as u64,
@@ -273,12 +317,13 @@ mod tests {
       retry_after: 0,
       refresh_at: hard_until / 2,
       l1_until: u64::MAX,
+      bytes: 0,
     }
   }
 
   #[test]
   fn evicts_the_least_recently_used() {
-    let mut s = MemoryStore::new(2);
+    let mut s = MemoryStore::new(2, None);
     s.insert("a", entry("A", 100), 0);
     s.insert("b", entry("B", 100), 0);
     assert!(s.touch("a", 1).0.is_some());
@@ -289,9 +334,41 @@ mod tests {
     assert!(s.peek("c").is_some());
   }
 
+  /// `l1MaxBytes`: values and keys weighed, the least recently used out
+  /// first, and every way out of the store (replaced, removed, swept,
+  /// cleared) takes its weight with it.
+  #[test]
+  fn evicts_by_bytes_and_keeps_the_count_true() {
+    let mut s = MemoryStore::new(100, Some(250));
+    s.insert("a", entry("A", u64::MAX / 2).weighing(99), 0);
+    s.insert("b", entry("B", 100).weighing(99), 0);
+    assert_eq!(s.bytes(), 200, "each value and its one-byte key");
+    assert!(s.touch("a", 1).0.is_some());
+    let r = s.insert("c", entry("C", 100).weighing(99), 1);
+    assert_eq!((r.evicted, s.bytes()), (1, 200));
+    assert!(s.peek("b").is_none(), "the least recently used left");
+    s.insert("c", entry("C", 100).weighing(9), 1);
+    assert_eq!(s.bytes(), 110, "a replaced value's weight leaves with it");
+    s.remove("c");
+    assert_eq!(s.bytes(), 100);
+    s.insert("long", entry("L", 5).weighing(10), 1);
+    assert_eq!(s.remove_prefix("lo"), 1);
+    assert_eq!(s.bytes(), 100);
+    s.insert("d", entry("D", 5).weighing(10), 1);
+    s.touch("a", SWEEP_INTERVAL_MS + 6);
+    assert_eq!((s.len(), s.bytes()), (1, 100), "the sweep took d");
+    s.clear();
+    assert_eq!(s.bytes(), 0);
+    // A value heavier than the bound alone is kept (the engine keeps such
+    // values out with l1MaxValueBytes), and the rest leave for it.
+    s.insert("e", entry("E", 100_000).weighing(10), 1);
+    s.insert("big", entry("B", 100_000).weighing(400), 1);
+    assert_eq!((s.len(), s.bytes()), (1, 403));
+  }
+
   #[test]
   fn an_expired_entry_is_not_returned_and_is_reclaimed_by_the_sweep() {
-    let mut s = MemoryStore::new(10);
+    let mut s = MemoryStore::new(10, None);
     s.insert("a", entry("A", 100), 0);
     assert!(s.touch("a", 100).0.is_none());
     assert_eq!(s.touch("a", SWEEP_INTERVAL_MS + 1).1.expired, 1);
@@ -300,7 +377,7 @@ mod tests {
 
   #[test]
   fn sweeps_reclaim_untouched_expired_entries() {
-    let mut s = MemoryStore::new(100);
+    let mut s = MemoryStore::new(100, None);
     for i in 0..50 {
       s.insert(format!("k{i}"), entry("v", 500), 0);
     }
@@ -314,7 +391,7 @@ mod tests {
 
   #[test]
   fn keys_short_and_long_are_found_by_their_text() {
-    let mut s = MemoryStore::new(10);
+    let mut s = MemoryStore::new(10, None);
     let short = "s".repeat(StoreKey::INLINE);
     let long = "l".repeat(StoreKey::INLINE + 1);
     let unicode = "clé:ünïcødé:😀:ключ"; // multi-byte, over the inline size
@@ -344,7 +421,7 @@ mod tests {
 
   #[test]
   fn overwriting_keeps_one_entry() {
-    let mut s = MemoryStore::new(10);
+    let mut s = MemoryStore::new(10, None);
     s.insert("a", entry("1", 100), 0);
     s.insert("a", entry("2", 100), 0);
     assert_eq!(s.len(), 1);

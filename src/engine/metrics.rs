@@ -52,6 +52,7 @@ counters! {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Gauges {
   pub size: u64,
+  pub l1_bytes: u64,
   pub in_flight: u64,
   pub circuit_open: u64,
   pub recovery_pending: u64,
@@ -63,9 +64,15 @@ pub struct Gauges {
 }
 
 impl Gauges {
-  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 9] {
+  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 10] {
     [
       ("size", "herdcache_entries", "Entries held now.", self.size),
+      (
+        "l1Bytes",
+        "herdcache_l1_bytes",
+        "Bytes held in memory now, as l1MaxBytes counts them (the values' JSON text and their keys).",
+        self.l1_bytes,
+      ),
       (
         "inFlight",
         "herdcache_in_flight",

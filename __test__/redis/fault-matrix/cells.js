@@ -100,6 +100,13 @@ const ROWS = [
     bound: { rt: 1, load: 1, ms: 100 },
     options: { l1Ttl: 100 },
   },
+  {
+    id: 'pastL1Bytes',
+    title: '`getOrLoad` of a value past `l1MaxValueBytes`',
+    gets: 'loader',
+    bound: { rt: 1, load: 1, ms: 100 },
+    options: { l1MaxValueBytes: 1 },
+  },
   { id: 'get', title: '`get` (not in L1)', gets: 'undefined', bound: { rt: 1, ms: 100 } },
   ...[
     ['set', '`set`'],

@@ -71,6 +71,8 @@ async function call(c, cache, runs) {
       })
     case 'pastL1':
       return cache.getOrLoad('p', slowLoad(runs))
+    case 'pastL1Bytes':
+      return cache.getOrLoad('big', slowLoad(runs))
     case 'forceFresh':
     case 'noL1':
     case 'noRedis': {

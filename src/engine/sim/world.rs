@@ -345,6 +345,7 @@ async fn fly(
           value: envelope.json.clone(),
           meta: envelope.meta,
           tags: envelope.tags,
+          bytes: envelope.json.len(),
         }
       }
       Effect::Write(write) => {
@@ -448,6 +449,7 @@ async fn load(
     value: json.clone(),
     negative: false,
     compute_ms: runs_for,
+    bytes: json.len(),
     json: Some(json),
     keep: Keep::Store(None),
   })
