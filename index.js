@@ -15,7 +15,9 @@ const { getOrLoadChannel, LoadTrace, traceGetOrLoad, invalidated, redisFailed } 
 const { openNamespace } = require('./lib/namespace')
 const { getOrLoadMany } = require('./lib/many')
 
-const { parse, stringify } = JSON
+const { encode, decode } = require('./lib/values')
+
+const { parse } = JSON
 const noop = () => {}
 
 /** Test hooks: `cache[kTesting].advanceClock(ms)`, `.skewClock(ms)`, `.setRandom({ jitter, xfetch })`. */
@@ -202,7 +204,7 @@ class Cache {
     }
     ctx.self = new WeakRef(ctx)
     // The raw entry points: lib/native-contract.d.ts says what each takes and gives.
-    const fns = this.#native.install(ctx, lead, softWait, resume, scheduleReads, reportProblem)
+    const fns = this.#native.install(ctx, lead, softWait, resume, scheduleReads, reportProblem, decode)
     for (const name of [
       'fill',
       'fail',
@@ -294,7 +296,7 @@ class Cache {
       checkCallOptions(options, GET_OPTIONS)
       const value = this.#fns.get(key, options?.stale)
       if (value !== undefined || !this.#ctx.redis) return value
-      return this.#fns.peek(key, options?.stale).then((json) => (json === null ? undefined : parse(json)))
+      return this.#fns.peek(key, options?.stale).then((stored) => this.#read(stored))
     })
   }
 
@@ -308,9 +310,9 @@ class Cache {
           `set() was given ${value}; "not found" is cached by a loader returning null, and delete() removes a key`,
         )
       }
-      let json
+      let stored
       try {
-        json = stringify(value)
+        stored = encode(this.#ctx, value)
       } catch (cause) {
         throw herdError(
           TypeError,
@@ -319,16 +321,23 @@ class Cache {
           cause,
         )
       }
-      if (json === undefined) {
+      if (stored === undefined) {
         throw herdError(TypeError, codes.INVALID_VALUE, `set() was given a ${typeof value}; give plain data`)
       }
-      const tooLarge = sizeProblem(json, this.#ctx.maxValueBytes)
+      const tooLarge = sizeProblem(stored.body, this.#ctx.maxValueBytes)
       if (tooLarge !== undefined) throw tooLarge
-      const write = this.#fns.set(key, parse(json), options?.ttl, options?.hardTtl, json, options?.tags)
+      const { ttl, hardTtl, tags } = options ?? NO_OPTIONS
+      const write = this.#fns.set(key, stored.value, ttl, hardTtl, stored.body, tags, stored.format)
       track(this.#ctx, write)
       invalidated(this, 'set', key)
       return write?.then(noop)
     })
+  }
+
+  /** What `peek` answered: absent (null), a JSON text, or `[format, bytes]`. */
+  #read(stored) {
+    if (stored === null) return undefined
+    return typeof stored === 'string' ? parse(stored) : decode(this.#ctx, stored[0], stored[1])
   }
 
   delete(key) {

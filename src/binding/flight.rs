@@ -12,7 +12,8 @@
 //! of the flights started in one tick go out together
 //! ([`queue_first_read`], [`flush_reads`]).
 
-use super::args::{optional_string, read_tags};
+use super::args::read_tags;
+use super::body;
 use super::futures::{self, then_on_cache};
 use super::held::Held;
 use super::raw::{self, napi_try, Env, JsRef, RawResult, Value};
@@ -259,20 +260,21 @@ unsafe fn report<const N: usize>(
   body(inner, id, argv).unwrap_or_else(|failure| raw::throw(env, failure))
 }
 
-/// `fill(id, value, negative, computeMs, json, ttl, hardTtl, noStore)`: our
-/// loader's value (its JSON-normalised copy; `json` its text), with what
+/// `fill(id, value, negative, computeMs, body, format, ttl, hardTtl,
+/// noStore)`: our loader's value (its normalised copy; `body` its JSON
+/// text, or with `format` its bytes: `binding::body::read`), with what
 /// the loader set for its entry (`ctx.setTtl`: `ttl`/`hardTtl`, undefined
 /// when not set; `ctx.noStore()`). Answers the callers; with a fleet, once
 /// the value is written there: then it returns the write's promise (for
 /// `close()` to wait for), else undefined. Throws (the flight stays, for
 /// `fail`) when the loader's TTLs break the call options' rules.
 pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value {
-  report::<8>(env, info, |inner, id, argv| {
+  report::<9>(env, info, |inner, id, argv| {
     let value = argv[1];
     let negative = raw::get_bool(env, argv[2]);
     let compute_ms = raw::get_number(env, argv[3]).max(0.0).round() as u64;
     // Checked before anybody is answered: TTLs the rules refuse fail the load.
-    let keep = keep(env, inner, id, argv[5], argv[6], argv[7])?;
+    let keep = keep(env, inner, id, argv[6], argv[7], argv[8])?;
     if !inner.cache.borrow().has_fleet() {
       return fill_here(env, inner, id, value, negative, compute_ms, keep);
     }
@@ -280,7 +282,7 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
       value: Held::from_js(env, value)?,
       negative,
       compute_ms,
-      json: optional_string(env, argv[4])?,
+      body: body::read(env, argv[4], argv[5])?,
       keep,
     };
     let kept = Kept::new(env, value)?;
@@ -371,7 +373,7 @@ unsafe fn fill_here(
     value: Held::settled(env, value, promise)?,
     negative,
     compute_ms,
-    json: None,
+    body: None,
     keep,
   };
   // Its callers are answered already: what is left is to end it.
@@ -650,7 +652,7 @@ unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::en
   let parsed = if envelope.meta.negative {
     Ok(raw::null(env))
   } else {
-    parse_json(env, inner, &envelope.json)
+    body::to_js(env, inner, &envelope.body)
   };
   let taken = parsed.and_then(|value| Ok((Kept::new(env, value)?, Held::from_js(env, value)?)));
   let Ok((kept, held)) = taken else {
@@ -780,9 +782,4 @@ pub unsafe fn reject_unled(env: Env, inner: &Rc<Inner>, reason: Value) {
   for id in unled {
     reject(env, inner, id, reason);
   }
-}
-
-unsafe fn parse_json(env: Env, inner: &Inner, json: &str) -> RawResult<Value> {
-  let parse = inner.helper(env, |h| &h.json_parse)?;
-  raw::call(env, parse, &[raw::string(env, json)])
 }

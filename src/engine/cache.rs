@@ -23,6 +23,7 @@ use super::shared::{Problem, RedisStore, RedisTimeouts, SharedStore};
 use super::slots::LoadSlots;
 use super::together::Ask;
 use super::Pending;
+use crate::core::body::Body;
 use crate::core::envelope::{Envelope, Meta};
 use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{
@@ -81,8 +82,9 @@ pub struct Loaded<V> {
   pub value: V,
   pub negative: bool,
   pub compute_ms: u64,
-  /// Its JSON text, for the shared store (`None` without one).
-  pub json: Option<String>,
+  /// Its JSON text or formatted bytes, for the shared store (`None`
+  /// without one).
+  pub body: Option<Body>,
   /// `ctx.noStore()`, or the TTLs `ctx.setTtl` gave.
   pub keep: Keep,
 }
@@ -563,7 +565,7 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       value,
       negative,
       compute_ms,
-      json,
+      body,
       keep,
     } = loaded;
     let stored = self.local.fill_as(id, value, negative, compute_ms, keep);
@@ -580,9 +582,9 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       None => return Effect::Done,
     };
     Effect::Write(Box::pin(async move {
-      match (stored, json) {
-        (Some(meta), Some(json)) => {
-          let envelope = Envelope { meta, json, tags };
+      match (stored, body) {
+        (Some(meta), Some(body)) => {
+          let envelope = Envelope { meta, body, tags };
           match fleet.settle(&key, id, envelope, lock).await {
             Some(true) => Written::Stored,
             Some(false) => Written::Superseded,
@@ -656,14 +658,14 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     key: &str,
     value: V,
     policy: EntryPolicy,
-    json: String,
+    body: Body,
     tags: Tags,
   ) -> Option<impl Future<Output = bool> + Send + 'static> {
     self.apply_invalidations();
     let meta = self.local.set(key, value, policy, tags.clone());
     let fleet = self.fleet.clone()?;
     let key = key.to_string();
-    Some(async move { fleet.write(&key, Envelope { meta, json, tags }).await })
+    Some(async move { fleet.write(&key, Envelope { meta, body, tags }).await })
   }
 
   /// `deleteByTag`: every entry carrying one of `tags` is invalid from now
@@ -878,7 +880,7 @@ mod tests {
       value: value.into(),
       negative: false,
       compute_ms: 3,
-      json: json.map(String::from),
+      body: json.map(|json| Body::Json(json.into())),
       keep: Keep::Store(None),
     })
   }
@@ -901,7 +903,7 @@ mod tests {
         refresh_at: Some(now + fresh_for),
         negative: false,
       },
-      json: "\"theirs\"".into(),
+      body: Body::Json("\"theirs\"".into()),
       tags: Tags::NONE,
     }
   }
@@ -1093,7 +1095,7 @@ mod tests {
       "k",
       "direct".into(),
       policy,
-      "\"direct\"".into(),
+      Body::Json("\"direct\"".into()),
       Tags::NONE,
     );
     let written = c.step(id, Event::Written(Written::Superseded));
@@ -1169,7 +1171,7 @@ mod tests {
     let Effect::Adopt { envelope, from } = b.step(id, Event::Read { key, answer }) else {
       panic!("b's flight is answered by a's value");
     };
-    assert_eq!(envelope.json, "\"v\"");
+    assert_eq!(envelope.body.json(), Some("\"v\""));
     assert_eq!(from, Origin::Store, "read, not waited for");
     let Effect::Answer {
       adopted: Some(adopted),
