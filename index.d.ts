@@ -104,7 +104,23 @@ export interface RedisClusterOptions {
   cluster: readonly string[]
 }
 
-export interface CacheOptions extends AbsentAsUndefined<Omit<NativeCacheOptions, 'redis'>> {
+/**
+ * How values are stored, in place of the built-in `'json'`: superjson, msgpackr, protobuf, … `name` is stored
+ * with every value (1 to 64 letters, digits or `._:@/+-`, not `json`); a value written under another name is a
+ * miss, loaded again. `deserialize` gets what `serialize` returned: a string back as a string, bytes as a Buffer.
+ */
+export interface Serializer {
+  name: string
+  serialize(value: unknown): Uint8Array | string
+  deserialize(stored: Buffer | string): unknown
+}
+
+export interface CacheOptions extends AbsentAsUndefined<Omit<NativeCacheOptions, 'redis' | 'serializer'>> {
+  /**
+   * How values are stored: `'json'` (the default: JSON text, with `Buffer`, `Uint8Array` and `ArrayBuffer`
+   * parts kept as raw bytes), or a {@link Serializer} of the application's.
+   */
+  serializer?: 'json' | Serializer | undefined
   /**
    * A `redis://` or `rediss://` URL (user, password and db in the URL), or `{ cluster: [url, ...] }` for a
    * Redis Cluster. With it, all instances sharing the Redis recompute a key once per expiry between them.
@@ -258,6 +274,8 @@ export interface HerdcacheError extends Error {
     | 'ERR_HERDCACHE_NO_BINARY'
     | 'ERR_HERDCACHE_LOAD_QUEUE_FULL'
     | 'ERR_HERDCACHE_BATCH_RESULT'
+    | 'ERR_HERDCACHE_SERIALIZE'
+    | 'ERR_HERDCACHE_DESERIALIZE'
 }
 
 /** What `close()` reports to `onError` when writes or invalidations could not reach Redis. */

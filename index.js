@@ -15,7 +15,7 @@ const { getOrLoadChannel, LoadTrace, traceGetOrLoad, invalidated, redisFailed } 
 const { openNamespace } = require('./lib/namespace')
 const { getOrLoadMany } = require('./lib/many')
 
-const { encode, decode } = require('./lib/values')
+const { encode, decode, isSerializerError, serializerProblem } = require('./lib/values')
 
 const { parse } = JSON
 const noop = () => {}
@@ -44,10 +44,13 @@ function checkOptions(options) {
   }
   for (const [name, type] of KNOWN_OPTIONS) {
     const value = options[name]
-    if (value !== undefined && typeof value !== type && !(name === 'redis' && isClusterOption(value))) {
+    if (value === undefined || name === 'serializer') continue
+    if (typeof value !== type && !(name === 'redis' && isClusterOption(value))) {
       throw invalidOption(`option \`${name}\` must be a ${type}; got ${typeof value}`)
     }
   }
+  const problem = options.serializer === undefined ? undefined : serializerProblem(options.serializer)
+  if (problem !== undefined) throw invalidOption(problem)
 }
 
 /** `redis: { cluster: [...] }`: the addon checks the rest (core/options.rs). */
@@ -55,10 +58,15 @@ function isClusterOption(value) {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
-/** The addon's form of the options: a cluster's `redis` object goes over as its JSON text. */
+/**
+ * The addon's form of the options: a cluster's `redis` object goes over as
+ * its JSON text, an application's serializer as its name.
+ */
 function nativeForm(options) {
-  const { redis } = options
-  return isClusterOption(redis) ? { ...options, redis: JSON.stringify(redis) } : options
+  const { redis, serializer } = options
+  const form = isClusterOption(redis) ? { ...options, redis: JSON.stringify(redis) } : { ...options }
+  if (typeof serializer === 'object') form.serializer = serializer.name
+  return form
 }
 
 /** What a traced call without options passes as its options: none. */
@@ -185,6 +193,7 @@ class Cache {
       cache: new WeakRef(this),
       waitUntil,
       onError,
+      serializer: typeof options.serializer === 'object' ? options.serializer : undefined,
       active: new Set(),
       waiting: new Map(),
       writes: new Set(),
@@ -314,6 +323,7 @@ class Cache {
       try {
         stored = encode(this.#ctx, value)
       } catch (cause) {
+        if (isSerializerError(cause)) throw cause
         throw herdError(
           TypeError,
           codes.INVALID_VALUE,

@@ -20,6 +20,10 @@ const JS_CODES = Object.freeze({
   LOAD_QUEUE_FULL: 'ERR_HERDCACHE_LOAD_QUEUE_FULL',
   /** A getOrLoadMany loader's result is not a Map or an array aligned with its keys (lib/batch-result.js). */
   BATCH_RESULT: 'ERR_HERDCACHE_BATCH_RESULT',
+  /** The `serializer` option's `serialize` threw, or returned neither a Buffer/Uint8Array nor a string (lib/values.js). */
+  SERIALIZE: 'ERR_HERDCACHE_SERIALIZE',
+  /** The `serializer` option's `deserialize` threw on a value (lib/values.js). */
+  DESERIALIZE: 'ERR_HERDCACHE_DESERIALIZE',
 })
 
 /** Codes of `herdcache/nest` (nest/). */

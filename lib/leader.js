@@ -20,7 +20,7 @@ const { traceRefresh, fleetDecided, redisFailed } = require('./tracing')
 /** The code of the process warning for a failed background refresh when there is no `onError`. */
 const REFRESH_FAILED_WARNING = 'HERDCACHE_REFRESH_FAILED'
 
-const { encode } = require('./values')
+const { encode, isSerializerError } = require('./values')
 
 const noop = () => {}
 
@@ -235,7 +235,7 @@ class Flight {
     try {
       stored = encode(this.ctx, value)
     } catch (cause) {
-      return this.failWith(unserializable(this.userKey, cause), false)
+      return this.failWith(isSerializerError(cause) ? cause : unserializable(this.userKey, cause), false)
     }
     if (stored === undefined) return this.failWith(unserializable(this.userKey), false)
     const tooLarge = sizeProblem(stored.body, this.ctx.maxValueBytes)

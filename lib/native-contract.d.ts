@@ -185,6 +185,10 @@ export interface Context {
   waitUntil: ((promise: Promise<void>) => void) | undefined
   /** The `onError` option: background refresh failures. */
   onError: ((error: unknown, info: { key: unknown; background: true }) => void) | undefined
+  /** The `serializer` option when it is the application's (lib/values.js); undefined: the built-in `json`. */
+  serializer:
+    | { name: string; serialize(value: unknown): unknown; deserialize(stored: Buffer | string): unknown }
+    | undefined
   /** The loads in flight, in deadline order (one `hardTimeout` for all). */
   active: Set<Flight>
   /** With Redis: the flights whose loader waits for the fleet's decision (`resume`), by id. */

@@ -12,6 +12,7 @@
 // string or object of the application's can be taken for a part.
 
 const { types } = require('node:util')
+const { herdError, typeName, JS_CODES } = require('./errors')
 
 const { parse, stringify } = JSON
 
@@ -141,20 +142,81 @@ function decodeParts(layout, bytes) {
   return root
 }
 
+// An application's serializer (the `serializer` option): its format is its
+// name and what `serialize` returned, `s` a string or `b` bytes, so that
+// `deserialize` gets the same kind back (superjson's `parse` takes a
+// string, msgpackr's `unpack` a Buffer).
+const AS_STRING = 's'
+const AS_BYTES = 'b'
+
+/** What `serializer.serialize(value)` made, as stored bytes (a copy: msgpackr reuses its buffer). */
+function serializeWith(serializer, value) {
+  let out
+  try {
+    out = serializer.serialize(value)
+  } catch (cause) {
+    throw herdError(
+      Error,
+      JS_CODES.SERIALIZE,
+      `the serializer ${stringify(serializer.name)} threw in serialize() (${cause?.message ?? cause}); nothing was stored`,
+      cause,
+    )
+  }
+  if (typeof out === 'string') return { as: AS_STRING, bytes: Buffer.from(out), text: out }
+  if (out instanceof Uint8Array) return { as: AS_BYTES, bytes: Buffer.from(out) }
+  throw herdError(
+    TypeError,
+    JS_CODES.SERIALIZE,
+    `the serializer ${stringify(serializer.name)} returned ${typeName(out)} from serialize(); it must return a Buffer, a Uint8Array or a string. Nothing was stored`,
+  )
+}
+
+/** `serializer.deserialize(stored)`, its exception a coded error. */
+function deserializeWith(serializer, stored) {
+  try {
+    return serializer.deserialize(stored)
+  } catch (cause) {
+    throw herdError(
+      Error,
+      JS_CODES.DESERIALIZE,
+      `the serializer ${stringify(serializer.name)} threw in deserialize() (${cause?.message ?? cause})`,
+      cause,
+    )
+  }
+}
+
 /**
  * A stored value in a format of its own (an `hc4` entry), as the addon
  * hands it over: its format line's format and its bytes. Called by the
  * addon (values another instance wrote) and by `get` (`peek`'s answer).
+ * The addon hands over only values of this cache's serializer
+ * (src/engine/fleet/reads.rs `judge_serializer`).
  *
- * @param {unknown} _ctx the cache's context
+ * @param {import('./native-contract').Context} ctx the cache's context
  * @param {string} format
  * @param {Buffer} bytes
  */
-function decode(_ctx, format, bytes) {
+function decode(ctx, format, bytes) {
   const space = format.indexOf(' ')
   const name = space < 0 ? format : format.slice(0, space)
-  if (name !== JSON_FORMAT || space < 0) throw new TypeError(`herdcache: no serializer reads format ${stringify(name)}`)
-  return decodeParts(format.slice(space + 1), bytes)
+  const layout = format.slice(space + 1)
+  const { serializer } = ctx
+  if (serializer !== undefined && name === serializer.name) {
+    return deserializeWith(serializer, layout === AS_STRING ? bytes.toString() : bytes)
+  }
+  if (serializer === undefined && name === JSON_FORMAT && space >= 0) return decodeParts(layout, bytes)
+  throw herdError(
+    Error,
+    JS_CODES.DESERIALIZE,
+    `a stored value of serializer ${stringify(name)} reached a cache whose serializer is ${stringify(serializer?.name ?? JSON_FORMAT)}`,
+  )
+}
+
+/** `encode` with the application's serializer: the callers get what a reader will, `deserialize` of the bytes. */
+function encodeWith(serializer, value) {
+  const out = serializeWith(serializer, value)
+  const copy = deserializeWith(serializer, out.as === AS_STRING ? out.text : Buffer.from(out.bytes))
+  return { value: copy, body: out.bytes, format: `${serializer.name} ${out.as}` }
 }
 
 /**
@@ -162,13 +224,15 @@ function decode(_ctx, format, bytes) {
  * bytes; `value` the copy the callers and the L1 get (what a reader of the
  * store gets). Undefined when JSON cannot represent it (a function, a
  * symbol, undefined); throws what `JSON.stringify` throws (a cycle, a
- * BigInt).
+ * BigInt), or with the application's serializer an error coded
+ * `ERR_HERDCACHE_SERIALIZE` or `ERR_HERDCACHE_DESERIALIZE` (`isSerializerError`).
  *
- * @param {unknown} _ctx the cache's context
+ * @param {import('./native-contract').Context} ctx the cache's context
  * @param {unknown} value not null or undefined
  * @returns {{ value: unknown, body: string | Buffer, format: string | undefined } | undefined}
  */
-function encode(_ctx, value) {
+function encode(ctx, value) {
+  if (ctx.serializer !== undefined) return encodeWith(ctx.serializer, value)
   // A binary at the top is never stringified: its JSON is a number per byte.
   const json = binaryKind(value) === undefined ? stringify(value) : '{}'
   if (json === undefined) return undefined
@@ -178,4 +242,32 @@ function encode(_ctx, value) {
   return { value: copy, body: encoded.bytes, format: encoded.format }
 }
 
-module.exports = { encode, decode, JSON_FORMAT }
+/** Whether `error` is one the application's serializer caused (it goes to the callers as it is). */
+function isSerializerError(error) {
+  return error?.code === JS_CODES.SERIALIZE || error?.code === JS_CODES.DESERIALIZE
+}
+
+/**
+ * The problem with the `serializer` option, or undefined: `'json'`, or an
+ * object with a `name` and the two functions (the addon checks the name's
+ * characters, src/core/options.rs).
+ */
+function serializerProblem(serializer) {
+  if (serializer === JSON_FORMAT) return undefined
+  const shape = "must be a string ('json') or an object { name, serialize(value), deserialize(stored) }"
+  if (typeof serializer !== 'object' || serializer === null)
+    return `option \`serializer\` ${shape}; got ${stringify(serializer) ?? typeName(serializer)}`
+  const { name, serialize, deserialize } = serializer
+  if (typeof name !== 'string') return `option \`serializer\` ${shape}; its name is ${typeName(name)}`
+  if (name === JSON_FORMAT)
+    return "option `serializer`: the name 'json' is the built-in serializer's; give yours another"
+  for (const [what, fn] of [
+    ['serialize', serialize],
+    ['deserialize', deserialize],
+  ]) {
+    if (typeof fn !== 'function') return `option \`serializer\` ${shape}; its ${what} is ${typeName(fn)}`
+  }
+  return undefined
+}
+
+module.exports = { encode, decode, isSerializerError, serializerProblem, JSON_FORMAT }

@@ -42,6 +42,7 @@ fn config(max_entries: usize) -> FleetConfig {
     recovery_max_entries: max_entries,
     recovery_max_age: 300_000,
     load_slots: None,
+    serializer: "json".into(),
   }
 }
 

@@ -19,6 +19,7 @@ use super::held::Held;
 use super::raw::{self, napi_try, Env, JsRef, RawResult, Value};
 use super::status::{self, Lock, Outcome, Source, StaleReason};
 use super::Inner;
+use crate::core::body::JSON_FORMAT;
 use crate::core::options::{EntryPolicy, RawCallOptions};
 use crate::engine::flights::Flight;
 use crate::engine::together::{self, Ask};
@@ -647,14 +648,24 @@ unsafe fn ask_together(env: Env, inner: &Rc<Inner>, mut asks: Vec<(u64, Ask)>) {
 
 /// Another instance's value answers flight `id`: parsed once, and handed
 /// to the engine. A value JS cannot take (the reader's checks are Rust's)
-/// is loaded instead.
+/// is loaded instead; one the application's serializer cannot read
+/// rejects the flight with its error.
 unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::envelope::Envelope) {
   let parsed = if envelope.meta.negative {
     Ok(raw::null(env))
   } else {
     body::to_js(env, inner, &envelope.body)
   };
-  let taken = parsed.and_then(|value| Ok((Kept::new(env, value)?, Held::from_js(env, value)?)));
+  let value = match parsed {
+    Ok(value) => value,
+    // The application's `deserialize` threw: its callers get the coded error
+    // (lib/values.js), as a loader's would be theirs.
+    Err(failure) if envelope.body.serializer() != JSON_FORMAT => {
+      return reject(env, inner, id, raw::failure_value(env, failure));
+    }
+    Err(_) => return step(env, inner, id, Event::Unavailable),
+  };
+  let taken = Kept::new(env, value).and_then(|kept| Ok((kept, Held::from_js(env, value)?)));
   let Ok((kept, held)) = taken else {
     return step(env, inner, id, Event::Unavailable);
   };

@@ -134,6 +134,12 @@ macro_rules! cache_options {
       #[doc = " asked, loads run under the per-process cap alone"]
       #[doc = " (`maxConcurrentLoads`, which defaults to this). Default: no cap."]
       fleet_max_concurrent_loads: f64 => "fleetMaxConcurrentLoads", default = None;
+      #[doc = " How values are stored: `'json'` (JSON text, with `Buffer`,"]
+      #[doc = " `Uint8Array` and `ArrayBuffer` parts kept as raw bytes), or an object"]
+      #[doc = " `{ name, serialize(value), deserialize(bytes) }` (the JS wrapper"]
+      #[doc = " passes its `name`: 1 to 64 letters, digits or `._:@/+-`). The name is"]
+      #[doc = " stored with each value; a value written under another name is a miss."]
+      serializer: String => "serializer", default = Some("'json'");
     }
   };
 }
@@ -251,6 +257,8 @@ pub struct CacheConfig {
   pub max_queued_loads: u64,
   pub prefix: String,
   pub redis: Option<RedisConfig>,
+  /// The serializer's name (`core::body`): a stored value of another is a miss.
+  pub serializer: String,
 }
 
 /// Per-call overrides of [`EntryPolicy`].
@@ -374,6 +382,7 @@ impl CacheConfig {
       max_queued_loads,
       prefix: raw.prefix.clone().unwrap_or_default(),
       redis,
+      serializer: serializer(raw.serializer.as_deref())?,
     })
   }
 }
@@ -426,6 +435,27 @@ fn max_value_bytes(value: Option<f64>) -> Result<u64, Error> {
 
 /// An option of the Redis store given without `redis` is a mistake, said
 /// as one (it would do nothing).
+/// The longest serializer name: it is written into every stored value.
+pub const MAX_SERIALIZER_NAME: usize = 64;
+
+/// The serializer's name (`'json'` when not given): one word of
+/// [`MAX_SERIALIZER_NAME`] characters at most, so it reads back from the
+/// entry's format line (`core::body`) as it was written.
+fn serializer(name: Option<&str>) -> Result<String, Error> {
+  let name = name.unwrap_or(crate::core::body::JSON_FORMAT);
+  let allowed = |c: char| c.is_ascii_alphanumeric() || "._:@/+-".contains(c);
+  if name.is_empty() || name.len() > MAX_SERIALIZER_NAME || !name.chars().all(allowed) {
+    return Err(Error::new(
+      Code::InvalidOption,
+      Kind::Range,
+      format!(
+        "option `serializer`: its name must be 1 to {MAX_SERIALIZER_NAME} letters, digits or `._:@/+-` (it is stored with every value); got {name:?}"
+      ),
+    ));
+  }
+  Ok(name.to_string())
+}
+
 fn refuse_redis_only(raw: &RawCacheOptions, has_redis: bool) -> Result<(), Error> {
   for (name, given) in [
     ("lockTtl", raw.lock_ttl.is_some()),
@@ -702,7 +732,7 @@ mod tests {
       assert!(seen.insert(option.name), "{} declared twice", option.name);
       assert!(!option.doc.trim().is_empty(), "{} has no doc", option.name);
     }
-    assert_eq!(CACHE_OPTIONS.len(), 21);
+    assert_eq!(CACHE_OPTIONS.len(), 22);
     let types: Vec<_> = CACHE_OPTIONS.iter().map(|o| (o.name, o.js_type)).collect();
     assert!(types.contains(&("ttl", "number")));
     assert!(types.contains(&("redis", "string")));
@@ -742,6 +772,7 @@ mod tests {
         "maxConcurrentLoads" => local.max_concurrent_loads.map(|n| n.to_string()),
         "maxQueuedLoads" => Some(local.max_queued_loads.to_string()),
         "fleetMaxConcurrentLoads" => redis.fleet_max_concurrent_loads.map(|n| n.to_string()),
+        "serializer" => Some(format!("'{}'", local.serializer)),
         other => panic!("option `{other}`: check its declared default here"),
       };
       assert_eq!(
@@ -750,6 +781,25 @@ mod tests {
         "the default of `{}`",
         option.name
       );
+    }
+  }
+
+  #[test]
+  fn a_serializer_name_is_one_word_that_reads_back_from_the_format_line() {
+    let named = |name: &str| {
+      CacheConfig::from_raw(&RawCacheOptions {
+        serializer: Some(name.into()),
+        ..RawCacheOptions::default()
+      })
+      .map(|c| c.serializer)
+    };
+    for good in ["msgpackr", "superjson@2", "proto:user.v1", "a/b+c-d_e", "x"] {
+      assert_eq!(named(good).as_deref(), Ok(good));
+    }
+    let long = "x".repeat(MAX_SERIALIZER_NAME + 1);
+    for bad in ["", "two words", "new\nline", "é", long.as_str()] {
+      let error = named(bad).unwrap_err();
+      assert_eq!(error.code, Code::InvalidOption, "{bad:?}");
     }
   }
 

@@ -235,6 +235,7 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
         as usize,
       recovery_max_age: redis.map_or(DEFAULT_RECOVERY_MAX_AGE, |r| r.recovery_max_age),
       load_slots: redis.and_then(|r| r.fleet_max_concurrent_loads),
+      serializer: config.serializer.clone(),
     };
     let fleet = Fleet::start(store, fleet_config);
     Cache::new(config, clock, Some(fleet))
