@@ -115,7 +115,21 @@ export interface Serializer {
   deserialize(stored: Buffer | string): unknown
 }
 
-export interface CacheOptions extends AbsentAsUndefined<Omit<NativeCacheOptions, 'redis' | 'serializer'>> {
+/** The `compress` option: values of `threshold` stored bytes or more are stored zstd-compressed at `level`. */
+export interface CompressOptions {
+  /** Stored bytes from which a value is compressed; default 1024. */
+  threshold?: number | undefined
+  /** zstd level, 1 to 22; default 3. */
+  level?: number | undefined
+}
+
+export interface CacheOptions
+  extends AbsentAsUndefined<Omit<NativeCacheOptions, 'redis' | 'serializer' | 'compress'>> {
+  /**
+   * Values of `threshold` stored bytes or more (default 1024) are stored zstd-compressed in Redis when that
+   * saves bytes; every reader decompresses them, whatever its own option. The L1 keeps values as they are.
+   */
+  compress?: CompressOptions | undefined
   /**
    * How values are stored: `'json'` (the default: JSON text, with `Buffer`, `Uint8Array` and `ArrayBuffer`
    * parts kept as raw bytes), or a {@link Serializer} of the application's.
@@ -218,6 +232,10 @@ export interface CacheStats {
   redisErrors: number
   /** With Redis: values in Redis that were not herdcache entries (treated as misses). */
   corruptValues: number
+  /** With Redis: bytes of the values written to Redis, before compression (JSON text or encoded bytes). */
+  valueBytesWritten: number
+  /** With Redis: the same values' bytes after compression (`compress`): what Redis was sent. */
+  valueBytesStored: number
   /** With Redis: 1 while the circuit breaker skips Redis after a failure. */
   circuitOpen: number
   /** With Redis: `set`/`delete`/`clear` calls that could not reach Redis, delivered later (auto-recovery). */

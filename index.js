@@ -45,7 +45,7 @@ function checkOptions(options) {
   for (const [name, type] of KNOWN_OPTIONS) {
     const value = options[name]
     if (value === undefined || name === 'serializer') continue
-    if (typeof value !== type && !(name === 'redis' && isClusterOption(value))) {
+    if (typeof value !== type && !(OBJECT_FORMS.has(name) && isClusterOption(value))) {
       throw invalidOption(`option \`${name}\` must be a ${type}; got ${typeof value}`)
     }
   }
@@ -53,19 +53,23 @@ function checkOptions(options) {
   if (problem !== undefined) throw invalidOption(problem)
 }
 
-/** `redis: { cluster: [...] }`: the addon checks the rest (core/options.rs). */
+/** The options that may be objects, which go to the addon as JSON text (`nativeForm`). */
+const OBJECT_FORMS = new Set(['redis', 'compress'])
+
+/** `redis: { cluster: [...] }`, `compress: { threshold, level }`: the addon checks the rest (core/options.rs). */
 function isClusterOption(value) {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
 /**
- * The addon's form of the options: a cluster's `redis` object goes over as
- * its JSON text, an application's serializer as its name.
+ * The addon's form of the options: a cluster's `redis` object and the
+ * `compress` object go over as their JSON text, an application's serializer
+ * as its name.
  */
 function nativeForm(options) {
-  const { redis, serializer } = options
-  const form = isClusterOption(redis) ? { ...options, redis: JSON.stringify(redis) } : { ...options }
-  if (typeof serializer === 'object') form.serializer = serializer.name
+  const form = { ...options }
+  for (const name of OBJECT_FORMS) if (isClusterOption(form[name])) form[name] = JSON.stringify(form[name])
+  if (typeof options.serializer === 'object') form.serializer = options.serializer.name
   return form
 }
 

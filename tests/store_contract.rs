@@ -114,6 +114,7 @@ async fn contract<F: Fixture>(f: &F) {
     load_slots_are_capped_and_handed_out_in_turn,
     the_load_slots_of_a_silent_instance_come_back,
     garbage_where_the_load_slots_go_is_replaced,
+    formatted_and_compressed_values_read_back_and_expire_as_any_other,
   );
   assert!(
     broken.is_empty(),
@@ -467,6 +468,75 @@ async fn reads_tell_absent_found_and_corrupt_apart<F: Fixture>(f: &F) {
     .await
     .unwrap());
   assert_eq!(s.read(&keys).await.unwrap(), Read::Found(envelope(5, "1")));
+}
+
+/// `hc4` entries (`core::body`): binary parts and compressed bytes read
+/// back as written (a compressed JSON text as its text), tagged or not, an
+/// expire keeps their bytes, and a zstd frame that does not decompress is a
+/// bad value the next write replaces.
+async fn formatted_and_compressed_values_read_back_and_expire_as_any_other<F: Fixture>(f: &F) {
+  use herdcache::core::body::{compressed, Body, Formatted};
+  let s = f.store("hc4:");
+  let json = format!("[{}]", vec!["{\"id\":1,\"name\":\"n\"}"; 300].join(","));
+  let binary = Body::Formatted(Formatted {
+    format: "json [4,[\"Buffer\",3]]".into(),
+    bytes: b"null\x00\xff\n".to_vec(),
+    compressed: false,
+  });
+  let cases = [
+    ("binary", binary.clone(), binary),
+    (
+      "packed",
+      compressed(&Body::Json(json.clone()), 3).unwrap(),
+      Body::Json(json),
+    ),
+  ];
+  for (key, body, read_back) in cases {
+    let keys = s.keys(key);
+    let mut e = envelope(100, "1");
+    e.tags = herdcache::core::tags::Tags::new(vec!["t".into()]).unwrap();
+    e.body = body;
+    assert!(
+      s.write(key, &keys, &e, 60_000, None).await.unwrap(),
+      "{key}"
+    );
+    let Read::Found(found) = s.read(&keys).await.unwrap() else {
+      panic!("{key}: read back");
+    };
+    assert_eq!(
+      (found.body, found.tags),
+      (read_back.clone(), e.tags.clone()),
+      "{key}"
+    );
+    assert!(
+      s.expire(key, &keys, 500, 60_000).await.unwrap(),
+      "{key}: expired"
+    );
+    let Read::Found(expired) = s.read(&keys).await.unwrap() else {
+      panic!("{key}: still there after the expire");
+    };
+    assert_eq!(
+      (expired.meta.fresh_until, expired.body),
+      (500, read_back),
+      "{key}"
+    );
+  }
+  let header = "hc4 1100 10100 12 100 1000 v\n";
+  f.plant_value(
+    &s,
+    "bad-frame",
+    format!("{header}zstd - json\nnot zstd").as_bytes(),
+  )
+  .await;
+  let keys = s.keys("bad-frame");
+  let read = s.read(&keys).await.unwrap();
+  assert_eq!(read, Read::Corrupt(DecodeError::BadValue { stamp: 100 }));
+  let stamp = corrupt_stamp(&read);
+  let fill = envelope(50, "\"ours\"");
+  assert!(s
+    .write_over("bad-frame", &keys, &fill, 60_000, None, stamp)
+    .await
+    .unwrap());
 }
 
 async fn read_many_answers_in_the_order_asked<F: Fixture>(f: &F) {

@@ -27,6 +27,10 @@ pub const ZSTD: &str = "zstd";
 /// The second line's field for "no compression", or "no tags".
 const NONE: &str = "-";
 
+/// Values of this many bytes or more are compressed and decompressed on
+/// tokio's blocking pool rather than inline on a runtime worker.
+pub const INLINE_COMPRESSION_MAX: usize = 64 * 1024;
+
 /// An envelope's value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
@@ -75,6 +79,35 @@ impl Body {
       Body::Formatted(f) => f.format.split(' ').next().unwrap_or_default(),
     }
   }
+}
+
+/// `body` as zstd at `level` compresses it (a JSON text becomes bytes of
+/// the built-in format), or `None` when that saves nothing (bytes that are
+/// compressed already: an image) or it is compressed already.
+pub fn compressed(body: &Body, level: i32) -> Option<Body> {
+  let (format, bytes) = match body {
+    Body::Json(json) => (JSON_FORMAT, json.as_bytes()),
+    Body::Formatted(f) if !f.compressed => (f.format.as_str(), f.bytes.as_slice()),
+    Body::Formatted(_) => return None,
+  };
+  let packed = zstd::bulk::compress(bytes, level).ok()?;
+  (packed.len() < bytes.len()).then(|| {
+    Body::Formatted(Formatted {
+      format: format.to_string(),
+      bytes: packed,
+      compressed: true,
+    })
+  })
+}
+
+/// The bytes a zstd frame holds, if it is one and they are no more than
+/// `limit` (a value past Redis's own limit is no value herdcache wrote).
+pub fn decompressed(bytes: &[u8], limit: u64) -> Option<Vec<u8>> {
+  use std::io::Read;
+  let decoder = zstd::stream::read::Decoder::new(bytes).ok()?;
+  let mut out = Vec::new();
+  decoder.take(limit + 1).read_to_end(&mut out).ok()?;
+  (out.len() as u64 <= limit).then_some(out)
 }
 
 /// The `hc4` second line of `formatted` (`tagged`: a line of tags follows).
@@ -133,6 +166,32 @@ mod tests {
     ] {
       assert_eq!(read_format_line(bad), None, "{bad:?}");
     }
+  }
+
+  #[test]
+  fn compression_round_trips_and_keeps_what_it_cannot_shrink() {
+    let json = format!("[{}]", vec!["{\"a\":1}"; 200].join(","));
+    let Some(Body::Formatted(packed)) = compressed(&Body::Json(json.clone()), 3) else {
+      panic!("a repetitive JSON text compresses");
+    };
+    assert!(packed.compressed && packed.format == JSON_FORMAT);
+    assert!(packed.bytes.len() < json.len() / 10);
+    assert_eq!(
+      decompressed(&packed.bytes, 1 << 20).unwrap(),
+      json.as_bytes()
+    );
+    assert_eq!(decompressed(&packed.bytes, 10), None, "past the limit");
+    assert_eq!(decompressed(b"not zstd", 1 << 20), None);
+    assert_eq!(
+      compressed(&Body::Json("1".into()), 3),
+      None,
+      "nothing saved"
+    );
+    assert_eq!(
+      compressed(&Body::Formatted(packed), 3),
+      None,
+      "compressed already"
+    );
   }
 
   #[test]

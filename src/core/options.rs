@@ -140,6 +140,12 @@ macro_rules! cache_options {
       #[doc = " passes its `name`: 1 to 64 letters, digits or `._:@/+-`). The name is"]
       #[doc = " stored with each value; a value written under another name is a miss."]
       serializer: String => "serializer", default = Some("'json'");
+      #[doc = " `{ threshold, level }`: values whose stored bytes are `threshold` or"]
+      #[doc = " more (default 1 024) are stored zstd-compressed (`level` 1 to 22,"]
+      #[doc = " default 3) when that saves bytes; readers decompress them whatever"]
+      #[doc = " their own option. The JS wrapper passes the object as JSON text."]
+      #[doc = " Redis only. Default: values are stored as they are."]
+      compress: String => "compress", default = None;
     }
   };
 }
@@ -259,7 +265,22 @@ pub struct CacheConfig {
   pub redis: Option<RedisConfig>,
   /// The serializer's name (`core::body`): a stored value of another is a miss.
   pub serializer: String,
+  /// The `compress` option: `None`, values are stored as they are.
+  pub compress: Option<Compress>,
 }
+
+/// Values of `threshold` bytes or more are stored compressed at `level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compress {
+  pub threshold: u64,
+  pub level: i32,
+}
+
+/// The `compress` option's threshold when it gives none: Rails's
+/// `compress_threshold`; below it zstd's frame costs more than it saves.
+pub const DEFAULT_COMPRESS_THRESHOLD: u64 = 1024;
+/// zstd's own default level.
+pub const DEFAULT_COMPRESS_LEVEL: i32 = 3;
 
 /// Per-call overrides of [`EntryPolicy`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -383,6 +404,7 @@ impl CacheConfig {
       prefix: raw.prefix.clone().unwrap_or_default(),
       redis,
       serializer: serializer(raw.serializer.as_deref())?,
+      compress: raw.compress.as_deref().map(compress).transpose()?,
     })
   }
 }
@@ -435,6 +457,38 @@ fn max_value_bytes(value: Option<f64>) -> Result<u64, Error> {
 
 /// An option of the Redis store given without `redis` is a mistake, said
 /// as one (it would do nothing).
+/// The `compress` option, as the JS wrapper passes it: `{ threshold?,
+/// level? }` as JSON text.
+fn compress(text: &str) -> Result<Compress, Error> {
+  let bad = |what: &str| {
+    Error::new(
+      Code::InvalidOption,
+      Kind::Range,
+      format!("option `compress` must be {{ threshold?, level? }}: {what}"),
+    )
+  };
+  let value: serde_json::Value = serde_json::from_str(text).map_err(|_| bad("an object"))?;
+  let object = value.as_object().ok_or_else(|| bad("an object"))?;
+  if let Some(other) = object.keys().find(|k| *k != "threshold" && *k != "level") {
+    return Err(bad(&format!("unknown member `{other}`")));
+  }
+  let whole = |name: &str, min: f64, max: f64| match object.get(name) {
+    None | Some(serde_json::Value::Null) => Ok(None),
+    Some(v) => match v.as_f64() {
+      Some(n) if n.fract() == 0.0 && (min..=max).contains(&n) => Ok(Some(n)),
+      _ => Err(bad(&format!(
+        "`{name}` an integer from {min} to {max}; got {v}"
+      ))),
+    },
+  };
+  let threshold = whole("threshold", 0.0, MAX_VALUE_BYTES)?;
+  let level = whole("level", 1.0, 22.0)?;
+  Ok(Compress {
+    threshold: threshold.map_or(DEFAULT_COMPRESS_THRESHOLD, |n| n as u64),
+    level: level.map_or(DEFAULT_COMPRESS_LEVEL, |n| n as i32),
+  })
+}
+
 /// The longest serializer name: it is written into every stored value.
 pub const MAX_SERIALIZER_NAME: usize = 64;
 
@@ -471,6 +525,7 @@ fn refuse_redis_only(raw: &RawCacheOptions, has_redis: bool) -> Result<(), Error
       "fleetMaxConcurrentLoads",
       raw.fleet_max_concurrent_loads.is_some(),
     ),
+    ("compress", raw.compress.is_some()),
   ] {
     if given && !has_redis {
       return Err(Error::new(
@@ -732,7 +787,7 @@ mod tests {
       assert!(seen.insert(option.name), "{} declared twice", option.name);
       assert!(!option.doc.trim().is_empty(), "{} has no doc", option.name);
     }
-    assert_eq!(CACHE_OPTIONS.len(), 22);
+    assert_eq!(CACHE_OPTIONS.len(), 23);
     let types: Vec<_> = CACHE_OPTIONS.iter().map(|o| (o.name, o.js_type)).collect();
     assert!(types.contains(&("ttl", "number")));
     assert!(types.contains(&("redis", "string")));
@@ -773,6 +828,7 @@ mod tests {
         "maxQueuedLoads" => Some(local.max_queued_loads.to_string()),
         "fleetMaxConcurrentLoads" => redis.fleet_max_concurrent_loads.map(|n| n.to_string()),
         "serializer" => Some(format!("'{}'", local.serializer)),
+        "compress" => local.compress.map(|c| format!("{c:?}")),
         other => panic!("option `{other}`: check its declared default here"),
       };
       assert_eq!(
@@ -781,6 +837,35 @@ mod tests {
         "the default of `{}`",
         option.name
       );
+    }
+  }
+
+  #[test]
+  fn compress_takes_a_threshold_and_a_level() {
+    let with = |text: &str| {
+      CacheConfig::from_raw(&RawCacheOptions {
+        compress: Some(text.into()),
+        redis: Some("redis://127.0.0.1:6379".into()),
+        ..RawCacheOptions::default()
+      })
+      .map(|c| c.compress)
+    };
+    let compress = |threshold, level| Ok(Some(Compress { threshold, level }));
+    assert_eq!(
+      with("{}"),
+      compress(DEFAULT_COMPRESS_THRESHOLD, DEFAULT_COMPRESS_LEVEL)
+    );
+    assert_eq!(with(r#"{"threshold":0,"level":19}"#), compress(0, 19));
+    for bad in [
+      "1",
+      "[]",
+      r#"{"threshold":-1}"#,
+      r#"{"threshold":1.5}"#,
+      r#"{"level":0}"#,
+      r#"{"level":23}"#,
+      r#"{"treshold":1}"#,
+    ] {
+      assert_eq!(with(bad).unwrap_err().code, Code::InvalidOption, "{bad}");
     }
   }
 

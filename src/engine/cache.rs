@@ -582,9 +582,11 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       Some(flight) => (flight.key.clone(), flight.lock.take(), flight.tags.clone()),
       None => return Effect::Done,
     };
+    let compress = self.local.config().compress;
     Effect::Write(Box::pin(async move {
       match (stored, body) {
         (Some(meta), Some(body)) => {
+          let body = fleet.stored_body(body, compress).await;
           let envelope = Envelope { meta, body, tags };
           match fleet.settle(&key, id, envelope, lock).await {
             Some(true) => Written::Stored,
@@ -665,8 +667,11 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     self.apply_invalidations();
     let meta = self.local.set(key, value, policy, tags.clone());
     let fleet = self.fleet.clone()?;
-    let key = key.to_string();
-    Some(async move { fleet.write(&key, Envelope { meta, body, tags }).await })
+    let (key, compress) = (key.to_string(), self.local.config().compress);
+    Some(async move {
+      let body = fleet.stored_body(body, compress).await;
+      fleet.write(&key, Envelope { meta, body, tags }).await
+    })
   }
 
   /// `deleteByTag`: every entry carrying one of `tags` is invalid from now
@@ -788,6 +793,8 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       metrics.corrupt_values = read(&c.corrupt_values);
       metrics.recovered = read(&c.recovered);
       metrics.recovery_dropped = read(&c.recovery_dropped);
+      metrics.value_bytes_written = read(&c.value_bytes_written);
+      metrics.value_bytes_stored = read(&c.value_bytes_stored);
       gauges.circuit_open = u64::from(fleet.circuit_open());
       gauges.recovery_pending = fleet.recovery_pending() as u64;
       let (connected, subscribed) = fleet.connected();

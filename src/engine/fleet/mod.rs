@@ -67,6 +67,9 @@ pub struct FleetCounters {
   pub recovered: AtomicU64,
   /// Queued operations given up: past the bounds, or undelivered at close.
   pub recovery_dropped: AtomicU64,
+  /// Values' bytes written, before and after compression (`Fleet::stored_body`).
+  pub value_bytes_written: AtomicU64,
+  pub value_bytes_stored: AtomicU64,
 }
 
 /// The tag stamps, locked; a panic elsewhere while they were held left

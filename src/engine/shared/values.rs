@@ -4,9 +4,10 @@
 //! `core::fleet::scripts` make the same one, `envelope_header`).
 
 use super::Read;
-use crate::core::body::{Body, Formatted, JSON_FORMAT};
+use crate::core::body::{decompressed, Body, Formatted, JSON_FORMAT};
 use crate::core::envelope::{DecodeError, Envelope, Meta, MAX_DIGITS};
 use crate::core::fleet::Change;
+use crate::core::options::MAX_VALUE_BYTES;
 
 /// The bytes stored under a key's value name (`None`: nothing there), as
 /// the fleet reads them. A tombstone (a `delete`'s) is nothing there. A
@@ -37,11 +38,23 @@ pub fn read_bytes(bytes: Option<&[u8]>) -> Read {
 }
 
 /// The value as its reader takes it, or `None` when it is not what its
-/// header says: a JSON text, or formatted bytes whose layout fits them.
+/// header says: a JSON text, or formatted bytes whose layout fits them,
+/// decompressed first (a corrupt frame is a bad value too).
 fn readable(body: Body) -> Option<Body> {
+  let body = match body {
+    Body::Formatted(f) if f.compressed => Body::Formatted(Formatted {
+      bytes: decompressed(&f.bytes, MAX_VALUE_BYTES as u64)?,
+      compressed: false,
+      format: f.format,
+    }),
+    body => body,
+  };
   match body {
+    // A compressed JSON text is the JSON text it was.
+    Body::Formatted(f) if f.format == JSON_FORMAT => {
+      readable(Body::Json(String::from_utf8(f.bytes).ok()?))
+    }
     Body::Json(json) => is_json(&json).then_some(Body::Json(json)),
-    Body::Formatted(formatted) if formatted.compressed => None,
     Body::Formatted(formatted) => layout_fits(&formatted).then_some(Body::Formatted(formatted)),
   }
 }
@@ -52,7 +65,7 @@ fn readable(body: Body) -> Option<Body> {
 /// accounted for. An application's serializer judges its own bytes.
 fn layout_fits(formatted: &Formatted) -> bool {
   let Some(layout) = formatted.format.strip_prefix("json ") else {
-    return formatted.format != JSON_FORMAT;
+    return true;
   };
   let Ok(serde_json::Value::Array(layout)) = serde_json::from_str(layout) else {
     return false;
