@@ -104,7 +104,37 @@ export interface RedisClusterOptions {
   cluster: readonly string[]
 }
 
-export interface CacheOptions extends AbsentAsUndefined<Omit<NativeCacheOptions, 'redis'>> {
+/**
+ * How values are stored, in place of the built-in `'json'`: superjson, msgpackr, protobuf, … `name` is stored
+ * with every value (1 to 64 letters, digits or `._:@/+-`, not `json`); a value written under another name is a
+ * miss, loaded again. `deserialize` gets what `serialize` returned: a string back as a string, bytes as a Buffer.
+ */
+export interface Serializer {
+  name: string
+  serialize(value: unknown): Uint8Array | string
+  deserialize(stored: Buffer | string): unknown
+}
+
+/** The `compress` option: values of `threshold` stored bytes or more are stored zstd-compressed at `level`. */
+export interface CompressOptions {
+  /** Stored bytes from which a value is compressed; default 1024. */
+  threshold?: number | undefined
+  /** zstd level, 1 to 22; default 3. */
+  level?: number | undefined
+}
+
+export interface CacheOptions
+  extends AbsentAsUndefined<Omit<NativeCacheOptions, 'redis' | 'serializer' | 'compress'>> {
+  /**
+   * Values of `threshold` stored bytes or more (default 1024) are stored zstd-compressed in Redis when that
+   * saves bytes; every reader decompresses them, whatever its own option. The L1 keeps values as they are.
+   */
+  compress?: CompressOptions | undefined
+  /**
+   * How values are stored: `'json'` (the default: JSON text, with `Buffer`, `Uint8Array` and `ArrayBuffer`
+   * parts kept as raw bytes), or a {@link Serializer} of the application's.
+   */
+  serializer?: 'json' | Serializer | undefined
   /**
    * A `redis://` or `rediss://` URL (user, password and db in the URL), or `{ cluster: [url, ...] }` for a
    * Redis Cluster. With it, all instances sharing the Redis recompute a key once per expiry between them.
@@ -220,6 +250,10 @@ export interface CacheStats {
   redisErrors: number
   /** With Redis: values in Redis that were not herdcache entries (treated as misses). */
   corruptValues: number
+  /** With Redis: bytes of the values written to Redis, before compression (JSON text or encoded bytes). */
+  valueBytesWritten: number
+  /** With Redis: the same values' bytes after compression (`compress`): what Redis was sent. */
+  valueBytesStored: number
   /** With Redis: 1 while the circuit breaker skips Redis after a failure. */
   circuitOpen: number
   /** With Redis: `set`/`delete`/`clear` calls that could not reach Redis, delivered later (auto-recovery). */
@@ -276,6 +310,8 @@ export interface HerdcacheError extends Error {
     | 'ERR_HERDCACHE_NO_BINARY'
     | 'ERR_HERDCACHE_LOAD_QUEUE_FULL'
     | 'ERR_HERDCACHE_BATCH_RESULT'
+    | 'ERR_HERDCACHE_SERIALIZE'
+    | 'ERR_HERDCACHE_DESERIALIZE'
 }
 
 /** What `close()` reports to `onError` when writes or invalidations could not reach Redis. */

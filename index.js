@@ -24,7 +24,9 @@ const { getOrLoadChannel, LoadTrace, traceGetOrLoad, invalidated, redisFailed } 
 const { openNamespace } = require('./lib/namespace')
 const { getOrLoadMany } = require('./lib/many')
 
-const { parse, stringify } = JSON
+const { encode, decode, isSerializerError, serializerProblem } = require('./lib/values')
+
+const { parse } = JSON
 const noop = () => {}
 
 /** Test hooks: `cache[kTesting].advanceClock(ms)`, `.skewClock(ms)`, `.setRandom({ jitter, xfetch })`. */
@@ -51,21 +53,33 @@ function checkOptions(options) {
   }
   for (const [name, type] of KNOWN_OPTIONS) {
     const value = options[name]
-    if (value !== undefined && typeof value !== type && !(name === 'redis' && isClusterOption(value))) {
+    if (value === undefined || name === 'serializer') continue
+    if (typeof value !== type && !(OBJECT_FORMS.has(name) && isClusterOption(value))) {
       throw invalidOption(`option \`${name}\` must be a ${type}; got ${typeof value}`)
     }
   }
+  const problem = options.serializer === undefined ? undefined : serializerProblem(options.serializer)
+  if (problem !== undefined) throw invalidOption(problem)
 }
 
-/** `redis: { cluster: [...] }`: the addon checks the rest (core/options.rs). */
+/** The options that may be objects, which go to the addon as JSON text (`nativeForm`). */
+const OBJECT_FORMS = new Set(['redis', 'compress'])
+
+/** `redis: { cluster: [...] }`, `compress: { threshold, level }`: the addon checks the rest (core/options.rs). */
 function isClusterOption(value) {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
-/** The addon's form of the options: a cluster's `redis` object goes over as its JSON text. */
+/**
+ * The addon's form of the options: a cluster's `redis` object and the
+ * `compress` object go over as their JSON text, an application's serializer
+ * as its name.
+ */
 function nativeForm(options) {
-  const { redis } = options
-  return isClusterOption(redis) ? { ...options, redis: JSON.stringify(redis) } : options
+  const form = { ...options }
+  for (const name of OBJECT_FORMS) if (isClusterOption(form[name])) form[name] = JSON.stringify(form[name])
+  if (typeof options.serializer === 'object') form.serializer = options.serializer.name
+  return form
 }
 
 /**
@@ -208,6 +222,7 @@ class Cache {
       cache: new WeakRef(this),
       waitUntil,
       onError,
+      serializer: typeof options.serializer === 'object' ? options.serializer : undefined,
       active: new Set(),
       waiting: new Map(),
       writes: new Set(),
@@ -227,7 +242,7 @@ class Cache {
     }
     ctx.self = new WeakRef(ctx)
     // The raw entry points: lib/native-contract.d.ts says what each takes and gives.
-    const fns = this.#native.install(ctx, lead, softWait, resume, scheduleReads, reportProblem)
+    const fns = this.#native.install(ctx, lead, softWait, resume, scheduleReads, reportProblem, decode)
     for (const name of [
       'fill',
       'fail',
@@ -344,7 +359,7 @@ class Cache {
       checkCallOptions(options, GET_OPTIONS)
       const value = this.#fns.get(key, options?.stale)
       if (value !== undefined || !this.#ctx.redis) return value
-      return this.#fns.peek(key, options?.stale).then((json) => (json === null ? undefined : parse(json)))
+      return this.#fns.peek(key, options?.stale).then((stored) => this.#read(stored))
     })
   }
 
@@ -358,10 +373,11 @@ class Cache {
           `set() was given ${value}; "not found" is cached by a loader returning null, and delete() removes a key`,
         )
       }
-      let json
+      let stored
       try {
-        json = stringify(value)
+        stored = encode(this.#ctx, value)
       } catch (cause) {
+        if (isSerializerError(cause)) throw cause
         throw herdError(
           TypeError,
           codes.INVALID_VALUE,
@@ -369,16 +385,23 @@ class Cache {
           cause,
         )
       }
-      if (json === undefined) {
+      if (stored === undefined) {
         throw herdError(TypeError, codes.INVALID_VALUE, `set() was given a ${typeof value}; give plain data`)
       }
-      const tooLarge = sizeProblem(json, this.#ctx.maxValueBytes)
+      const tooLarge = sizeProblem(stored.body, this.#ctx.maxValueBytes)
       if (tooLarge !== undefined) throw tooLarge
-      const write = this.#fns.set(key, parse(json), options?.ttl, options?.hardTtl, json, options?.tags)
+      const { ttl, hardTtl, tags } = options ?? NO_OPTIONS
+      const write = this.#fns.set(key, stored.value, ttl, hardTtl, stored.body, tags, stored.format)
       track(this.#ctx, write)
       invalidated(this, 'set', key)
       return write?.then(noop)
     })
+  }
+
+  /** What `peek` answered: absent (null), a JSON text, or `[format, bytes]`. */
+  #read(stored) {
+    if (stored === null) return undefined
+    return typeof stored === 'string' ? parse(stored) : decode(this.#ctx, stored[0], stored[1])
   }
 
   delete(key) {

@@ -161,10 +161,12 @@ test('binding.d.ts declares CacheOptions from the Rust declaration: names, types
   assert.doesNotMatch(body, /r#?"/, 'the docs are plain text, not raw string tokens')
   assert.match(INDEX_DTS, /import type \{ CacheOptions as NativeCacheOptions \} from '\.\/binding'/)
   // Each native option, with `undefined` allowed as "absent" (exactOptionalPropertyTypes);
-  // `redis` is retyped there (a URL, or { cluster: [...] }, which index.js passes as JSON text).
+  // `redis` is retyped there (a URL, or { cluster: [...] }, which index.js passes as JSON text),
+  // `serializer` ('json', or an object of the application's, which index.js passes as its name) and
+  // `compress` (an object, passed as JSON text).
   assert.match(
     INDEX_DTS,
-    /export interface CacheOptions extends AbsentAsUndefined<Omit<NativeCacheOptions, 'redis'>> \{[\s\S]*?\n {2}redis\?: string \| RedisClusterOptions \| undefined\n/,
+    /export interface CacheOptions\s+extends AbsentAsUndefined<Omit<NativeCacheOptions, 'redis' \| 'serializer' \| 'compress'>> \{[\s\S]*?\n {2}compress\?: CompressOptions \| undefined\n[\s\S]*?\n {2}serializer\?: 'json' \| Serializer \| undefined\n[\s\S]*?\n {2}redis\?: string \| RedisClusterOptions \| undefined\n/,
   )
 })
 

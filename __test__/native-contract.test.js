@@ -46,9 +46,9 @@ function installed(t) {
   Object.defineProperty(prototype, 'install', {
     configurable: true,
     writable: true,
-    value: function (ctx, lead, softWait, resume, scheduleReads, reportProblem) {
-      const fns = install.call(this, ctx, lead, softWait, resume, scheduleReads, reportProblem)
-      seen = { ctx, lead, softWait, resume, scheduleReads, reportProblem, fns }
+    value: function (ctx, lead, softWait, resume, scheduleReads, reportProblem, decode) {
+      const fns = install.call(this, ctx, lead, softWait, resume, scheduleReads, reportProblem, decode)
+      seen = { ctx, lead, softWait, resume, scheduleReads, reportProblem, decode, fns }
       return fns
     },
   })
@@ -77,7 +77,7 @@ test('install() returns exactly the EntryPoints of lib/native-contract.d.ts', T,
 })
 
 test('the context holds exactly the Context fields, with the types the contract gives', T, (t) => {
-  const { ctx, fns, lead, softWait, resume, scheduleReads, reportProblem } = installed(t)
+  const { ctx, fns, lead, softWait, resume, scheduleReads, reportProblem, decode } = installed(t)
   sameNames(Object.keys(ctx), 'the ctx index.js makes', CONTEXT, 'lib/native-contract.d.ts Context')
   for (const [, field, entry] of CONTEXT_BODY().matchAll(/^ {2}(\w+): EntryPoints\['(\w+)'\]$/gm)) {
     assert.equal(field, entry, `Context.${field} is the entry point of the same name`)
@@ -94,6 +94,7 @@ test('the context holds exactly the Context fields, with the types the contract 
   assert.equal(scheduleReads, require('../lib/leader').scheduleReads)
   assert.equal(reportProblem, require('../lib/leader').reportProblem)
   assert.equal(softWait, require('../lib/callers').softWait)
+  assert.equal(decode, require('../lib/values').decode)
   const params = (type) =>
     new RegExp(`export type ${type} = \\(([^)]*)\\)`)
       .exec(CONTRACT)[1]
@@ -112,6 +113,7 @@ test('the context holds exactly the Context fields, with the types the contract 
     params('ReportProblem').length,
     'reportProblem takes the arguments ReportProblem lists',
   )
+  assert.equal(decode.length, params('Decode').length, 'decode takes the arguments Decode lists')
 })
 
 test('NativeCache has the methods the contract lists', T, () => {

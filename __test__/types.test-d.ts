@@ -238,6 +238,14 @@ async function main(): Promise<void> {
   new Cache({ tll: 1000 })
   // @ts-expect-error maxConcurrentLoads is a number
   new Cache({ maxConcurrentLoads: '50' })
+  new Cache({ serializer: 'json' })
+  new Cache({
+    serializer: { name: 'text', serialize: (v: unknown) => JSON.stringify(v), deserialize: (s) => JSON.parse(String(s)) },
+  })
+  // @ts-expect-error a serializer other than 'json' is an object with its functions
+  new Cache({ serializer: 'msgpack' })
+  // @ts-expect-error serialize returns bytes or a string
+  new Cache({ serializer: { name: 'n', serialize: () => 1, deserialize: (s) => s } })
   // @ts-expect-error delete needs a key
   cache.delete()
   // @ts-expect-error expire needs a key

@@ -20,6 +20,10 @@ const JS_CODES = Object.freeze({
   LOAD_QUEUE_FULL: 'ERR_HERDCACHE_LOAD_QUEUE_FULL',
   /** A getOrLoadMany loader's result is not a Map or an array aligned with its keys (lib/batch-result.js). */
   BATCH_RESULT: 'ERR_HERDCACHE_BATCH_RESULT',
+  /** The `serializer` option's `serialize` threw, or returned neither a Buffer/Uint8Array nor a string (lib/values.js). */
+  SERIALIZE: 'ERR_HERDCACHE_SERIALIZE',
+  /** The `serializer` option's `deserialize` threw on a value (lib/values.js). */
+  DESERIALIZE: 'ERR_HERDCACHE_DESERIALIZE',
 })
 
 /** Codes of `herdcache/nest` (nest/). */
@@ -91,13 +95,15 @@ function unserializable(userKey, cause) {
 
 /**
  * The error for a value whose JSON text is longer than `maxValueBytes`
- * UTF-8 bytes, or undefined. A UTF-16 unit is 1 to 3 UTF-8 bytes, so the
- * exact count is only taken when the length alone does not decide.
+ * UTF-8 bytes (or whose stored bytes are more: lib/values.js), or
+ * undefined. A UTF-16 unit is 1 to 3 UTF-8 bytes, so the exact count is
+ * only taken when the length alone does not decide.
  *
- * @param {string} json
+ * @param {string | Buffer} json
  * @param {number} maxValueBytes
  */
 function sizeProblem(json, maxValueBytes) {
+  if (typeof json !== 'string') return storedSizeProblem(json.length, maxValueBytes)
   if (json.length * 3 <= maxValueBytes) return undefined
   const bytes = json.length > maxValueBytes ? json.length : Buffer.byteLength(json)
   if (bytes <= maxValueBytes) return undefined
@@ -105,6 +111,16 @@ function sizeProblem(json, maxValueBytes) {
     RangeError,
     JS_CODES.VALUE_TOO_LARGE,
     `the value is ${json.length > maxValueBytes ? 'over ' : ''}${bytes} bytes of JSON, more than maxValueBytes (${maxValueBytes}); nothing was stored. Cache something smaller, or raise maxValueBytes`,
+  )
+}
+
+/** `sizeProblem` for a value stored as bytes (binary parts, a serializer's). */
+function storedSizeProblem(bytes, maxValueBytes) {
+  if (bytes <= maxValueBytes) return undefined
+  return herdError(
+    RangeError,
+    JS_CODES.VALUE_TOO_LARGE,
+    `the value is ${bytes} bytes stored, more than maxValueBytes (${maxValueBytes}); nothing was stored. Cache something smaller, or raise maxValueBytes`,
   )
 }
 

@@ -20,7 +20,8 @@ const { traceRefresh, fleetDecided, redisFailed } = require('./tracing')
 /** The code of the process warning for a failed background refresh when there is no `onError`. */
 const REFRESH_FAILED_WARNING = 'HERDCACHE_REFRESH_FAILED'
 
-const { parse, stringify } = JSON
+const { encode, isSerializerError } = require('./values')
+
 const noop = () => {}
 
 /** @typedef {import('./native-contract').Context} Context */
@@ -230,25 +231,38 @@ class Flight {
     if (now >= this.deadline) return this.expire()
     const computeMs = now - this.loaderStarted
     if (value === null || value === undefined) return this.fill(value, true, computeMs, 'null')
-    let json
+    let stored
     try {
-      json = stringify(value)
+      stored = encode(this.ctx, value)
     } catch (cause) {
-      return this.failWith(unserializable(this.userKey, cause), false)
+      return this.failWith(isSerializerError(cause) ? cause : unserializable(this.userKey, cause), false)
     }
-    if (json === undefined) return this.failWith(unserializable(this.userKey), false)
-    const tooLarge = sizeProblem(json, this.ctx.maxValueBytes)
+    if (stored === undefined) return this.failWith(unserializable(this.userKey), false)
+    const tooLarge = sizeProblem(stored.body, this.ctx.maxValueBytes)
     if (tooLarge !== undefined) return this.failWith(tooLarge, false)
-    this.fill(parse(json), false, computeMs, json)
+    this.fill(stored.value, false, computeMs, stored.body, stored.format)
   }
 
-  /** Reports the value; the addon answers the callers (with Redis, once it is written there). */
-  fill(result, negative, computeMs, json) {
+  /**
+   * Reports the value; the addon answers the callers (with Redis, once it
+   * is written there). `body` is its JSON text, or with `format` its bytes.
+   */
+  fill(result, negative, computeMs, body, format) {
     // A key whose refreshes failed loads again: a later failure warns anew.
     if (this.ctx.failing.size > 0) this.ctx.failing.delete(describeKey(this.userKey))
     // Reported first: a fill that throws (TTLs the addon refuses) leaves
     // the flight unsettled, for `failWith`.
-    const write = this.ctx.fill(this.id, result, negative, computeMs, json, this.ttl, this.hardTtl, this.noStore)
+    const write = this.ctx.fill(
+      this.id,
+      result,
+      negative,
+      computeMs,
+      body,
+      format,
+      this.ttl,
+      this.hardTtl,
+      this.noStore,
+    )
     this.settled = true
     leave(this.ctx, this)
     track(this.ctx, write)

@@ -2,8 +2,8 @@
 // once. Nothing here is public API: users see index.d.ts.
 //
 // `index.js` makes a `NativeCache`, then calls `install(ctx, lead, softWait,
-// resume, scheduleReads, reportProblem)` once. The addon keeps the five
-// functions (module functions of lib/leader.js and lib/callers.js) strongly and `ctx` weakly,
+// resume, scheduleReads, reportProblem, decode)` once. The addon keeps the six
+// functions (module functions of lib/leader.js, lib/callers.js and lib/values.js) strongly and `ctx` weakly,
 // writes the validated timeouts onto `ctx`, and returns the raw entry points
 // below (`napi_create_function`s, src/binding/mod.rs `ENTRY_POINTS`; their
 // bodies are src/binding/{entry,flight,ops}.rs). The raw entry points take
@@ -84,7 +84,8 @@ export interface EntryPoints {
     ...keys: unknown[]
   ): Array<Promise<unknown>>
   /**
-   * The loader's result: `value` (its JSON-normalised copy), `json` its text;
+   * The loader's result: `value` (its normalised copy: lib/values.js `encode`), `body` its JSON text, or
+   * with `format` (an `hc4` entry's format, src/core/body.rs) its bytes as a Buffer;
    * `ttl`/`hardTtl` what the loader set with `ctx.setTtl` (undefined: the
    * flight's), `noStore` whether it called `ctx.noStore()` (then nothing is
    * stored, in memory nor Redis). The addon stores it and fulfils the
@@ -97,7 +98,8 @@ export interface EntryPoints {
     value: unknown,
     negative: boolean,
     computeMs: number,
-    json: string,
+    body: string | Buffer,
+    format: string | undefined,
     ttl: number | undefined,
     hardTtl: number | undefined,
     noStore: boolean,
@@ -135,14 +137,18 @@ export interface EntryPoints {
   nextLoadSlots(): Promise<number>
   /** The value in memory, or undefined; never loads. `stale: false` refuses a stale one. */
   get(key: unknown, stale?: unknown): unknown
-  /** Stores `value` (JSON-normalised; `json` its text, for Redis); with Redis, the write's promise. */
+  /**
+   * Stores `value` (normalised; `body` its JSON text, or with `format` its bytes, for Redis: as `fill`);
+   * with Redis, the write's promise.
+   */
   set(
     key: unknown,
     value: unknown,
     ttl?: unknown,
     hardTtl?: unknown,
-    json?: string,
+    body?: string | Buffer,
     tags?: unknown,
+    format?: string,
   ): Promise<boolean> | undefined
   /** Whether a live entry was removed; with Redis, a promise of whether Redis or memory had one. */
   delete(key: unknown): boolean | Promise<boolean>
@@ -157,8 +163,8 @@ export interface EntryPoints {
    * removed; with Redis, a promise.
    */
   clearPrefix(names: unknown): Promise<void> | undefined
-  /** With Redis: `get` past the L1: a promise of the value's JSON text, or null. */
-  peek(key: unknown, stale?: unknown): Promise<string | null>
+  /** With Redis: `get` past the L1: a promise of the value's JSON text, `[format, bytes]` (for `Decode`), or null. */
+  peek(key: unknown, stale?: unknown): Promise<string | [string, Buffer] | null>
   /** The counters and gauges (`names().counters`). */
   stats(): Record<string, number>
   /** The counters and gauges in the Prometheus text format. */
@@ -183,6 +189,10 @@ export interface Context {
   waitUntil: ((promise: Promise<void>) => void) | undefined
   /** The `onError` option: background refresh failures. */
   onError: ((error: unknown, info: { key: unknown; background: true }) => void) | undefined
+  /** The `serializer` option when it is the application's (lib/values.js); undefined: the built-in `json`. */
+  serializer:
+    | { name: string; serialize(value: unknown): unknown; deserialize(stored: Buffer | string): unknown }
+    | undefined
   /** The loads in flight, in deadline order (one `hardTimeout` for all). */
   active: Set<Flight>
   /** With Redis: the flights whose loader waits for the fleet's decision (`resume`), by id. */
@@ -259,6 +269,12 @@ export type Resume = (ctx: Context, id: number, load: boolean) => void
 export type ScheduleReads = (ctx: Context) => void
 
 /**
+ * lib/values.js `decode`: a stored value in a format of its own (an `hc4` entry: binary parts, a serializer's
+ * bytes) as JS makes it; it may throw. Called for values another instance wrote.
+ */
+export type Decode = (ctx: Context, format: string, bytes: Buffer) => unknown
+
+/**
  * lib/leader.js `reportProblem`: what the addon found about Redis that no retry fixes (each once), with
  * its stable code: to `onError`, else a process warning once per code. Called when a Redis call completes.
  */
@@ -273,6 +289,7 @@ export interface NativeCache {
     resume: Resume,
     scheduleReads: ScheduleReads,
     reportProblem: ReportProblem,
+    decode: Decode,
   ): EntryPoints
   /** Stops new calls; what is in flight goes on, but the flights no leader has yet reject with `reason`. */
   close(reason: Error): void

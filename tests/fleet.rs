@@ -34,6 +34,7 @@ fn fleet<M: Meeting>(server: &M, lock_ttl: u64, hard_timeout: u64) -> Arc<Fleet<
       recovery_max_entries: 10_000,
       recovery_max_age: 300_000,
       load_slots: None,
+      serializer: "json".into(),
     },
   )
 }
@@ -238,6 +239,7 @@ async fn a_waiting_loser_holds_one_waiter_and_takes_over_a_dead_lease<M: Meeting
       recovery_max_entries: 10_000,
       recovery_max_age: 300_000,
       load_slots: None,
+      serializer: "json".into(),
     },
   );
   let other = store(server);

@@ -42,6 +42,7 @@ fn config(max_entries: usize) -> FleetConfig {
     recovery_max_entries: max_entries,
     recovery_max_age: 300_000,
     load_slots: None,
+    serializer: "json".into(),
   }
 }
 
@@ -201,7 +202,7 @@ async fn a_tag_invalidation_hides_its_values_everywhere_and_outlives_an_outage()
   };
   let written = wall_ms() - 1_000;
   assert!(a.write("k", tagged(written, "\"old\"")).await);
-  let json = |e: Option<Envelope>| e.map(|e| e.json);
+  let json = |e: Option<Envelope>| e.and_then(|e| e.body.json().map(String::from));
   assert_eq!(
     json(b.peek("k", wall_ms()).await).as_deref(),
     Some("\"old\"")
@@ -516,7 +517,13 @@ async fn a_kept_delete_hides_the_values_it_deleted_until_it_is_delivered() {
   // Another instance writes a newer value: that one counts.
   assert!(b.write("k", envelope(wall_ms() + 1, "\"newer\"")).await);
   let deadline = Instant::now() + Duration::from_secs(8);
-  while a.peek("k", wall_ms()).await.map(|e| e.json).as_deref() != Some("\"newer\"") {
+  while a
+    .peek("k", wall_ms())
+    .await
+    .and_then(|e| e.body.json().map(String::from))
+    .as_deref()
+    != Some("\"newer\"")
+  {
     assert!(
       Instant::now() < deadline,
       "the newer value was never served"

@@ -21,7 +21,7 @@ fn envelope(stamp: u64, json: &str) -> Envelope {
       refresh_at: Some(stamp + 900),
       negative: false,
     },
-    json: json.into(),
+    body: herdcache::core::body::Body::Json(json.into()),
     tags: Default::default(),
   }
 }

@@ -114,6 +114,7 @@ async fn contract<F: Fixture>(f: &F) {
     load_slots_are_capped_and_handed_out_in_turn,
     the_load_slots_of_a_silent_instance_come_back,
     garbage_where_the_load_slots_go_is_replaced,
+    formatted_and_compressed_values_read_back_and_expire_as_any_other,
   );
   assert!(
     broken.is_empty(),
@@ -359,7 +360,7 @@ fn envelope(stamp: u64, json: &str) -> Envelope {
       refresh_at: Some(stamp + 900),
       negative: false,
     },
-    json: json.into(),
+    body: herdcache::core::body::Body::Json(json.into()),
     tags: Default::default(),
   }
 }
@@ -467,6 +468,75 @@ async fn reads_tell_absent_found_and_corrupt_apart<F: Fixture>(f: &F) {
     .await
     .unwrap());
   assert_eq!(s.read(&keys).await.unwrap(), Read::Found(envelope(5, "1")));
+}
+
+/// `hc4` entries (`core::body`): binary parts and compressed bytes read
+/// back as written (a compressed JSON text as its text), tagged or not, an
+/// expire keeps their bytes, and a zstd frame that does not decompress is a
+/// bad value the next write replaces.
+async fn formatted_and_compressed_values_read_back_and_expire_as_any_other<F: Fixture>(f: &F) {
+  use herdcache::core::body::{compressed, Body, Formatted};
+  let s = f.store("hc4:");
+  let json = format!("[{}]", vec!["{\"id\":1,\"name\":\"n\"}"; 300].join(","));
+  let binary = Body::Formatted(Formatted {
+    format: "json [4,[\"Buffer\",3]]".into(),
+    bytes: b"null\x00\xff\n".to_vec(),
+    compressed: false,
+  });
+  let cases = [
+    ("binary", binary.clone(), binary),
+    (
+      "packed",
+      compressed(&Body::Json(json.clone()), 3).unwrap(),
+      Body::Json(json),
+    ),
+  ];
+  for (key, body, read_back) in cases {
+    let keys = s.keys(key);
+    let mut e = envelope(100, "1");
+    e.tags = herdcache::core::tags::Tags::new(vec!["t".into()]).unwrap();
+    e.body = body;
+    assert!(
+      s.write(key, &keys, &e, 60_000, None).await.unwrap(),
+      "{key}"
+    );
+    let Read::Found(found) = s.read(&keys).await.unwrap() else {
+      panic!("{key}: read back");
+    };
+    assert_eq!(
+      (found.body, found.tags),
+      (read_back.clone(), e.tags.clone()),
+      "{key}"
+    );
+    assert!(
+      s.expire(key, &keys, 500, 60_000).await.unwrap(),
+      "{key}: expired"
+    );
+    let Read::Found(expired) = s.read(&keys).await.unwrap() else {
+      panic!("{key}: still there after the expire");
+    };
+    assert_eq!(
+      (expired.meta.fresh_until, expired.body),
+      (500, read_back),
+      "{key}"
+    );
+  }
+  let header = "hc4 1100 10100 12 100 1000 v\n";
+  f.plant_value(
+    &s,
+    "bad-frame",
+    format!("{header}zstd - json\nnot zstd").as_bytes(),
+  )
+  .await;
+  let keys = s.keys("bad-frame");
+  let read = s.read(&keys).await.unwrap();
+  assert_eq!(read, Read::Corrupt(DecodeError::BadValue { stamp: 100 }));
+  let stamp = corrupt_stamp(&read);
+  let fill = envelope(50, "\"ours\"");
+  assert!(s
+    .write_over("bad-frame", &keys, &fill, 60_000, None, stamp)
+    .await
+    .unwrap());
 }
 
 async fn read_many_answers_in_the_order_asked<F: Fixture>(f: &F) {
@@ -698,13 +768,19 @@ async fn the_writer_and_the_reader_agree_on_near_valid_values<F: Fixture>(f: &F)
     b"\"\xff\xfe\"",
     b"1 2",
   ];
-  let (mut kept, mut kept_v2, mut kept_v3, mut replaced) = (0, 0, 0, 0);
+  let (mut kept, mut kept_v2, mut kept_v3, mut kept_v4, mut replaced) = (0, 0, 0, 0, 0);
   for case in 0..4_000 {
     let mut pick = |list: &[&str]| list[rng.random_range(0..list.len())].to_string();
-    // hc1 has four numbers, hc2 and hc3 five (refreshAt): both counts
+    // hc1 has four numbers, hc2, hc3 and hc4 five (refreshAt): both counts
     // with each version, and versions that do not exist.
-    let tag = pick(&["hc1", "hc1", "hc2", "hc2", "hc3", "hc3", "hc4", "HC1"]);
-    let matching = if tag == "hc2" || tag == "hc3" { 5 } else { 4 };
+    let tag = pick(&[
+      "hc1", "hc1", "hc2", "hc2", "hc3", "hc3", "hc4", "hc4", "hc9", "HC1",
+    ]);
+    let matching = if ["hc2", "hc3", "hc4"].contains(&tag.as_str()) {
+      5
+    } else {
+      4
+    };
     let count = match pick(&["other", "same", "same", "same", "same"]).as_str() {
       "other" => 9 - matching,
       _ => matching,
@@ -730,6 +806,19 @@ async fn the_writer_and_the_reader_agree_on_near_valid_values<F: Fixture>(f: &F)
         "",
       ]);
       stored.extend_from_slice(tags.as_bytes());
+    }
+    if tag == "hc4" {
+      // Its format line (an application's serializer, whose bytes are its
+      // own to judge), with or without tags; sometimes bad or missing.
+      let format = pick(&[
+        "- - custom b\n",
+        "- t custom b\n[\"t\"]\n",
+        "- - custom b\n",
+        "lz9 - custom b\n",
+        "- t custom b\n",
+        "",
+      ]);
+      stored.extend_from_slice(format.as_bytes());
     }
     stored.extend_from_slice(bodies[rng.random_range(0..bodies.len())]);
     let key = format!("agree{case}");
@@ -758,14 +847,15 @@ async fn the_writer_and_the_reader_agree_on_near_valid_values<F: Fixture>(f: &F)
       kept += 1;
       kept_v2 += usize::from(tag == "hc2");
       kept_v3 += usize::from(tag == "hc3");
+      kept_v4 += usize::from(tag == "hc4");
     } else {
       replaced += 1;
     }
   }
   // The generator reaches both sides.
   assert!(
-    kept >= 10 && kept_v2 >= 5 && kept_v3 >= 3 && replaced >= 300,
-    "kept {kept} ({kept_v2} hc2, {kept_v3} hc3), replaced {replaced}"
+    kept >= 10 && kept_v2 >= 5 && kept_v3 >= 3 && kept_v4 >= 3 && replaced >= 300,
+    "kept {kept} ({kept_v2} hc2, {kept_v3} hc3, {kept_v4} hc4), replaced {replaced}"
   );
 }
 
@@ -1122,7 +1212,7 @@ async fn a_delete_leaves_a_tombstone_no_older_fill_overwrites<F: Fixture>(f: &F)
     }
   };
   let json = |read: Read| match read {
-    Read::Found(e) => Some(e.json),
+    Read::Found(e) => e.body.json().map(String::from),
     _ => None,
   };
   assert!(write(100, "\"old\"").await);
@@ -1217,7 +1307,7 @@ async fn an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl<F: Fixtur
     read("live").await,
     Read::Found(Envelope {
       meta: stale,
-      json: "[1]".into(),
+      body: herdcache::core::body::Body::Json("[1]".into()),
       tags: Default::default(),
     })
   );
@@ -1282,7 +1372,7 @@ async fn an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl<F: Fixtur
         let key = "agree";
         let original = Envelope {
           meta,
-          json: "null".into(),
+          body: herdcache::core::body::Body::Json("null".into()),
           tags: Default::default(),
         };
         s.write_over(key, &s.keys(key), &original, 60_000, None, Some(stamp))

@@ -18,6 +18,7 @@ Object.assign(KEY, {
   deleteByTag: 't',
   clear: 'c',
   nsClear: 'other',
+  setCompressed: 'z',
   many: 'm1',
   fleetCap: 'f',
   close: 'u',

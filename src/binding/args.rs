@@ -105,11 +105,3 @@ unsafe fn read_tags_js(env: Env, value: Value) -> RawResult<Tags> {
   }
   Ok(Tags::new(tags)?)
 }
-
-/// An optional JS string argument (a JSON text).
-pub(super) unsafe fn optional_string(env: Env, value: Value) -> RawResult<Option<String>> {
-  match raw::type_of(env, value) {
-    sys::ValueType::napi_string => Ok(Some(raw::get_string(env, value)?)),
-    _ => Ok(None),
-  }
-}

@@ -12,12 +12,14 @@
 //! of the flights started in one tick go out together
 //! ([`queue_first_read`], [`flush_reads`]).
 
-use super::args::{optional_string, read_tags};
+use super::args::read_tags;
+use super::body;
 use super::futures::{self, then_on_cache};
 use super::held::Held;
 use super::raw::{self, napi_try, Env, JsRef, RawResult, Value};
 use super::status::{self, Lock, Outcome, Source, StaleReason};
 use super::Inner;
+use crate::core::body::JSON_FORMAT;
 use crate::core::options::{EntryPolicy, RawCallOptions, Tiers};
 use crate::engine::flights::Flight;
 use crate::engine::together::{self, Ask};
@@ -270,20 +272,21 @@ unsafe fn report<const N: usize>(
   body(inner, id, argv).unwrap_or_else(|failure| raw::throw(env, failure))
 }
 
-/// `fill(id, value, negative, computeMs, json, ttl, hardTtl, noStore)`: our
-/// loader's value (its JSON-normalised copy; `json` its text), with what
+/// `fill(id, value, negative, computeMs, body, format, ttl, hardTtl,
+/// noStore)`: our loader's value (its normalised copy; `body` its JSON
+/// text, or with `format` its bytes: `binding::body::read`), with what
 /// the loader set for its entry (`ctx.setTtl`: `ttl`/`hardTtl`, undefined
 /// when not set; `ctx.noStore()`). Answers the callers; with a fleet, once
 /// the value is written there: then it returns the write's promise (for
 /// `close()` to wait for), else undefined. Throws (the flight stays, for
 /// `fail`) when the loader's TTLs break the call options' rules.
 pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value {
-  report::<8>(env, info, |inner, id, argv| {
+  report::<9>(env, info, |inner, id, argv| {
     let value = argv[1];
     let negative = raw::get_bool(env, argv[2]);
     let compute_ms = raw::get_number(env, argv[3]).max(0.0).round() as u64;
     // Checked before anybody is answered: TTLs the rules refuse fail the load.
-    let keep = keep(env, inner, id, argv[5], argv[6], argv[7])?;
+    let keep = keep(env, inner, id, argv[6], argv[7], argv[8])?;
     if !inner.cache.borrow().has_fleet() {
       // Weighed only for a cache bounded in bytes: the length walks the text.
       let weighs = inner.cache.borrow().config().l1_max_value_bytes.is_some();
@@ -291,23 +294,23 @@ pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value 
         value: (),
         negative,
         compute_ms,
-        json: None,
+        body: None,
         keep,
         bytes: if weighs {
-          raw::utf8_len(env, argv[4])
+          body::stored_len(env, argv[4])
         } else {
           0
         },
       };
       return fill_here(env, inner, id, value, loaded);
     }
-    let json = optional_string(env, argv[4])?;
+    let body = body::read(env, argv[4], argv[5])?;
     let loaded = Loaded {
       value: Held::from_js(env, value)?,
       negative,
       compute_ms,
-      bytes: json.as_ref().map_or(0, String::len),
-      json,
+      bytes: body.as_ref().map_or(0, |body| body.len()),
+      body,
       keep,
     };
     let kept = Kept::new(env, value)?;
@@ -396,7 +399,7 @@ unsafe fn fill_here(
     value: Held::settled(env, value, promise)?,
     negative: loaded.negative,
     compute_ms: loaded.compute_ms,
-    json: None,
+    body: None,
     keep: loaded.keep,
     bytes: loaded.bytes,
   };
@@ -680,14 +683,24 @@ unsafe fn ask_together(env: Env, inner: &Rc<Inner>, mut asks: Vec<(u64, Ask)>) {
 
 /// Another instance's value answers flight `id`: parsed once, and handed
 /// to the engine. A value JS cannot take (the reader's checks are Rust's)
-/// is loaded instead.
+/// is loaded instead; one the application's serializer cannot read
+/// rejects the flight with its error.
 unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::envelope::Envelope) {
   let parsed = if envelope.meta.negative {
     Ok(raw::null(env))
   } else {
-    parse_json(env, inner, &envelope.json)
+    body::to_js(env, inner, &envelope.body)
   };
-  let taken = parsed.and_then(|value| Ok((Kept::new(env, value)?, Held::from_js(env, value)?)));
+  let value = match parsed {
+    Ok(value) => value,
+    // The application's `deserialize` threw: its callers get the coded error
+    // (lib/values.js), as a loader's would be theirs.
+    Err(failure) if envelope.body.serializer() != JSON_FORMAT => {
+      return reject(env, inner, id, raw::failure_value(env, failure));
+    }
+    Err(_) => return step(env, inner, id, Event::Unavailable),
+  };
+  let taken = Kept::new(env, value).and_then(|kept| Ok((kept, Held::from_js(env, value)?)));
   let Ok((kept, held)) = taken else {
     return step(env, inner, id, Event::Unavailable);
   };
@@ -698,7 +711,7 @@ unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::en
     value: held,
     meta: envelope.meta,
     tags: envelope.tags.clone(),
-    bytes: envelope.json.len(),
+    bytes: envelope.body.len(),
   };
   step(env, inner, id, parsed);
 }
@@ -816,9 +829,4 @@ pub unsafe fn reject_unled(env: Env, inner: &Rc<Inner>, reason: Value) {
   for id in unled {
     reject(env, inner, id, reason);
   }
-}
-
-unsafe fn parse_json(env: Env, inner: &Inner, json: &str) -> RawResult<Value> {
-  let parse = inner.helper(env, |h| &h.json_parse)?;
-  raw::call(env, parse, &[raw::string(env, json)])
 }

@@ -7,6 +7,7 @@
 //! [`Cache`], which decides.
 
 mod args;
+mod body;
 mod entry;
 mod flight;
 mod futures;
@@ -51,6 +52,9 @@ struct Helpers {
   report_problem: JsRef,
   /// `JSON.parse`, for values another instance wrote.
   json_parse: JsRef,
+  /// `decode(ctx, format, bytes)` (`lib/values.js`): a value in a format of
+  /// its own (`core::body`).
+  decode: JsRef,
 }
 
 pub(crate) struct Inner {
@@ -253,7 +257,7 @@ impl NativeCache {
   /// Wires the JS helpers in and returns the raw entry points. The validated
   /// timeouts are written onto `ctx` for the JS leader.
   #[napi(
-    ts_args_type = "ctx: object, lead: Function, softWait: Function, resume: Function, scheduleReads: Function, reportProblem: Function",
+    ts_args_type = "ctx: object, lead: Function, softWait: Function, resume: Function, scheduleReads: Function, reportProblem: Function, decode: Function",
     ts_return_type = "Record<string, Function>"
   )]
   // The helpers are positional, as `lib/native-contract.d.ts` lists them.
@@ -267,6 +271,7 @@ impl NativeCache {
     resume: Unknown<'env>,
     schedule_reads: Unknown<'env>,
     report_problem: Unknown<'env>,
+    decode: Unknown<'env>,
   ) -> Result<Unknown<'env>> {
     let env = env.raw();
     // SAFETY: `env` is the env napi-rs passed to this method, running now on
@@ -277,7 +282,15 @@ impl NativeCache {
       self.install_raw(
         env,
         ctx.value().value,
-        [lead, soft_wait, resume, schedule_reads, report_problem].map(|f| f.value().value),
+        [
+          lead,
+          soft_wait,
+          resume,
+          schedule_reads,
+          report_problem,
+          decode,
+        ]
+        .map(|f| f.value().value),
       )
     }
     .map_err(|f| {
@@ -496,7 +509,7 @@ impl NativeCache {
     &self,
     env: raw::Env,
     ctx: raw::Value,
-    [lead, soft_wait, resume, schedule_reads, report_problem]: [raw::Value; 5],
+    [lead, soft_wait, resume, schedule_reads, report_problem, decode]: [raw::Value; 6],
   ) -> RawResult<Unknown<'env>> {
     let mut global = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_get_global(env, &mut global));
@@ -510,6 +523,7 @@ impl NativeCache {
       schedule_reads: JsRef::strong(env, schedule_reads)?,
       report_problem: JsRef::strong(env, report_problem)?,
       json_parse: JsRef::strong(env, json_parse)?,
+      decode: JsRef::strong(env, decode)?,
     });
     let mut slot = std::ptr::null_mut();
     let mut buffer = std::ptr::null_mut();

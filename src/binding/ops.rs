@@ -2,12 +2,14 @@
 //! `clear`, `clearPrefix` (a namespace's clear), `peek` (get past memory, with Redis), `stats` and `metrics`.
 //! With a fleet, the ones that reach Redis return a promise.
 
-use super::args::{optional_string, read_call_options, read_tags};
+use super::args::{read_call_options, read_tags};
+use super::body;
 use super::futures::promise_on_cache;
 use super::held::Held;
 use super::key;
 use super::raw::{self, napi_try, Env, RawResult, Utf8, Value};
 use super::{closed, Inner};
+use crate::core::body::Body;
 use crate::engine::Step;
 use napi::sys;
 use std::rc::Rc;
@@ -62,11 +64,12 @@ pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
   })
 }
 
-/// `set(key, value, ttl?, hardTtl?, json?, tags?)`: `value` is already the
-/// JSON-normalised copy, `json` its text (for Redis). Returns the Redis
-/// write's promise, or undefined.
+/// `set(key, value, ttl?, hardTtl?, body?, tags?, format?)`: `value` is
+/// already the normalised copy, `body` its JSON text, or with `format` its
+/// bytes (for Redis: `binding::body::read`). Returns the Redis write's
+/// promise, or undefined.
 pub unsafe extern "C" fn set(env: Env, info: sys::napi_callback_info) -> Value {
-  keyed::<6>(env, info, |inner, key, argv| {
+  keyed::<7>(env, info, |inner, key, argv| {
     let undefined = raw::undefined(env);
     let options = read_call_options(
       env,
@@ -76,11 +79,11 @@ pub unsafe extern "C" fn set(env: Env, info: sys::napi_callback_info) -> Value {
     )?;
     let tags = read_tags(env, argv[5])?;
     let held = Held::from_js(env, argv[1])?;
-    let json = optional_string(env, argv[4])?.unwrap_or_else(|| "null".to_string());
+    let body = body::read(env, argv[4], argv[6])?.unwrap_or_else(|| Body::Json("null".into()));
     let write = {
       let mut cache = inner.cache.borrow_mut();
       let policy = cache.config().entry.with(&options.overrides)?;
-      cache.set(key, held, policy, json, tags)
+      cache.set(key, held, policy, body, tags)
     };
     match write {
       Some(write) => promise_on_cache(env, inner.id, write, |env, written| {
@@ -170,7 +173,8 @@ pub unsafe extern "C" fn clear_prefix(env: Env, info: sys::napi_callback_info) -
   })
 }
 
-/// `peek(key, stale?)`: `get` past the L1: the value's JSON text, or null
+/// `peek(key, stale?)`: `get` past the L1: the value's JSON text, or
+/// `[format, bytes]` for JS to decode (`binding::body::stored`), or null
 /// (absent, negative, or stale when `stale` is false).
 pub unsafe extern "C" fn peek(env: Env, info: sys::napi_callback_info) -> Value {
   keyed::<2>(env, info, |inner, key, argv| {
@@ -179,7 +183,7 @@ pub unsafe extern "C" fn peek(env: Env, info: sys::napi_callback_info) -> Value 
     let peek = inner.cache.borrow().peek(key, allow_stale);
     let peek = peek.ok_or_else(closed)?;
     promise_on_cache(env, inner.id, peek, |env, found| match found {
-      Some(e) => raw::string(env, &e.json),
+      Some(e) => body::stored(env, &e.body).unwrap_or_else(|failure| raw::throw(env, failure)),
       None => raw::null(env),
     })
   })

@@ -151,6 +151,41 @@ pub unsafe fn unboxed(env: Env, array: Value) -> Value {
   value
 }
 
+/// A Node `Buffer` holding a copy of `bytes`.
+pub unsafe fn buffer_copy(env: Env, bytes: &[u8]) -> RawResult<Value> {
+  let (mut v, mut data) = (ptr::null_mut(), ptr::null_mut());
+  napi_try!(
+    env,
+    sys::napi_create_buffer_copy(env, bytes.len(), bytes.as_ptr().cast(), &mut data, &mut v)
+  );
+  Ok(v)
+}
+
+/// The length of a `Buffer` (or any `Uint8Array`) JS passed; 0 for
+/// anything else.
+pub unsafe fn buffer_len(env: Env, value: Value) -> usize {
+  let (mut data, mut len) = (ptr::null_mut(), 0);
+  match sys::napi_get_buffer_info(env, value, &mut data, &mut len) {
+    sys::Status::napi_ok => len,
+    _ => 0,
+  }
+}
+
+/// A copy of the bytes of a `Buffer` (or any `Uint8Array`) JS passed.
+pub unsafe fn get_buffer(env: Env, value: Value) -> RawResult<Vec<u8>> {
+  let (mut data, mut len) = (ptr::null_mut(), 0);
+  napi_try!(
+    env,
+    sys::napi_get_buffer_info(env, value, &mut data, &mut len)
+  );
+  if len == 0 || data.is_null() {
+    return Ok(Vec::new());
+  }
+  // SAFETY: napi gave `len` readable bytes at `data`, owned by `value`,
+  // which the caller's frame keeps alive while they are copied.
+  Ok(std::slice::from_raw_parts(data.cast::<u8>(), len).to_vec())
+}
+
 pub unsafe fn get_number(env: Env, value: Value) -> f64 {
   let mut n = 0.0;
   sys::napi_get_value_double(env, value, &mut n);

@@ -45,9 +45,15 @@
 //! `None`: the reader draws the moment itself, as before `hc2`). Every
 //! writer writes `hc2`.
 //!
+//! A value JSON text cannot carry (binary parts, an application's
+//! serializer, compressed bytes) is an `hc4` entry: the same header, a line
+//! saying how to read its bytes, then its tags (if any) and its bytes; see
+//! `core::body`.
+//!
 //! Anything else (another program's value, a truncated write, a future
 //! version) decodes to an error, which callers count and treat as a miss.
 
+use super::body::{format_line, read_format_line, Body, Formatted};
 use super::tags::Tags;
 use std::fmt;
 
@@ -57,6 +63,9 @@ pub const VERSION_TAG: &str = "hc2";
 pub const VERSION_TAG_V1: &str = "hc1";
 /// The version of a tagged entry: `hc2`'s header, then a line of tags.
 pub const VERSION_TAG_TAGGED: &str = "hc3";
+/// The version of an entry in a format of its own (`core::body`): `hc2`'s
+/// header, then a line saying how to read its bytes.
+pub const VERSION_TAG_FORMATTED: &str = "hc4";
 
 /// Header numbers have at most this many digits (below 10^15 ms, the year
 /// 33658): exact as doubles, so the write script (Lua) compares stamps
@@ -106,8 +115,8 @@ impl Meta {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Envelope {
   pub meta: Meta,
-  /// The value as JSON text (`null` for a negative marker).
-  pub json: String,
+  /// The value: JSON text (`null` for a negative marker), or formatted bytes.
+  pub body: Body,
   /// The tags the value was written with (`deleteByTag`).
   pub tags: Tags,
 }
@@ -131,27 +140,37 @@ impl fmt::Display for DecodeError {
       DecodeError::NotAnEnvelope => write!(f, "not a herdcache entry"),
       DecodeError::UnknownVersion(v) => write!(f, "unknown entry version {v:?}"),
       DecodeError::BadHeader(field) => write!(f, "corrupt entry header: bad {field}"),
-      DecodeError::BadValue { .. } => write!(f, "corrupt entry: the value is not UTF-8 JSON"),
+      DecodeError::BadValue { .. } => {
+        write!(f, "corrupt entry: the value is not what its header says")
+      }
     }
   }
 }
 
 impl std::error::Error for DecodeError {}
 
+/// A line of UTF-8 (without its newline) and the bytes after it.
+fn split_line(bytes: &[u8]) -> Option<(&str, &[u8])> {
+  let newline = bytes.iter().position(|&b| b == b'\n')?;
+  let line = std::str::from_utf8(&bytes[..newline]).ok()?;
+  Some((line, &bytes[newline + 1..]))
+}
+
 impl Envelope {
-  pub fn encode(&self) -> String {
+  pub fn encode(&self) -> Vec<u8> {
     let m = &self.meta;
     let tags = match self.tags.is_empty() {
       true => None,
       // Strings serialize infallibly.
       false => Some(serde_json::to_string(self.tags.as_slice()).unwrap_or_default()),
     };
-    let mut out =
-      String::with_capacity(self.json.len() + 64 + tags.as_ref().map_or(0, String::len));
-    out.push_str(match tags {
-      Some(_) => VERSION_TAG_TAGGED,
-      None => VERSION_TAG,
-    });
+    let version = match (&self.body, &tags) {
+      (Body::Formatted(_), _) => VERSION_TAG_FORMATTED,
+      (Body::Json(_), Some(_)) => VERSION_TAG_TAGGED,
+      (Body::Json(_), None) => VERSION_TAG,
+    };
+    let mut out = String::with_capacity(64 + tags.as_ref().map_or(0, String::len));
+    out.push_str(version);
     // A writer without a moment of its own (none in herdcache) writes
     // "never early"; one past freshUntil would make the entry unreadable.
     let refresh_at = m.refresh_at.unwrap_or(m.fresh_until).min(m.fresh_until);
@@ -166,26 +185,67 @@ impl Envelope {
       out.push_str(&n.to_string());
     }
     out.push_str(if m.negative { " n\n" } else { " v\n" });
+    if let Body::Formatted(formatted) = &self.body {
+      out.push_str(&format_line(formatted, tags.is_some()));
+      out.push('\n');
+    }
     if let Some(tags) = tags {
       out.push_str(&tags);
       out.push('\n');
     }
-    out.push_str(&self.json);
-    out
+    let mut bytes = out.into_bytes();
+    match &self.body {
+      Body::Json(json) => bytes.extend_from_slice(json.as_bytes()),
+      Body::Formatted(formatted) => bytes.extend_from_slice(&formatted.bytes),
+    }
+    bytes
   }
 
-  pub fn decode(text: &str) -> Result<Envelope, DecodeError> {
-    let (header, json) = text.split_once('\n').ok_or(DecodeError::NotAnEnvelope)?;
+  /// An envelope from its bytes. The value is not judged (whether a JSON
+  /// text is one, whether compressed bytes decompress): that is the
+  /// reader's (`engine::shared::values::read_bytes`).
+  pub fn decode(bytes: impl AsRef<[u8]>) -> Result<Envelope, DecodeError> {
+    let bytes = bytes.as_ref();
+    let newline = bytes
+      .iter()
+      .position(|&b| b == b'\n')
+      .ok_or(DecodeError::NotAnEnvelope)?;
+    let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| DecodeError::NotAnEnvelope)?;
     let meta = Envelope::decode_header(header)?;
-    let (tags, json) = Envelope::decode_tags(header, json)?;
-    if json.is_empty() {
+    let (tags, body) = Envelope::decode_body(header, &bytes[newline + 1..])?;
+    if body.is_empty() {
       return Err(DecodeError::BadHeader("value"));
     }
-    Ok(Envelope {
-      meta,
-      json: json.to_string(),
-      tags,
-    })
+    Ok(Envelope { meta, body, tags })
+  }
+
+  /// What follows a valid `header`: the tags, and the value (JSON text
+  /// must be UTF-8; whether it is JSON is the reader's to judge). `Err`: a
+  /// bad value (the reader's `Read::Corrupt` with its stamp, which the
+  /// next write may replace).
+  pub fn decode_body(header: &str, rest: &[u8]) -> Result<(Tags, Body), DecodeError> {
+    let bad = DecodeError::BadHeader("value");
+    if !header.starts_with(VERSION_TAG_FORMATTED) {
+      let text = std::str::from_utf8(rest).map_err(|_| bad)?;
+      let (tags, json) = Envelope::decode_tags(header, text)?;
+      return Ok((tags, Body::Json(json.to_string())));
+    }
+    let (line, rest) = split_line(rest).ok_or(DecodeError::BadHeader("format"))?;
+    let (compressed, tagged, format) =
+      read_format_line(line).ok_or(DecodeError::BadHeader("format"))?;
+    let (tags, bytes) = match tagged {
+      true => {
+        let (line, bytes) = split_line(rest).ok_or(DecodeError::BadHeader("tags"))?;
+        (Envelope::read_tags(line)?, bytes)
+      }
+      false => (Tags::NONE, rest),
+    };
+    let formatted = Formatted {
+      format: format.to_string(),
+      bytes: bytes.to_vec(),
+      compressed,
+    };
+    Ok((tags, Body::Formatted(formatted)))
   }
 
   /// What follows a valid `header`: an `hc3` entry's tags, and the value's
@@ -197,19 +257,23 @@ impl Envelope {
     let (line, json) = body
       .split_once('\n')
       .ok_or(DecodeError::BadHeader("tags"))?;
-    let tags = serde_json::from_str::<Vec<String>>(line)
+    Ok((Envelope::read_tags(line)?, json))
+  }
+
+  /// A line of tags: a JSON array of one or more valid tags.
+  fn read_tags(line: &str) -> Result<Tags, DecodeError> {
+    serde_json::from_str::<Vec<String>>(line)
       .ok()
       .and_then(|tags| Tags::new(tags).ok())
       .filter(|tags| !tags.is_empty())
-      .ok_or(DecodeError::BadHeader("tags"))?;
-    Ok((tags, json))
+      .ok_or(DecodeError::BadHeader("tags"))
   }
 
   /// The first line of an envelope, without its newline.
   pub fn decode_header(header: &str) -> Result<Meta, DecodeError> {
     let mut fields = header.split(' ');
     let has_refresh_at = match fields.next() {
-      Some(VERSION_TAG | VERSION_TAG_TAGGED) => true,
+      Some(VERSION_TAG | VERSION_TAG_TAGGED | VERSION_TAG_FORMATTED) => true,
       Some(VERSION_TAG_V1) => false,
       Some(tag) if tag.starts_with("hc") && tag.len() <= 8 => {
         return Err(DecodeError::UnknownVersion(tag.to_string()))
@@ -313,11 +377,11 @@ mod tests {
         refresh_at: Some(1_700_000_059_400),
         negative,
       },
-      json: if negative {
+      body: Body::Json(if negative {
         "null".into()
       } else {
         "{\"a\":[1,2],\"s\":\"x\\ny\"}".into()
-      },
+      }),
       tags: Tags::NONE,
     }
   }
@@ -326,7 +390,7 @@ mod tests {
   fn a_tagged_entry_is_hc3_with_its_tags_on_their_own_line() {
     let mut e = sample(false);
     e.tags = Tags::new(vec!["user:42".into(), "a \"b\"\nc".into()]).unwrap();
-    let text = e.encode();
+    let text = String::from_utf8(e.encode()).unwrap();
     assert!(text.starts_with(
       "hc3 1700000060000 1700000600000 612 1700000000000 1700000059400 v\n[\"a \\\"b\\\"\\nc\",\"user:42\"]\n{"
     ));
@@ -346,6 +410,38 @@ mod tests {
   }
 
   #[test]
+  fn an_entry_in_a_format_of_its_own_is_hc4_with_raw_bytes() {
+    let mut e = sample(false);
+    let bytes = vec![0, b'\n', 255, 7];
+    e.body = Body::Formatted(Formatted {
+      format: "json [4,[\"Buffer\",4]]".into(),
+      bytes: bytes.clone(),
+      compressed: false,
+    });
+    let encoded = e.encode();
+    let head = b"hc4 1700000060000 1700000600000 612 1700000000000 1700000059400 v\n- - json ";
+    assert!(encoded.starts_with(head));
+    assert!(encoded.ends_with(&bytes));
+    assert_eq!(Envelope::decode(&encoded).unwrap(), e);
+    e.tags = Tags::new(vec!["t:1".into()]).unwrap();
+    if let Body::Formatted(f) = &mut e.body {
+      f.compressed = true;
+    }
+    let encoded = e.encode();
+    assert!(encoded
+      .windows(11)
+      .any(|w| w == b"\nzstd t json"[..11].as_ref()));
+    assert_eq!(Envelope::decode(&encoded).unwrap(), e);
+    for bad in ["hc4 1 2 3 4 1 v\n1", "hc4 1 2 3 4 1 v\nbr - json\n1"] {
+      assert_eq!(
+        Envelope::decode(bad).unwrap_err(),
+        DecodeError::BadHeader("format"),
+        "{bad:?}"
+      );
+    }
+  }
+
+  #[test]
   fn round_trips() {
     for negative in [false, true] {
       let e = sample(negative);
@@ -356,7 +452,7 @@ mod tests {
 
   #[test]
   fn is_readable_text() {
-    let text = sample(false).encode();
+    let text = String::from_utf8(sample(false).encode()).unwrap();
     assert!(
       text.starts_with("hc2 1700000060000 1700000600000 612 1700000000000 1700000059400 v\n{")
     );
@@ -375,16 +471,16 @@ mod tests {
       ),
       (1_700_000_060_000, 1_700_000_600_000, 612, 1_700_000_000_000)
     );
-    assert_eq!(e.json, "[1]");
+    assert_eq!(e.body.json(), Some("[1]"));
     // Written again, it is an hc2 entry that never refreshes early.
     assert!(e
       .encode()
-      .starts_with("hc2 1700000060000 1700000600000 612 1700000000000 1700000060000 v\n"));
+      .starts_with(b"hc2 1700000060000 1700000600000 612 1700000000000 1700000060000 v\n"));
   }
 
   #[test]
   fn the_refresh_moment_is_at_most_fresh_until() {
-    let at = |refresh_at: &str| Envelope::decode(&format!("hc2 1000 2000 5 500 {refresh_at} v\n1"));
+    let at = |refresh_at: &str| Envelope::decode(format!("hc2 1000 2000 5 500 {refresh_at} v\n1"));
     assert_eq!(at("1000").unwrap().meta.refresh_at, Some(1_000));
     // Before the stamp is valid: "refresh at the first read".
     assert_eq!(at("0").unwrap().meta.refresh_at, Some(0));
@@ -394,9 +490,9 @@ mod tests {
   #[test]
   fn value_may_contain_newlines_and_spaces() {
     let mut e = sample(false);
-    e.json = "\"a b\\nc\"".into();
+    e.body = Body::Json("\"a b\\nc\"".into());
     let text = e.encode();
-    assert_eq!(Envelope::decode(&text).unwrap().json, e.json);
+    assert_eq!(Envelope::decode(&text).unwrap().body, e.body);
   }
 
   #[test]

@@ -2,6 +2,7 @@
 //! I/O. Time (`now`, epoch milliseconds) and uniform draws (`u` in (0, 1]) are
 //! parameters, so every rule is unit-tested with fixed inputs.
 
+pub mod body;
 pub mod breaker;
 pub mod envelope;
 pub mod error;

@@ -147,6 +147,18 @@ macro_rules! cache_options {
       #[doc = " asked, loads run under the per-process cap alone"]
       #[doc = " (`maxConcurrentLoads`, which defaults to this). Default: no cap."]
       fleet_max_concurrent_loads: f64 => "fleetMaxConcurrentLoads", default = None;
+      #[doc = " How values are stored: `'json'` (JSON text, with `Buffer`,"]
+      #[doc = " `Uint8Array` and `ArrayBuffer` parts kept as raw bytes), or an object"]
+      #[doc = " `{ name, serialize(value), deserialize(bytes) }` (the JS wrapper"]
+      #[doc = " passes its `name`: 1 to 64 letters, digits or `._:@/+-`). The name is"]
+      #[doc = " stored with each value; a value written under another name is a miss."]
+      serializer: String => "serializer", default = Some("'json'");
+      #[doc = " `{ threshold, level }`: values whose stored bytes are `threshold` or"]
+      #[doc = " more (default 1 024) are stored zstd-compressed (`level` 1 to 22,"]
+      #[doc = " default 3) when that saves bytes; readers decompress them whatever"]
+      #[doc = " their own option. The JS wrapper passes the object as JSON text."]
+      #[doc = " Redis only. Default: values are stored as they are."]
+      compress: String => "compress", default = None;
     }
   };
 }
@@ -271,6 +283,10 @@ pub struct CacheConfig {
   pub max_queued_loads: u64,
   pub prefix: String,
   pub redis: Option<RedisConfig>,
+  /// The serializer's name (`core::body`): a stored value of another is a miss.
+  pub serializer: String,
+  /// The `compress` option: `None`, values are stored as they are.
+  pub compress: Option<Compress>,
 }
 
 /// What one `getOrLoad` call asks of the tiers: `forceFresh: true` (load
@@ -304,6 +320,19 @@ impl Tiers {
     !self.force_fresh && !self.skip_l1
   }
 }
+
+/// Values of `threshold` bytes or more are stored compressed at `level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compress {
+  pub threshold: u64,
+  pub level: i32,
+}
+
+/// The `compress` option's threshold when it gives none: Rails's
+/// `compress_threshold`; below it zstd's frame costs more than it saves.
+pub const DEFAULT_COMPRESS_THRESHOLD: u64 = 1024;
+/// zstd's own default level.
+pub const DEFAULT_COMPRESS_LEVEL: i32 = 3;
 
 /// Per-call overrides of [`EntryPolicy`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -445,6 +474,8 @@ impl CacheConfig {
       max_queued_loads,
       prefix: raw.prefix.clone().unwrap_or_default(),
       redis,
+      serializer: serializer(raw.serializer.as_deref())?,
+      compress: raw.compress.as_deref().map(compress).transpose()?,
     })
   }
 }
@@ -497,6 +528,59 @@ fn max_value_bytes(value: Option<f64>) -> Result<u64, Error> {
 
 /// An option of the Redis store given without `redis` is a mistake, said
 /// as one (it would do nothing).
+/// The `compress` option, as the JS wrapper passes it: `{ threshold?,
+/// level? }` as JSON text.
+fn compress(text: &str) -> Result<Compress, Error> {
+  let bad = |what: &str| {
+    Error::new(
+      Code::InvalidOption,
+      Kind::Range,
+      format!("option `compress` must be {{ threshold?, level? }}: {what}"),
+    )
+  };
+  let value: serde_json::Value = serde_json::from_str(text).map_err(|_| bad("an object"))?;
+  let object = value.as_object().ok_or_else(|| bad("an object"))?;
+  if let Some(other) = object.keys().find(|k| *k != "threshold" && *k != "level") {
+    return Err(bad(&format!("unknown member `{other}`")));
+  }
+  let whole = |name: &str, min: f64, max: f64| match object.get(name) {
+    None | Some(serde_json::Value::Null) => Ok(None),
+    Some(v) => match v.as_f64() {
+      Some(n) if n.fract() == 0.0 && (min..=max).contains(&n) => Ok(Some(n)),
+      _ => Err(bad(&format!(
+        "`{name}` an integer from {min} to {max}; got {v}"
+      ))),
+    },
+  };
+  let threshold = whole("threshold", 0.0, MAX_VALUE_BYTES)?;
+  let level = whole("level", 1.0, 22.0)?;
+  Ok(Compress {
+    threshold: threshold.map_or(DEFAULT_COMPRESS_THRESHOLD, |n| n as u64),
+    level: level.map_or(DEFAULT_COMPRESS_LEVEL, |n| n as i32),
+  })
+}
+
+/// The longest serializer name: it is written into every stored value.
+pub const MAX_SERIALIZER_NAME: usize = 64;
+
+/// The serializer's name (`'json'` when not given): one word of
+/// [`MAX_SERIALIZER_NAME`] characters at most, so it reads back from the
+/// entry's format line (`core::body`) as it was written.
+fn serializer(name: Option<&str>) -> Result<String, Error> {
+  let name = name.unwrap_or(crate::core::body::JSON_FORMAT);
+  let allowed = |c: char| c.is_ascii_alphanumeric() || "._:@/+-".contains(c);
+  if name.is_empty() || name.len() > MAX_SERIALIZER_NAME || !name.chars().all(allowed) {
+    return Err(Error::new(
+      Code::InvalidOption,
+      Kind::Range,
+      format!(
+        "option `serializer`: its name must be 1 to {MAX_SERIALIZER_NAME} letters, digits or `._:@/+-` (it is stored with every value); got {name:?}"
+      ),
+    ));
+  }
+  Ok(name.to_string())
+}
+
 fn refuse_redis_only(raw: &RawCacheOptions, has_redis: bool) -> Result<(), Error> {
   for (name, given) in [
     ("lockTtl", raw.lock_ttl.is_some()),
@@ -512,6 +596,7 @@ fn refuse_redis_only(raw: &RawCacheOptions, has_redis: bool) -> Result<(), Error
       "fleetMaxConcurrentLoads",
       raw.fleet_max_concurrent_loads.is_some(),
     ),
+    ("compress", raw.compress.is_some()),
   ] {
     if given && !has_redis {
       return Err(Error::new(
@@ -774,7 +859,7 @@ mod tests {
       assert!(seen.insert(option.name), "{} declared twice", option.name);
       assert!(!option.doc.trim().is_empty(), "{} has no doc", option.name);
     }
-    assert_eq!(CACHE_OPTIONS.len(), 24);
+    assert_eq!(CACHE_OPTIONS.len(), 26);
     let types: Vec<_> = CACHE_OPTIONS.iter().map(|o| (o.name, o.js_type)).collect();
     assert!(types.contains(&("ttl", "number")));
     assert!(types.contains(&("redis", "string")));
@@ -817,6 +902,8 @@ mod tests {
         "maxConcurrentLoads" => local.max_concurrent_loads.map(|n| n.to_string()),
         "maxQueuedLoads" => Some(local.max_queued_loads.to_string()),
         "fleetMaxConcurrentLoads" => redis.fleet_max_concurrent_loads.map(|n| n.to_string()),
+        "serializer" => Some(format!("'{}'", local.serializer)),
+        "compress" => local.compress.map(|c| format!("{c:?}")),
         other => panic!("option `{other}`: check its declared default here"),
       };
       assert_eq!(
@@ -825,6 +912,54 @@ mod tests {
         "the default of `{}`",
         option.name
       );
+    }
+  }
+
+  #[test]
+  fn compress_takes_a_threshold_and_a_level() {
+    let with = |text: &str| {
+      CacheConfig::from_raw(&RawCacheOptions {
+        compress: Some(text.into()),
+        redis: Some("redis://127.0.0.1:6379".into()),
+        ..RawCacheOptions::default()
+      })
+      .map(|c| c.compress)
+    };
+    let compress = |threshold, level| Ok(Some(Compress { threshold, level }));
+    assert_eq!(
+      with("{}"),
+      compress(DEFAULT_COMPRESS_THRESHOLD, DEFAULT_COMPRESS_LEVEL)
+    );
+    assert_eq!(with(r#"{"threshold":0,"level":19}"#), compress(0, 19));
+    for bad in [
+      "1",
+      "[]",
+      r#"{"threshold":-1}"#,
+      r#"{"threshold":1.5}"#,
+      r#"{"level":0}"#,
+      r#"{"level":23}"#,
+      r#"{"treshold":1}"#,
+    ] {
+      assert_eq!(with(bad).unwrap_err().code, Code::InvalidOption, "{bad}");
+    }
+  }
+
+  #[test]
+  fn a_serializer_name_is_one_word_that_reads_back_from_the_format_line() {
+    let named = |name: &str| {
+      CacheConfig::from_raw(&RawCacheOptions {
+        serializer: Some(name.into()),
+        ..RawCacheOptions::default()
+      })
+      .map(|c| c.serializer)
+    };
+    for good in ["msgpackr", "superjson@2", "proto:user.v1", "a/b+c-d_e", "x"] {
+      assert_eq!(named(good).as_deref(), Ok(good));
+    }
+    let long = "x".repeat(MAX_SERIALIZER_NAME + 1);
+    for bad in ["", "two words", "new\nline", "é", long.as_str()] {
+      let error = named(bad).unwrap_err();
+      assert_eq!(error.code, Code::InvalidOption, "{bad:?}");
     }
   }
 

@@ -23,6 +23,7 @@ use super::shared::{Problem, RedisStore, RedisTimeouts, SharedStore};
 use super::slots::LoadSlots;
 use super::together::Ask;
 use super::Pending;
+use crate::core::body::Body;
 use crate::core::envelope::{Envelope, Meta};
 use crate::core::error::{Code, Error, Kind};
 use crate::core::options::{
@@ -87,8 +88,9 @@ pub struct Loaded<V> {
   pub value: V,
   pub negative: bool,
   pub compute_ms: u64,
-  /// Its JSON text, for the shared store (`None` without one).
-  pub json: Option<String>,
+  /// Its JSON text or formatted bytes, for the shared store (`None`
+  /// without one).
+  pub body: Option<Body>,
   /// `ctx.noStore()`, or the TTLs `ctx.setTtl` gave.
   pub keep: Keep,
   /// The UTF-8 bytes of its JSON text, for `l1MaxBytes` (0 when the cache
@@ -242,6 +244,7 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
         as usize,
       recovery_max_age: redis.map_or(DEFAULT_RECOVERY_MAX_AGE, |r| r.recovery_max_age),
       load_slots: redis.and_then(|r| r.fleet_max_concurrent_loads),
+      serializer: config.serializer.clone(),
     };
     let fleet = Fleet::start(store, fleet_config);
     Cache::new(config, clock, Some(fleet))
@@ -602,7 +605,7 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       value,
       negative,
       compute_ms,
-      json,
+      body,
       keep,
       bytes,
     } = loaded;
@@ -625,10 +628,12 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       Some(flight) => (flight.key.clone(), flight.lock.take(), flight.tags.clone()),
       None => return Effect::Done,
     };
+    let compress = self.local.config().compress;
     Effect::Write(Box::pin(async move {
-      match (stored, json) {
-        (Some(meta), Some(json)) => {
-          let envelope = Envelope { meta, json, tags };
+      match (stored, body) {
+        (Some(meta), Some(body)) => {
+          let body = fleet.stored_body(body, compress).await;
+          let envelope = Envelope { meta, body, tags };
           match fleet.settle(&key, id, envelope, lock).await {
             Some(true) => Written::Stored,
             Some(false) => Written::Superseded,
@@ -702,14 +707,17 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     key: &str,
     value: V,
     policy: EntryPolicy,
-    json: String,
+    body: Body,
     tags: Tags,
   ) -> Option<impl Future<Output = bool> + Send + 'static> {
     self.apply_invalidations();
-    let meta = self.local.set(key, value, policy, tags.clone(), json.len());
+    let meta = self.local.set(key, value, policy, tags.clone(), body.len());
     let fleet = self.fleet.clone()?;
-    let key = key.to_string();
-    Some(async move { fleet.write(&key, Envelope { meta, json, tags }).await })
+    let (key, compress) = (key.to_string(), self.local.config().compress);
+    Some(async move {
+      let body = fleet.stored_body(body, compress).await;
+      fleet.write(&key, Envelope { meta, body, tags }).await
+    })
   }
 
   /// `deleteByTag`: every entry carrying one of `tags` is invalid from now
@@ -831,6 +839,8 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       metrics.corrupt_values = read(&c.corrupt_values);
       metrics.recovered = read(&c.recovered);
       metrics.recovery_dropped = read(&c.recovery_dropped);
+      metrics.value_bytes_written = read(&c.value_bytes_written);
+      metrics.value_bytes_stored = read(&c.value_bytes_stored);
       gauges.circuit_open = u64::from(fleet.circuit_open());
       gauges.recovery_pending = fleet.recovery_pending() as u64;
       let (connected, subscribed) = fleet.connected();
@@ -924,7 +934,7 @@ mod tests {
       value: value.into(),
       negative: false,
       compute_ms: 3,
-      json: json.map(String::from),
+      body: json.map(|json| Body::Json(json.into())),
       keep: Keep::Store(None),
       bytes: 0,
     })
@@ -949,7 +959,7 @@ mod tests {
         refresh_at: Some(now + fresh_for),
         negative: false,
       },
-      json: "\"theirs\"".into(),
+      body: Body::Json("\"theirs\"".into()),
       tags: Tags::NONE,
     }
   }
@@ -1149,7 +1159,7 @@ mod tests {
       "k",
       "direct".into(),
       policy,
-      "\"direct\"".into(),
+      Body::Json("\"direct\"".into()),
       Tags::NONE,
     );
     let written = c.step(id, Event::Written(Written::Superseded));
@@ -1317,7 +1327,7 @@ mod tests {
     let Effect::Adopt { envelope, from } = b.step(id, Event::Read { key, answer }) else {
       panic!("b's flight is answered by a's value");
     };
-    assert_eq!(envelope.json, "\"v\"");
+    assert_eq!(envelope.body.json(), Some("\"v\""));
     assert_eq!(from, Origin::Store, "read, not waited for");
     let Effect::Answer {
       adopted: Some(adopted),

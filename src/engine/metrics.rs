@@ -46,6 +46,8 @@ counters! {
   loads_rejected => "loadsRejected", "herdcache_loads_rejected_total", "Loads refused because that queue was full (ERR_HERDCACHE_LOAD_QUEUE_FULL).";
   refreshes_skipped => "refreshesSkipped", "herdcache_refreshes_skipped_total", "Background refreshes not run because that queue was full.";
   fleet_cap_bypassed => "fleetCapBypassed", "herdcache_fleet_cap_bypassed_total", "Loads run without a slot of fleetMaxConcurrentLoads because Redis could not be asked (under the per-process cap alone).";
+  value_bytes_written => "valueBytesWritten", "herdcache_value_bytes_written_total", "Bytes of the values written to Redis, before compression (JSON text or encoded bytes).";
+  value_bytes_stored => "valueBytesStored", "herdcache_value_bytes_stored_total", "Bytes of the values written to Redis, after compression (what Redis was sent).";
 }
 
 /// Gauges reported beside the counters.

@@ -508,7 +508,7 @@ mod tests {
         negative: false,
         refresh_at: None,
       },
-      json: "1".into(),
+      body: crate::core::body::Body::Json("1".into()),
       tags: crate::core::tags::Tags::NONE,
     })
   }

@@ -229,7 +229,7 @@ pub fn envelope(stamp: u64, json: &str) -> herdcache::core::envelope::Envelope {
       refresh_at: Some(now + 59_000),
       negative: false,
     },
-    json: json.into(),
+    body: herdcache::core::body::Body::Json(json.into()),
     tags: Default::default(),
   }
 }

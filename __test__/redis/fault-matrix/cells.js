@@ -122,6 +122,16 @@ const ROWS = [
     write: true,
     bound: { never: { ms: 150 }, reached: { rt: 1, ms: 100 } },
   })),
+  {
+    // A value the `compress` option stores compressed: kept and replayed as
+    // such, and read back by a cache without the option (the check's `admin`).
+    id: 'setCompressed',
+    title: 'a compressed `set` (`compress`)',
+    gets: 'resolved',
+    write: true,
+    bound: { never: { ms: 150 }, reached: { rt: 1, ms: 100 } },
+    options: { compress: { threshold: 0 } },
+  },
   { id: 'many', title: '`getOrLoadMany`', gets: 'loader', bound: { rt: 1, load: 1, ms: 100 } },
   {
     id: 'fleetCap',
@@ -151,7 +161,7 @@ const OVERRIDES = {
     ready: { gets: 'resolves' },
     close: { gets: 'closedDelivered' },
     ...Object.fromEntries(
-      ['set', 'delete', 'expire', 'deleteByTag', 'clear', 'nsClear'].map((id) => [id, { live: true }]),
+      ['set', 'delete', 'expire', 'deleteByTag', 'clear', 'nsClear', 'setCompressed'].map((id) => [id, { live: true }]),
     ),
   },
 }

@@ -15,6 +15,9 @@ const loader = (value) => async () => {
   return value
 }
 
+/** What the compressed `set` writes: a JSON text zstd shrinks. */
+const COMPRESSIBLE = 'new '.repeat(2000)
+
 /** Pre-state in Redis, written by `admin` (a healthy l1: false cache of the same prefix). */
 const PRE = {
   delete: (a) => a.set('d', 'old'),
@@ -30,6 +33,7 @@ const PRE = {
 /** The write is in Redis: read back through `admin` (no L1). */
 const DELIVERED = {
   set: async (a) => (await a.get('s')) === 'new',
+  setCompressed: async (a) => (await a.get('z')) === COMPRESSIBLE,
   delete: async (a) => (await a.get('d')) === undefined,
   expire: async (a) => (await a.get('e', { stale: false })) === undefined && (await a.get('e')) === 'old',
   deleteByTag: async (a) => (await a.get('t')) === undefined,
@@ -86,6 +90,8 @@ async function call(c, cache, runs) {
       return cache.get('missing')
     case 'set':
       return cache.set('s', 'new')
+    case 'setCompressed':
+      return cache.set('z', COMPRESSIBLE)
     case 'delete':
       return cache.delete('d')
     case 'expire':

@@ -269,7 +269,7 @@ mod tests {
         refresh_at: Some(2),
         negative: false,
       },
-      json: "1".into(),
+      body: crate::core::body::Body::Json("1".into()),
       tags: Tags::NONE,
     })
   }

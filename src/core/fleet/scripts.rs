@@ -136,15 +136,15 @@ return 0
 /// The header rules of `Envelope::decode_header`, in Lua, declared once and
 /// put in front of every script that must tell a valid envelope's stamp:
 /// `envelope_header(stored, digits)` is a valid header's fields (digit
-/// strings, `kind` 'v' or 'n', `version` 'hc2' or 'hc3' (tagged: a line of
-/// tags follows); an `hc1` header's refresh is its fresh and its version
-/// 'hc2'), or nil; `envelope_stamp(stored, digits)` its stamp, or nil.
+/// strings, `kind` 'v' or 'n', `version` 'hc2', 'hc3' (tagged: a line of
+/// tags follows) or 'hc4' (formatted: `core::body`); an `hc1` header's
+/// refresh is its fresh and its version 'hc2'), or nil; `envelope_stamp(stored, digits)` its stamp, or nil.
 macro_rules! envelope_stamp_lua {
   () => {
     r#"
 local function envelope_header(stored, digits)
   local version, fresh, hard, compute, stamp, refresh, kind =
-    string.match(stored, '^(hc[23]) (%d+) (%d+) (%d+) (%d+) (%d+) ([vn])\n')
+    string.match(stored, '^(hc[234]) (%d+) (%d+) (%d+) (%d+) (%d+) ([vn])\n')
   if stamp == nil then
     fresh, hard, compute, stamp, kind = string.match(stored, '^hc1 (%d+) (%d+) (%d+) (%d+) ([vn])\n')
     refresh = fresh
@@ -238,7 +238,7 @@ local stored = redis.pcall('GET', KEYS[1])
 if type(stored) == 'string' then
   local theirs = envelope_stamp(stored, tonumber(ARGV[6]))
   if theirs ~= nil and theirs >= stamp then
-    local head, tail = string.match(text, '^(hc[23] %d+ %d+ %d+ )%d+( .*)$')
+    local head, tail = string.match(text, '^(hc[234] %d+ %d+ %d+ )%d+( .*)$')
     if head ~= nil then
       stamp = theirs + 1
       text = head .. string.format('%d', stamp) .. tail
@@ -559,13 +559,13 @@ mod tests {
         refresh_at: Some(1),
         negative: false,
       },
-      json: "{}".into(),
+      body: crate::core::body::Body::Json("{}".into()),
       tags: crate::core::tags::Tags::NONE,
     }
     .encode();
-    assert!(text.starts_with("hc2 1 2 3 1700000000123 1 v\n"));
-    // A tagged entry has the same header under its own version.
-    assert!(WRITE_SCRIPT.contains(r"'^(hc[23]) (%d+) (%d+) (%d+) (%d+) (%d+) ([vn])\n'"));
+    assert!(text.starts_with(b"hc2 1 2 3 1700000000123 1 v\n"));
+    // A tagged or formatted entry has the same header under its own version.
+    assert!(WRITE_SCRIPT.contains(r"'^(hc[234]) (%d+) (%d+) (%d+) (%d+) (%d+) ([vn])\n'"));
     // The previous version is still read, so the script still knows it.
     assert!(WRITE_SCRIPT.contains(r"'^hc1 (%d+) (%d+) (%d+) (%d+) ([vn])\n'"));
   }
@@ -576,7 +576,7 @@ mod tests {
   fn the_set_script_rewrites_the_stamp_of_the_encoded_header() {
     assert!(SET_SCRIPT.starts_with(envelope_stamp_lua!()));
     assert!(SET_SCRIPT.contains("envelope_stamp(stored,"));
-    assert!(SET_SCRIPT.contains(r"'^(hc[23] %d+ %d+ %d+ )%d+( .*)$'"));
+    assert!(SET_SCRIPT.contains(r"'^(hc[234] %d+ %d+ %d+ )%d+( .*)$'"));
   }
 
   /// The replay scripts judge a stored value's header as the write does:

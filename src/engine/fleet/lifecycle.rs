@@ -49,6 +49,7 @@ impl<S: SharedStore> Fleet<S> {
       load_slots,
       slots_keeper: Mutex::new(None),
       hard_timeout: config.hard_timeout,
+      serializer: config.serializer.clone(),
       clock: config.clock,
       counters: FleetCounters::default(),
       steps: Mutex::new(HashMap::new()),

@@ -67,6 +67,9 @@ pub struct FleetCounters {
   pub recovered: AtomicU64,
   /// Queued operations given up: past the bounds, or undelivered at close.
   pub recovery_dropped: AtomicU64,
+  /// Values' bytes written, before and after compression (`Fleet::stored_body`).
+  pub value_bytes_written: AtomicU64,
+  pub value_bytes_stored: AtomicU64,
 }
 
 /// The tag stamps, locked; a panic elsewhere while they were held left
@@ -105,6 +108,8 @@ pub struct FleetConfig {
   pub recovery_max_age: u64,
   /// `fleetMaxConcurrentLoads`: the fleet's load slots (`None`: no fleet cap).
   pub load_slots: Option<u64>,
+  /// The serializer's name: a stored value written with another is a miss.
+  pub serializer: String,
 }
 
 /// The fleet protocol over the store `S`; `Fleet` alone is the Redis one.
@@ -120,6 +125,8 @@ pub struct Fleet<S: SharedStore = RedisStore> {
   breaker: Mutex<Breaker>,
   lease: Lease,
   hard_timeout: u64,
+  /// [`FleetConfig::serializer`].
+  serializer: String,
   clock: Clock,
   pub counters: FleetCounters,
   /// The fleet steps of each flight that asked who loads (by flight id):

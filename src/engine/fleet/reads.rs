@@ -13,8 +13,23 @@ const MAX_CORRUPT_STAMPS: usize = 10_000;
 impl<S: SharedStore> Fleet<S> {
   pub(super) async fn read(&self, keys: &S::Keys) -> Option<Read> {
     let mut read = self.track(self.store.read(keys).await)?;
+    self.judge_serializer(std::slice::from_mut(&mut read));
     self.judge_tags(std::slice::from_mut(&mut read)).await;
     Some(read)
+  }
+
+  /// A value another serializer wrote is no value of ours: a bad value,
+  /// counted, its stamp kept so that our write replaces it (a fleet that
+  /// changes serializer reloads each key once, never decodes the other's).
+  fn judge_serializer(&self, reads: &mut [Read]) {
+    for read in reads {
+      if let Read::Found(e) = read {
+        if e.body.serializer() != self.serializer {
+          let stamp = e.meta.stamp;
+          *read = Read::Corrupt(DecodeError::BadValue { stamp });
+        }
+      }
+    }
   }
 
   /// Counts a corrupt value where a flight first meets it (re-reads of the
@@ -102,6 +117,7 @@ impl<S: SharedStore> Fleet<S> {
     let bound = Duration::from_millis(self.hard_timeout);
     let judged = async {
       let mut reads = self.track(self.store.read_many(&keys).await)?;
+      self.judge_serializer(&mut reads);
       self.judge_tags(&mut reads).await;
       Some(reads)
     };

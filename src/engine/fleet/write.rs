@@ -2,7 +2,9 @@
 //! its failure, and `set`.
 
 use super::{Fleet, Invalidation};
+use crate::core::body::{compressed, Body, INLINE_COMPRESSION_MAX};
 use crate::core::envelope::Envelope;
+use crate::core::options::Compress;
 use crate::core::policy;
 use crate::engine::recovery::KeyOp;
 use crate::engine::shared::SharedStore;
@@ -19,6 +21,41 @@ use std::time::Duration;
 const FIRST_ANSWER_WAIT: Duration = Duration::from_millis(100);
 
 impl<S: SharedStore> Fleet<S> {
+  /// A value as the store will hold it: compressed when `compress` asks for
+  /// it and it is at or past its threshold (`core::body::compressed`: kept
+  /// as it is if that saves nothing). A large one is compressed on tokio's
+  /// blocking pool, so a runtime worker stays free for the fleet's I/O; a
+  /// small one inline, where the hand-off would cost more than the work.
+  /// Both sizes are counted.
+  pub async fn stored_body(&self, body: Body, compress: Option<Compress>) -> Body {
+    let written = body.len() as u64;
+    let body = match compress {
+      Some(c) if written >= c.threshold && body.len() >= INLINE_COMPRESSION_MAX => {
+        let shared = Arc::new(body);
+        let input = Arc::clone(&shared);
+        let packed = tokio::task::spawn_blocking(move || compressed(&input, c.level)).await;
+        // Not smaller, or the pool is shutting down (the process exits):
+        // as it is (the task dropped its reference: nothing is copied).
+        packed
+          .ok()
+          .flatten()
+          .unwrap_or_else(|| Arc::unwrap_or_clone(shared))
+      }
+      Some(c) if written >= c.threshold => compressed(&body, c.level).unwrap_or(body),
+      _ => body,
+    };
+    self
+      .counters
+      .value_bytes_written
+      .fetch_add(written, Ordering::Relaxed);
+    let stored = body.len() as u64;
+    self
+      .counters
+      .value_bytes_stored
+      .fetch_add(stored, Ordering::Relaxed);
+    body
+  }
+
   /// Writes a flight's result (conditional on its stamp), announces it, and
   /// releases the lock it holds: `Some(true)` written, `Some(false)` a newer
   /// value was kept, `None` skipped or failed (counted).

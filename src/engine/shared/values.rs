@@ -4,18 +4,21 @@
 //! `core::fleet::scripts` make the same one, `envelope_header`).
 
 use super::Read;
+use crate::core::body::{decompressed, Body, Formatted, JSON_FORMAT};
 use crate::core::envelope::{DecodeError, Envelope, Meta, MAX_DIGITS};
 use crate::core::fleet::Change;
+use crate::core::options::MAX_VALUE_BYTES;
 
 /// The bytes stored under a key's value name (`None`: nothing there), as
 /// the fleet reads them. A tombstone (a `delete`'s) is nothing there. A
-/// header that does not parse, or a value that is not UTF-8 JSON, is a
-/// foreign or corrupt value, not a store failure.
+/// header that does not parse, or a value that is not what its header says
+/// (not UTF-8 JSON, a layout its bytes do not fit), is a foreign or corrupt
+/// value, not a store failure.
 pub fn read_bytes(bytes: Option<&[u8]>) -> Read {
   let Some(bytes) = bytes else {
     return Read::Missing;
   };
-  let Some((header, body)) = split_header(bytes) else {
+  let Some((header, rest)) = split_header(bytes) else {
     return Read::Corrupt(DecodeError::NotAnEnvelope);
   };
   let meta = match Envelope::decode_header(header) {
@@ -23,22 +26,70 @@ pub fn read_bytes(bytes: Option<&[u8]>) -> Read {
     Ok(meta) => meta,
     Err(e) => return Read::Corrupt(e),
   };
-  let Ok(body) = std::str::from_utf8(body) else {
-    return Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp });
-  };
-  // A valid header over a bad line of tags is a bad value: the write,
-  // which reads the header only, replaces it by its stamp.
-  let Ok((tags, json)) = Envelope::decode_tags(header, body) else {
-    return Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp });
-  };
-  match is_json(json) {
-    true => Read::Found(Envelope {
-      meta,
-      json: json.to_string(),
-      tags,
-    }),
-    false => Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp }),
+  // A valid header over a bad rest (tags, format line, value) is a bad
+  // value: the write, which reads the header only, replaces it by its stamp.
+  let body = Envelope::decode_body(header, rest)
+    .ok()
+    .and_then(|(tags, body)| Some((tags, readable(body)?)));
+  match body {
+    Some((tags, body)) => Read::Found(Envelope { meta, body, tags }),
+    None => Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp }),
   }
+}
+
+/// The value as its reader takes it, or `None` when it is not what its
+/// header says: a JSON text, or formatted bytes whose layout fits them,
+/// decompressed first (a corrupt frame is a bad value too).
+fn readable(body: Body) -> Option<Body> {
+  let body = match body {
+    Body::Formatted(f) if f.compressed => Body::Formatted(Formatted {
+      bytes: decompressed(&f.bytes, MAX_VALUE_BYTES as u64)?,
+      compressed: false,
+      format: f.format,
+    }),
+    body => body,
+  };
+  match body {
+    // A compressed JSON text is the JSON text it was.
+    Body::Formatted(f) if f.format == JSON_FORMAT => {
+      readable(Body::Json(String::from_utf8(f.bytes).ok()?))
+    }
+    Body::Json(json) => is_json(&json).then_some(Body::Json(json)),
+    Body::Formatted(formatted) => layout_fits(&formatted).then_some(Body::Formatted(formatted)),
+  }
+}
+
+/// Whether the bytes of the built-in serializer's format are laid out as
+/// its layout says (`lib/values.js`): `[jsonLength, [kind, length, ...path],
+/// ...]`, a JSON text of that length, then the parts, every byte
+/// accounted for. An application's serializer judges its own bytes.
+fn layout_fits(formatted: &Formatted) -> bool {
+  let Some(layout) = formatted.format.strip_prefix("json ") else {
+    return true;
+  };
+  let Ok(serde_json::Value::Array(layout)) = serde_json::from_str(layout) else {
+    return false;
+  };
+  let Some((json_length, parts)) = layout.split_first() else {
+    return false;
+  };
+  let length = |value: Option<&serde_json::Value>| value.and_then(|v| v.as_u64());
+  let Some(json_length) = length(Some(json_length)) else {
+    return false;
+  };
+  let mut total = json_length;
+  for part in parts {
+    let part = part.as_array().map(Vec::as_slice).unwrap_or_default();
+    let kind = part.first().and_then(|k| k.as_str());
+    let path_ok = part.iter().skip(2).all(|p| p.is_string() || p.is_u64());
+    match (kind, length(part.get(1))) {
+      (Some("Buffer" | "Uint8Array" | "ArrayBuffer"), Some(n)) if path_ok => total += n,
+      _ => return false,
+    }
+  }
+  let bytes = &formatted.bytes;
+  total == bytes.len() as u64
+    && std::str::from_utf8(&bytes[..json_length as usize]).is_ok_and(is_json)
 }
 
 /// The stored bytes' header, when it is a valid one: what a conditional

@@ -340,12 +340,13 @@ async fn fly(
       }
       Effect::Load { .. } => return run_loader(world, instance, i, key, id, loader).await,
       Effect::Adopt { envelope, .. } => {
-        world.log(format!("i{i} adopts {} for {key:?}", envelope.json));
+        let json = envelope.body.json().unwrap_or_default().to_string();
+        world.log(format!("i{i} adopts {json} for {key:?}"));
         Event::Parsed {
-          value: envelope.json.clone(),
+          bytes: json.len(),
+          value: json,
           meta: envelope.meta,
           tags: envelope.tags,
-          bytes: envelope.json.len(),
         }
       }
       Effect::Write(write) => {
@@ -450,7 +451,7 @@ async fn load(
     negative: false,
     compute_ms: runs_for,
     bytes: json.len(),
-    json: Some(json),
+    body: Some(crate::core::body::Body::Json(json)),
     keep: Keep::Store(None),
   })
 }
@@ -473,7 +474,13 @@ pub async fn set(world: Rc<World>, i: usize, key: String) {
   let write = {
     let mut cache = instance.cache.borrow_mut();
     let policy = policy_of(&cache, &key);
-    cache.set(&key, json.clone(), policy, json, Tags::NONE)
+    cache.set(
+      &key,
+      json.clone(),
+      policy,
+      crate::core::body::Body::Json(json),
+      Tags::NONE,
+    )
   };
   if let Some(write) = write {
     if write.await {

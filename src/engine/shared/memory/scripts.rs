@@ -4,7 +4,9 @@
 //! (`values::stored_header`), which the scripts copy in Lua.
 
 use super::server::{Keyspace, Stored};
-use crate::core::envelope::{tombstone, Envelope, Meta, VERSION_TAG, VERSION_TAG_TAGGED};
+use crate::core::envelope::{
+  tombstone, Envelope, Meta, VERSION_TAG, VERSION_TAG_FORMATTED, VERSION_TAG_TAGGED,
+};
 use crate::core::fleet::RedisKeys;
 use crate::engine::shared::values::{split_header, stored_header};
 use crate::engine::shared::{Deletion, LockAttempt};
@@ -105,7 +107,7 @@ pub fn write(
       .number(&keys.expired)
       .is_some_and(|at| at > envelope.meta.stamp);
   if !newer {
-    let text = Stored::Text(envelope.encode().into_bytes());
+    let text = Stored::Text(envelope.encode());
     keyspace.set(&keys.value, text, Some(px));
     keyspace.del(&keys.backoff);
   }
@@ -126,7 +128,7 @@ pub fn write_newest(
       envelope.meta.stamp = theirs + 1;
     }
   }
-  let text = Stored::Text(envelope.encode().into_bytes());
+  let text = Stored::Text(envelope.encode());
   keyspace.set(&keys.value, text, Some(px));
   keyspace.del(&keys.backoff);
   envelope.meta.stamp
@@ -182,9 +184,10 @@ pub fn expire(keyspace: &mut Keyspace, keys: &RedisKeys, at: u64, guard: u64) ->
   let Some(meta) = stored_header(stored).and_then(|meta| meta.expired_at(at)) else {
     return false;
   };
-  let version = match header.starts_with(VERSION_TAG_TAGGED) {
-    true => VERSION_TAG_TAGGED,
-    false => VERSION_TAG,
+  // What follows the header (tags, a format line, the value) is kept.
+  let version = match header.split(' ').next() {
+    Some(tag @ (VERSION_TAG_TAGGED | VERSION_TAG_FORMATTED)) => tag,
+    _ => VERSION_TAG,
   };
   let refresh = meta
     .refresh_at

@@ -16,7 +16,7 @@ fn envelope(stamp: u64) -> Envelope {
       refresh_at: Some(stamp + 1_000),
       negative: false,
     },
-    json: "1".into(),
+    body: crate::core::body::Body::Json("1".into()),
     tags: Default::default(),
   }
 }
