@@ -327,9 +327,13 @@ async function startCluster(t, { primaries = 3, replicas = 0, args = [] } = {}) 
   }
 
   // True when every live node is settled: cluster_state:ok, knows every
-  // node, its replication link is up (replicas), and all agree on the map.
-  async function settled({ withReplicas = true } = {}) {
+  // node, its replication link is up (replicas), and all agree on the map;
+  // with `replicasAttached`, that many nodes are replicas already (a node
+  // `--cluster create` has yet to make a replica answers role:master with
+  // no slots, and would pass for a primary).
+  async function settled({ withReplicas = true, replicasAttached } = {}) {
     const views = new Set()
+    let attached = 0
     for (const n of liveNodes()) {
       const info = await cmd(n.port, 'CLUSTER', 'INFO')
       if (infoField(info, 'cluster_state') !== 'ok')
@@ -339,9 +343,12 @@ async function startCluster(t, { primaries = 3, replicas = 0, args = [] } = {}) 
       const repl = await cmd(n.port, 'INFO', 'replication')
       if (infoField(repl, 'role') === 'slave' && infoField(repl, 'master_link_status') !== 'up')
         return `replica ${n.port}: master_link_status:${infoField(repl, 'master_link_status')}`
+      if (infoField(repl, 'role') === 'slave') attached++
       views.add(slotMapKey(await cmd(n.port, 'CLUSTER', 'SLOTS'), withReplicas))
     }
     if (views.size !== 1) return `the nodes see ${views.size} different slot maps`
+    if (replicasAttached !== undefined && attached !== replicasAttached)
+      return `${attached} of ${replicasAttached} replicas attached`
     return true
   }
 
@@ -573,7 +580,7 @@ async function startCluster(t, { primaries = 3, replicas = 0, args = [] } = {}) 
       ],
       CREATE_TIMEOUT,
     )
-    await waitFor('the cluster settling', SETTLE_TIMEOUT, () => settled())
+    await waitFor('the cluster settling', SETTLE_TIMEOUT, () => settled({ replicasAttached: primaries * replicas }))
     for (const [i, n] of nodes.entries()) {
       n.id = await cmd(n.port, 'CLUSTER', 'MYID')
       cluster.nodes[i].id = n.id
