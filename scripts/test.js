@@ -33,7 +33,7 @@ const os = require('node:os')
 const path = require('node:path')
 
 const root = path.join(__dirname, '..')
-// The same test as __test__/redis-server.js and tests/support/mod.rs: CI is set.
+// The same test as __test__/redis-server.js and tests/server/support/mod.rs: CI is set.
 const inCI = Boolean(process.env.CI)
 
 const TIERS = ['unit', 'full', 'matrix']
@@ -64,17 +64,16 @@ const CARGO_TEST = ['test', '--profile', 'tests', '--target', hostTriple()]
 const CLUSTER = { HERDCACHE_TEST_TOPOLOGY: 'cluster' }
 // The server-less Rust targets: the library's units and the property tests,
 // then the store contract and the fleet tests on the in-process store (the
-// tests whose names say `memory`; their Redis twins need a server).
+// tests of tests/server/ whose names say `memory`; their Redis twins need a
+// server).
 const RUST_UNIT = ['--lib', '--test', 'properties']
-const RUST_ON_MEMORY = ['--test', 'store_contract', '--test', 'fleet']
+const RUST_SERVER = ['--test', 'server']
 const MEMORY_ONLY = ['--', 'memory']
 // What a pass on another server leaves out: the in-process store's tests.
 const NOT_MEMORY = ['--skip', 'memory']
-// The Rust targets that start a server (the Valkey pass runs these).
-const RUST_SERVER = ['store_contract', 'fleet', 'recovery', 'redis_store', 'cluster_harness'].flatMap((t) => [
-  '--test',
-  t,
-])
+// What the Valkey pass leaves out besides: the TLS test (that binary has no
+// TLS) and the slot moves (the Redis Cluster pass's).
+const NOT_ON_VALKEY = ['--skip', 'rediss_urls_speak_tls', '--skip', 'slot_move::']
 
 /** Every pass run so far and how long it took, for the table at the end. */
 const passes = []
@@ -257,7 +256,7 @@ let valkeyNotRun
 
 if (tier === 'unit') {
   rustTests('Rust units and properties', RUST_UNIT)
-  rustTests('Rust store contract and fleet tests on the memory store', RUST_ON_MEMORY, MEMORY_ONLY)
+  rustTests('Rust store contract and fleet tests on the memory store', RUST_SERVER, MEMORY_ONLY)
   skipped.push(...nodeTests('node tests without a server or a toolchain', files.unit))
 } else if (tier === 'full') {
   compileRustTests([])
@@ -266,13 +265,13 @@ if (tier === 'unit') {
   waitBeside(rust)
 } else {
   run('compile the Rust tests', 'cargo', [...CARGO_TEST, '--no-run', ...RUST_SERVER])
-  // The cluster pass of the fleet tests (tests/support's `Backend`): the same
+  // The cluster pass of the fleet tests (tests/server/support's `Backend`): the same
   // tests, on a Redis Cluster of three primaries.
-  const fleetOnRedis = [...CARGO_TEST, '--quiet', '--test', 'fleet', '--', ...NOT_MEMORY]
+  const fleetOnRedis = [...CARGO_TEST, '--quiet', ...RUST_SERVER, '--', 'fleet::', ...NOT_MEMORY]
   run('Rust fleet tests on a Redis Cluster', 'cargo', fleetOnRedis, CLUSTER)
   if (installed(VALKEY, ['--version'])) {
     const env = { HERDCACHE_TEST_SERVER: VALKEY }
-    const rust = [...CARGO_TEST, '--quiet', ...RUST_SERVER, '--', '--skip', 'rediss_urls_speak_tls', ...NOT_MEMORY]
+    const rust = [...CARGO_TEST, '--quiet', ...RUST_SERVER, '--', ...NOT_ON_VALKEY, ...NOT_MEMORY]
     run('Rust server tests on Valkey', 'cargo', rust, env)
     run('Rust fleet tests on a Valkey cluster', 'cargo', fleetOnRedis, {
       ...env,

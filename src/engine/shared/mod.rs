@@ -6,7 +6,7 @@
 //! Redis Cluster (one store written once over either topology), and
 //! [`memory::MemoryStore`], in process, with the same semantics and
 //! injectable faults. Every store passes the contract suite,
-//! `tests/store_contract.rs`; what they judge alike is declared once in
+//! `tests/server/store_contract.rs`; what they judge alike is declared once in
 //! `values`.
 
 pub mod memory;
@@ -253,7 +253,7 @@ pub enum ClearScope<'a> {
 /// releases on tokio) and the fleet calls them by static dispatch:
 /// `Fleet<S: SharedStore>`, no trait objects. It holds what the fleet calls
 /// and nothing else: what only tests look at (a lock's lease, the back-off
-/// marker) is the contract suite's fixture (`tests/support`, `Inspect`).
+/// marker) is the contract suite's fixture (`tests/server/support`, `Inspect`).
 pub trait SharedStore: Send + Sync + 'static {
   /// The store's names for one user key (value and lock), computed once per
   /// flight and passed to every call about that key.

@@ -2,7 +2,7 @@
 //! scripts' effects (`scripts`, `slots`), pub/sub, TTLs and a server clock
 //! (`server`), and faults a test injects per instance (latency, lost
 //! replies, refusal) or for the whole server (down, subscriptions
-//! dropped). The store contract suite (`tests/store_contract.rs`) runs on
+//! dropped). The store contract suite (`tests/server/store_contract.rs`) runs on
 //! it as on Redis, and says they are the same; the Rust fleet tests run on
 //! it without a server.
 

@@ -1,6 +1,6 @@
 //! The memory store's own behaviour: its faults, its clock, its
 //! subscriptions. (What it shares with Redis is the contract suite's,
-//! `tests/store_contract.rs`.)
+//! `tests/server/store_contract.rs`.)
 
 use super::*;
 use crate::core::envelope::Meta;

@@ -1,9 +1,9 @@
-//! The cluster harness itself (`tests/support/cluster.rs`): a Redis
+//! The cluster harness itself (`tests/server/support/cluster.rs`): a Redis
 //! Cluster of the test's own covers every slot, moves a slot with its keys,
 //! and fails over when a primary is killed. `HERDCACHE_TEST_SERVER` picks
 //! redis-server or valkey-server, as for every server test.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 use support::cluster::{query, RedisCluster, SLOTS};

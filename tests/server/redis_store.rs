@@ -1,8 +1,8 @@
 //! What only the Redis store does, against a real redis-server started by
 //! the test: URLs, TLS, failing fast, the hard TTL, the subscription's
-//! liveness probe. What every shared store does is `tests/store_contract.rs`.
+//! liveness probe. What every shared store does is `tests/server/store_contract.rs`.
 
-mod support;
+use crate::support;
 
 use herdcache::core::envelope::{Envelope, Meta};
 use herdcache::core::fleet::Change;

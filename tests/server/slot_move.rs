@@ -7,7 +7,7 @@
 //! work on the new owner. `HERDCACHE_TEST_SERVER` picks redis-server or
 //! valkey-server, as for every server test.
 
-mod support;
+use crate::support;
 
 use herdcache::engine::shared::{lock_token, LockAttempt, Read, RedisTimeouts, SharedStore};
 use std::time::{Duration, Instant};

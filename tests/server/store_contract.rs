@@ -9,7 +9,7 @@
 //! A new store gets a [`Fixture`] (how to open one, and how to plant what no
 //! herdcache instance writes) and one `#[tokio::test]` calling `contract`.
 
-mod support;
+use crate::support;
 
 use futures_util::FutureExt;
 use herdcache::core::envelope::{DecodeError, Envelope, Meta};

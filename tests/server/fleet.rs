@@ -6,7 +6,7 @@
 //! running out, a late writer losing to a newer stamp, invalidations
 //! crossing from one instance to the other.
 
-mod support;
+use crate::support;
 
 use herdcache::core::fleet::Change;
 use herdcache::engine::clock::Clock;

@@ -4,7 +4,7 @@
 //! meanwhile, and reported at close. Fleets on one real redis-server, which
 //! is paused (SIGSTOP) for the outage.
 
-mod support;
+use crate::support;
 
 use herdcache::core::envelope::Envelope;
 use herdcache::core::fleet::Change;
