@@ -1179,15 +1179,20 @@ mod tests {
     assert!(matches!(e.decide("k", true), Decision::Lead));
   }
 
-  #[test]
-  fn past_l1_ttl_the_copy_in_memory_is_not_used_though_the_entry_is_fresh() {
+  /// An engine whose copies are used for 100 ms of a 1 s TTL.
+  fn engine_with_l1_ttl() -> TestEngine {
     let raw = RawCacheOptions {
       ttl: Some(1_000.0),
       l1_ttl: Some(100.0),
       jitter: Some(0.0),
       ..Default::default()
     };
-    let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
+    Engine::new(CacheConfig::from_raw(&raw).unwrap())
+  }
+
+  #[test]
+  fn past_l1_ttl_the_copy_in_memory_is_not_used_though_the_entry_is_fresh() {
+    let mut e = engine_with_l1_ttl();
     load(&mut e, "k", "v1", 1);
     e.advance_clock(99);
     assert!(matches!(e.decide("k", true), Decision::Hit { .. }));
@@ -1230,13 +1235,7 @@ mod tests {
   /// an outage does not make every key a load.
   #[test]
   fn past_l1_ttl_the_copy_is_used_while_the_store_is_unreachable() {
-    let raw = RawCacheOptions {
-      ttl: Some(1_000.0),
-      l1_ttl: Some(100.0),
-      jitter: Some(0.0),
-      ..Default::default()
-    };
-    let mut e: TestEngine = Engine::new(CacheConfig::from_raw(&raw).unwrap());
+    let mut e = engine_with_l1_ttl();
     let reachable = Arc::new(AtomicBool::new(true));
     let tags = Arc::new(Mutex::new(TagStamps::new(TAG_STAMPS_CAPACITY)));
     e.join_fleet(tags, Arc::clone(&reachable));

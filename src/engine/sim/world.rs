@@ -313,7 +313,10 @@ async fn fly(
   token: &Rc<RefCell<Option<String>>>,
 ) {
   let mut effect = match first {
-    FirstStep::Load => return run_loader(world, instance, i, key, id, loader).await,
+    FirstStep::Load => Effect::Load {
+      locked: false,
+      lead: false,
+    },
     FirstStep::ReadShared { .. } => {
       let read = instance.cache.borrow().read_many(&[id]);
       let Some(read) = read else { return };
@@ -338,7 +341,7 @@ async fn fly(
         }
         Event::Claimed { key, acquired }
       }
-      Effect::Load { .. } => return run_loader(world, instance, i, key, id, loader).await,
+      Effect::Load { .. } => load(world, instance, i, key, id, loader).await,
       Effect::Adopt { envelope, .. } => {
         let json = envelope.body.json().unwrap_or_default().to_string();
         world.log(format!("i{i} adopts {json} for {key:?}"));
@@ -373,35 +376,6 @@ async fn fly(
       Effect::Answer { .. } | Effect::Done => return,
     };
     effect = instance.cache.borrow_mut().step(id, event);
-  }
-}
-
-/// Runs flight `id`'s loader ([`load`]) and carries out what its result
-/// calls for.
-async fn run_loader(
-  world: &Rc<World>,
-  instance: &Rc<Instance>,
-  i: usize,
-  key: &str,
-  id: u64,
-  loader: &Rc<Cell<Option<usize>>>,
-) {
-  let settled = load(world, instance, i, key, id, loader).await;
-  let effect = instance.cache.borrow_mut().step(id, settled);
-  match effect {
-    Effect::Write(write) => {
-      let written = write.await;
-      world.log(format!("i{i} write of {key:?}: {written:?}"));
-      instance
-        .cache
-        .borrow_mut()
-        .step(id, Event::Written(written));
-    }
-    Effect::Reject {
-      release: Some(release),
-      ..
-    } => release.await,
-    _ => {}
   }
 }
 
