@@ -8,7 +8,7 @@ const assert = require('node:assert/strict')
 const { startRedis } = require('../redis-server')
 const { Cache } = require('../..')
 const { track, counted } = require('../helpers')
-const { names } = require('./fixtures/fleet')
+const { names, assertCorruptMisses } = require('./fixtures/fleet')
 
 const T = { timeout: 20000 }
 
@@ -106,14 +106,7 @@ test('a corrupt compressed value in Redis is a counted corrupt miss, not a crash
     'a frame of bytes that are not JSON': 'zstd - json\n\x28\xb5\x2f\xfd\x00\x58\x11\x00\x00{not json',
     'an empty frame': 'zstd - json\n',
   }
-  for (const [what, rest] of Object.entries(cases)) {
-    await redis.cmd('SET', names(prefix, what).value, header + rest)
-    assert.equal(await cache.get(what), undefined, `${what}: get() finds nothing`)
-    const before = cache.stats().corruptValues
-    assert.equal(await cache.getOrLoad(what, () => 'loaded'), 'loaded', `${what}: a miss`)
-    assert.equal(cache.stats().corruptValues, before + 1, `${what}: counted in corruptValues`)
-  }
-  assert.equal(cache.stats().redisErrors, 0)
+  await assertCorruptMisses(redis, cache, prefix, header, cases)
 })
 
 test('the compress option is checked at construction', async () => {

@@ -8,7 +8,7 @@ const assert = require('node:assert/strict')
 const { startRedis } = require('../redis-server')
 const { Cache } = require('../..')
 const { track, counted } = require('../helpers')
-const { names } = require('./fixtures/fleet')
+const { names, assertCorruptMisses } = require('./fixtures/fleet')
 
 const T = { timeout: 20000 }
 
@@ -141,12 +141,5 @@ test('an hc4 entry whose bytes do not fit its layout is a counted corrupt miss, 
     'an unknown compression': 'br - json [4]\nnull',
     'no format line': '',
   }
-  for (const [what, rest] of Object.entries(cases)) {
-    await redis.cmd('SET', names(prefix, what).value, header + rest)
-    assert.equal(await cache.get(what), undefined, `${what}: get() finds nothing`)
-    const before = cache.stats().corruptValues
-    assert.equal(await cache.getOrLoad(what, () => 'loaded'), 'loaded', `${what}: a miss`)
-    assert.equal(cache.stats().corruptValues, before + 1, `${what}: counted in corruptValues`)
-  }
-  assert.equal(cache.stats().redisErrors, 0)
+  await assertCorruptMisses(redis, cache, prefix, header, cases)
 })
