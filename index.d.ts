@@ -58,6 +58,36 @@ export interface LoaderContext<K extends Key = Key> {
    * memory nor Redis); the next call loads again.
    */
   noStore(): void
+  /**
+   * The value this process holds for the key as the loader starts, fresh or
+   * stale (a refresh, `forceFresh`, a `stale: false` call); undefined on a
+   * cold load.
+   */
+  readonly stale: HeldValue | undefined
+  /**
+   * Stores a validator (an HTTP `ETag` or `Last-Modified`: 1 to 1024 bytes
+   * on one line) with the value, in memory and in Redis: a later refresh, on
+   * any instance, finds it in `stale.etag`. A TypeError or RangeError with
+   * code `ERR_HERDCACHE_INVALID_OPTION` otherwise.
+   */
+  setEtag(etag: string): void
+  /**
+   * The origin said {@link LoaderContext.stale} has not changed (an HTTP
+   * 304): the load ends with that value, fresh for a new TTL, its validator
+   * kept; what the loader returns is ignored. In Redis only the entry's
+   * deadlines are rewritten. An Error with code
+   * `ERR_HERDCACHE_INVALID_OPTION` when there is no `stale`.
+   */
+  keep(): undefined
+}
+
+/** {@link LoaderContext.stale}: a value this process holds. */
+export interface HeldValue {
+  readonly value: unknown
+  /** ms since the load that produced it began. */
+  readonly age: number
+  /** What its loader gave `setEtag`, on whichever instance; undefined: none. */
+  readonly etag: string | undefined
 }
 
 /**

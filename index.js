@@ -245,6 +245,7 @@ class Cache {
     const fns = this.#native.install(ctx, lead, softWait, resume, scheduleReads, reportProblem, decode)
     for (const name of [
       'fill',
+      'heldValue',
       'fail',
       'recordSoftWait',
       'flushReads',

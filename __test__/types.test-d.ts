@@ -85,6 +85,17 @@ async function main(): Promise<void> {
     return { token: 'abc' }
   })
   void token
+  // a conditional refresh: the held value, its validator, keep()
+  const page = await cache.getOrLoad('page', async (ctx) => {
+    const held: { value: unknown; age: number; etag: string | undefined } | undefined = ctx.stale
+    if (held?.etag === '"v1"') return ctx.keep()
+    ctx.setEtag('"v1"')
+    // @ts-expect-error a validator is a string
+    ctx.setEtag(1)
+    return 'body'
+  })
+  const maybePage: string | undefined = page
+  void maybePage
   const count: number = await cache.getOrLoad('count', () => 7)
   void count
   const maybe = await cache.getOrLoad('user:404', async () => null)

@@ -24,6 +24,13 @@ const { encode, isSerializerError } = require('./values')
 
 const noop = () => {}
 
+/**
+ * Marks a loader that never reads the loader’s `stale` (getOrLoadMany's, whose keys
+ * must reach its batch in the turn they are called): it runs without
+ * waiting for the held value.
+ */
+const SEES_NO_HELD_VALUE = Symbol('herdcache.seesNoHeldValue')
+
 /** @typedef {import('./native-contract').Context} Context */
 
 /** The longest TTL a loader may set, in ms (src/core/options.rs `MAX_TTL`, through `LIMITS`). */
@@ -47,7 +54,36 @@ function checkTtl(name, value) {
   }
 }
 
-/** What a loader gets: `{ key, signal, setTtl, noStore }`, the signal made on first use. */
+/** The longest validator `setEtag()` takes, in UTF-8 bytes (src/core/etag.rs `MAX_ETAG_BYTES`, through `LIMITS`). */
+const MAX_ETAG_BYTES = LIMITS.maxEtagBytes
+
+/** One line of text: what an entry's validator may be (it is a line of its own in Redis). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/
+
+/** Checks the validator a loader sets, by the rules of src/core/etag.rs. */
+function checkEtag(etag) {
+  if (typeof etag !== 'string') {
+    throw herdError(
+      TypeError,
+      codes.INVALID_OPTION,
+      `the etag of setEtag() must be a string; got ${etag === null ? 'null' : typeof etag}`,
+    )
+  }
+  const bytes = Buffer.byteLength(etag)
+  if (bytes === 0 || bytes > MAX_ETAG_BYTES || CONTROL.test(etag)) {
+    throw herdError(
+      RangeError,
+      codes.INVALID_OPTION,
+      `the etag of setEtag() must be 1 to ${MAX_ETAG_BYTES} bytes of text on one line (no control characters); got ${bytes} bytes`,
+    )
+  }
+}
+
+/**
+ * What a loader gets: `{ key, signal, stale, setTtl, noStore, setEtag, keep }`,
+ * the signal made on first use.
+ */
 class LoaderContext {
   #flight
 
@@ -91,6 +127,51 @@ class LoaderContext {
   noStore() {
     this.#flight.noStore = true
   }
+
+  /**
+   * The value this process held for the key when the loader started, fresh
+   * or stale (a refresh, `forceFresh`, or a caller that takes no stale
+   * value): `{ value, age, etag }`, `age` in ms since its load began, `etag`
+   * what its loader gave `setEtag` (or undefined). Undefined on a cold load.
+   */
+  get stale() {
+    const held = this.#flight.held
+    if (held === undefined) return undefined
+    return { value: held.value, age: held.age, etag: held.etag }
+  }
+
+  /**
+   * Stores `etag` (an HTTP `ETag` or `Last-Modified`: 1 to 1024 bytes on
+   * one line) with the value, in memory and in Redis: a later refresh, on
+   * any instance, finds it in `stale.etag`. A TypeError or RangeError
+   * with code ERR_HERDCACHE_INVALID_OPTION otherwise.
+   *
+   * @param {string} etag
+   */
+  setEtag(etag) {
+    checkEtag(etag)
+    this.#flight.etag = etag
+  }
+
+  /**
+   * The origin said the loader’s `stale` has not changed (an HTTP 304): the load
+   * ends with that value, fresh for a new TTL (the call's, or `setTtl`'s),
+   * its validator kept; the loader's return value is ignored. In Redis its
+   * deadlines are rewritten in place, its bytes not sent again, and the
+   * other instances are told. An Error with code
+   * ERR_HERDCACHE_INVALID_OPTION when there is no the loader’s `stale`.
+   */
+  keep() {
+    const flight = this.#flight
+    if (flight.held === undefined) {
+      throw herdError(
+        Error,
+        codes.INVALID_OPTION,
+        `keep() was called by the loader of key ${describeKey(flight.userKey)}, which has no value to keep (its context’s stale is undefined: nothing was held)`,
+      )
+    }
+    flight.kept = true
+  }
 }
 
 /** One load in flight, kept in `ctx.active` (and with Redis, while the fleet decides, in `ctx.waiting`). */
@@ -129,10 +210,16 @@ class Flight {
     this.loaderStarted = undefined
     this.controller = undefined
     this.abortReason = undefined
-    /** What the loader set for its entry (setTtl, noStore). */
+    /** What the loader set for its entry (setTtl, noStore, setEtag, keep). */
     this.ttl = undefined
     this.hardTtl = undefined
     this.noStore = false
+    this.etag = undefined
+    this.kept = false
+    /** What this process held for the key as the loader started (the loader’s `stale`), with its stamp. */
+    this.held = undefined
+    /** The loader waits for `held` (an object or a string is held as its settled promise). */
+    this.fetchingHeld = false
   }
 
   // The signal is made on first use: most loaders never read it, and an
@@ -153,7 +240,7 @@ class Flight {
 
   /** close(): a running loader's signal aborts; a load whose loader has not started is given up. */
   abort(reason) {
-    if (this.waiting || this.queued !== undefined) this.failWith(reason, false)
+    if (this.waiting || this.queued !== undefined || this.fetchingHeld) this.failWith(reason, false)
     else this.abortSignal(reason)
   }
 
@@ -190,8 +277,29 @@ class Flight {
     if (bulkhead === undefined || bulkhead.acquire(this, now)) this.call(now)
   }
 
-  /** Calls the loader (its slot, if there is a bulkhead, taken). @param {number} now */
+  /**
+   * Calls the loader (its slot, if there is a bulkhead, taken), once the
+   * value this process holds for the key, if any, is at hand for
+   * the loader’s `stale` (an object or a string is held as its settled promise).
+   *
+   * @param {number} now
+   */
   call(now) {
+    const held = this.loader[SEES_NO_HELD_VALUE] ? undefined : this.ctx.heldValue(this.id)
+    if (held === undefined) return this.invoke(now)
+    const [valueOrPromise, age, etag, stamp, negative] = held
+    this.fetchingHeld = true
+    Promise.resolve(valueOrPromise).then((value) => {
+      this.fetchingHeld = false
+      this.held = { value, age, etag, stamp, negative }
+      // Given up meanwhile (hardTimeout, close()): the loader never runs.
+      if (!this.settled) return this.invoke(performance.now())
+      if (this.slot) this.ctx.bulkhead.release(this)
+    })
+  }
+
+  /** Runs the loader and reports how it settled. @param {number} now */
+  invoke(now) {
     this.loaderStarted = now
     let result
     try {
@@ -230,7 +338,10 @@ class Flight {
     const now = performance.now()
     if (now >= this.deadline) return this.expire()
     const computeMs = now - this.loaderStarted
-    if (value === null || value === undefined) return this.fill(value, true, computeMs, 'null')
+    const { held } = this
+    // The loader’s `keep()`: the value held is the result, its validator kept.
+    if (this.kept) return this.fill(held.value, held.negative, computeMs, undefined, undefined, held.etag, held.stamp)
+    if (value === null || value === undefined) return this.fill(value, true, computeMs, 'null', undefined, this.etag)
     let stored
     try {
       stored = encode(this.ctx, value)
@@ -240,14 +351,15 @@ class Flight {
     if (stored === undefined) return this.failWith(unserializable(this.userKey), false)
     const tooLarge = sizeProblem(stored.body, this.ctx.maxValueBytes)
     if (tooLarge !== undefined) return this.failWith(tooLarge, false)
-    this.fill(stored.value, false, computeMs, stored.body, stored.format)
+    this.fill(stored.value, false, computeMs, stored.body, stored.format, this.etag)
   }
 
   /**
    * Reports the value; the addon answers the callers (with Redis, once it
-   * is written there). `body` is its JSON text, or with `format` its bytes.
+   * is written there). `body` is its JSON text, or with `format` its bytes;
+   * `etag` its validator; `kept` the stamp of the held value it is (the loader’s `keep()`).
    */
-  fill(result, negative, computeMs, body, format) {
+  fill(result, negative, computeMs, body, format, etag, kept) {
     // A key whose refreshes failed loads again: a later failure warns anew.
     if (this.ctx.failing.size > 0) this.ctx.failing.delete(describeKey(this.userKey))
     // Reported first: a fill that throws (TTLs the addon refuses) leaves
@@ -262,6 +374,8 @@ class Flight {
       this.ttl,
       this.hardTtl,
       this.noStore,
+      etag,
+      kept,
     )
     this.settled = true
     leave(this.ctx, this)
@@ -434,4 +548,4 @@ function report(ctx, error, key) {
   }
 }
 
-module.exports = { lead, resume, scheduleReads, reportProblem, track }
+module.exports = { lead, resume, scheduleReads, reportProblem, track, SEES_NO_HELD_VALUE }

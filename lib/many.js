@@ -21,6 +21,7 @@ const { isAbortSignal, SIGNAL_PROBLEM } = require('./callers')
 const { keyProblem } = require('./keys')
 const { Batch } = require('./batch-window')
 const { NATIVE_KEYS, callNative, callNativeParts, eachKey } = require('./many-native')
+const { SEES_NO_HELD_VALUE } = require('./leader')
 
 /** Keys per loader call unless the call's `maxBatchSize` says otherwise. */
 const DEFAULT_MAX_BATCH_SIZE = 100
@@ -148,6 +149,9 @@ function getOrLoadMany(cache, keys, loader, options, native) {
     batch ??= new Batch(loader, read.maxBatchSize, keys, promises, calling)
     return batch.enrol(context)
   }
+  // A batch loader sees no held value, and its keys must enrol in the turn
+  // they are called (lib/leader.js `Flight.call`).
+  load[SEES_NO_HELD_VALUE] = true
   let fulfilled = false
   try {
     if (once) {

@@ -88,22 +88,33 @@ export interface EntryPoints {
    * with `format` (an `hc4` entry's format, src/core/body.rs) its bytes as a Buffer;
    * `ttl`/`hardTtl` what the loader set with `ctx.setTtl` (undefined: the
    * flight's), `noStore` whether it called `ctx.noStore()` (then nothing is
-   * stored, in memory nor Redis). The addon stores it and fulfils the
-   * flight's promise; with Redis, once it is written there: then it returns
+   * stored, in memory nor Redis), `etag` what it gave `ctx.setEtag` (undefined: none). With `kept`
+   * (`ctx.keep()`), `value` is the value `heldValue` gave, `kept` its stamp, and there is no `body`: the
+   * addon stores it for a new TTL and, with Redis, rewrites the stored entry's deadlines only. The addon
+   * stores it and fulfils the flight's promise; with Redis, once it is written there: then it returns
    * that write's promise (for `close()`). Throws ERR_HERDCACHE_INVALID_OPTION
-   * for TTLs the call options' rules refuse; the flight is then still there.
+   * for TTLs the call options' rules refuse, or a validator src/core/etag.rs refuses; the flight is
+   * then still there.
    */
   fill(
     id: number,
     value: unknown,
     negative: boolean,
     computeMs: number,
-    body: string | Buffer,
+    body: string | Buffer | undefined,
     format: string | undefined,
     ttl: number | undefined,
     hardTtl: number | undefined,
     noStore: boolean,
+    etag: string | undefined,
+    kept: number | undefined,
   ): Promise<void> | undefined
+  /**
+   * What this process holds for flight `id`'s key as its loader starts (`ctx.stale`): the value (an object
+   * or a string as its settled promise), its age in ms, its validator, its stamp (for `fill`'s `kept`), and
+   * whether it is a "not found" marker; undefined when nothing servable is held.
+   */
+  heldValue(id: number): [unknown, number, string | undefined, number, boolean] | undefined
   /** The load failed, timed out (`timedOut`) or was given up: the addon rejects the flight's promise with `error`. */
   fail(id: number, error: unknown, timedOut: boolean, loaderRan: boolean): void
   /** A soft wait ended: answered by the stale value (true) or by the refresh. */
@@ -229,6 +240,7 @@ export interface Context {
    */
   bulkhead: { acquire(flight: Flight, now: number): boolean; release(flight: Flight): void; leave(flight: Flight): void } | undefined
   fill: EntryPoints['fill']
+  heldValue: EntryPoints['heldValue']
   fail: EntryPoints['fail']
   recordSoftWait: EntryPoints['recordSoftWait']
   flushReads: EntryPoints['flushReads']

@@ -120,7 +120,7 @@ proptest! {
     tags in proptest::collection::vec(".{1,12}", 0..4),
   ) {
     let tags = herdcache::core::tags::Tags::new(tags).unwrap();
-    let e = Envelope { meta, body: herdcache::core::body::Body::Json(json), tags };
+    let e = Envelope { meta, body: herdcache::core::body::Body::Json(json), tags, etag: Default::default() };
     prop_assert_eq!(Envelope::decode(e.encode()), Ok(e));
   }
 

@@ -20,6 +20,7 @@ use super::raw::{self, napi_try, Env, JsRef, RawResult, Value};
 use super::status::{self, Lock, Outcome, Source, StaleReason};
 use super::Inner;
 use crate::core::body::JSON_FORMAT;
+use crate::core::etag::Etag;
 use crate::core::options::{EntryPolicy, RawCallOptions, Tiers};
 use crate::engine::flights::Flight;
 use crate::engine::together::{self, Ask};
@@ -273,46 +274,47 @@ unsafe fn report<const N: usize>(
 }
 
 /// `fill(id, value, negative, computeMs, body, format, ttl, hardTtl,
-/// noStore)`: our loader's value (its normalised copy; `body` its JSON
-/// text, or with `format` its bytes: `binding::body::read`), with what
-/// the loader set for its entry (`ctx.setTtl`: `ttl`/`hardTtl`, undefined
-/// when not set; `ctx.noStore()`). Answers the callers; with a fleet, once
-/// the value is written there: then it returns the write's promise (for
-/// `close()` to wait for), else undefined. Throws (the flight stays, for
-/// `fail`) when the loader's TTLs break the call options' rules.
+/// noStore, etag, kept)`: our loader's value (its normalised copy; `body`
+/// its JSON text, or with `format` its bytes: `binding::body::read`), with
+/// what the loader set for its entry (`ctx.setTtl`: `ttl`/`hardTtl`,
+/// undefined when not set; `ctx.noStore()`; `ctx.setEtag`: `etag`, a
+/// string or undefined). `kept` (`ctx.keep()`): the stamp of the value this
+/// process held (`heldValue`), which `value` then is, with no `body`.
+/// Answers the callers; with a fleet, once the value is written there:
+/// then it returns the write's promise (for `close()` to wait for), else
+/// undefined. Throws (the flight stays, for `fail`) when the loader's TTLs
+/// break the call options' rules.
 pub unsafe extern "C" fn fill(env: Env, info: sys::napi_callback_info) -> Value {
-  report::<9>(env, info, |inner, id, argv| {
+  report::<11>(env, info, |inner, id, argv| {
     let value = argv[1];
     let negative = raw::get_bool(env, argv[2]);
     let compute_ms = raw::get_number(env, argv[3]).max(0.0).round() as u64;
     // Checked before anybody is answered: TTLs the rules refuse fail the load.
     let keep = keep(env, inner, id, argv[6], argv[7], argv[8])?;
+    let etag = match raw::type_of(env, argv[9]) {
+      sys::ValueType::napi_string => Etag::new(&raw::get_string(env, argv[9])?)?,
+      _ => Etag::NONE,
+    };
+    let kept = (raw::type_of(env, argv[10]) == sys::ValueType::napi_number)
+      .then(|| raw::get_number(env, argv[10]) as u64);
+    let mut loaded = Loaded {
+      etag,
+      kept,
+      keep,
+      ..Loaded::plain((), negative, compute_ms)
+    };
     if !inner.cache.borrow().has_fleet() {
       // Weighed only for a cache bounded in bytes: the length walks the text.
-      let weighs = inner.cache.borrow().config().l1_max_value_bytes.is_some();
-      let loaded = Loaded {
-        value: (),
-        negative,
-        compute_ms,
-        body: None,
-        keep,
-        bytes: if weighs {
-          body::stored_len(env, argv[4])
-        } else {
-          0
-        },
-      };
+      if inner.cache.borrow().config().l1_max_value_bytes.is_some() {
+        loaded.bytes = body::stored_len(env, argv[4]);
+      }
       return fill_here(env, inner, id, value, loaded);
     }
-    let body = body::read(env, argv[4], argv[5])?;
-    let loaded = Loaded {
-      value: Held::from_js(env, value)?,
-      negative,
-      compute_ms,
-      bytes: body.as_ref().map_or(0, |body| body.len()),
-      body,
-      keep,
-    };
+    if kept.is_none() {
+      loaded.body = body::read(env, argv[4], argv[5])?;
+    }
+    loaded.bytes = loaded.body.as_ref().map_or(0, |body| body.len());
+    let loaded = loaded.holding(Held::from_js(env, value)?);
     let kept = Kept::new(env, value)?;
     if let Some(flight) = inner.cache.borrow_mut().flight_mut(id) {
       flight.handle.answer = Some(kept);
@@ -395,14 +397,7 @@ unsafe fn fill_here(
     Some(flight) => flight.handle.promise.take(),
     None => return Ok(undefined),
   };
-  let loaded = Loaded {
-    value: Held::settled(env, value, promise)?,
-    negative: loaded.negative,
-    compute_ms: loaded.compute_ms,
-    body: None,
-    keep: loaded.keep,
-    bytes: loaded.bytes,
-  };
+  let loaded = loaded.holding(Held::settled(env, value, promise)?);
   // Its callers are answered already: what is left is to end it.
   let ended = inner.cache.borrow_mut().step(id, Event::Loaded(loaded));
   carry_out(env, inner, id, ended, None);
@@ -421,6 +416,35 @@ pub unsafe extern "C" fn fail(env: Env, info: sys::napi_callback_info) -> Value 
     let effect = inner.cache.borrow_mut().step(id, failed);
     carry_out(env, inner, id, effect, Some(argv[1]));
     Ok(raw::undefined(env))
+  })
+}
+
+/// `heldValue(id)`: what this process holds for flight `id`'s key, for
+/// its loader's `ctx.stale`: `[valueOrPromise, ageMs, etag, stamp,
+/// negative]` (an object or a string as its settled promise, `etag`
+/// undefined when none was set), or undefined when it holds nothing
+/// servable (`Engine::held`).
+pub unsafe extern "C" fn held_value(env: Env, info: sys::napi_callback_info) -> Value {
+  report::<1>(env, info, |inner, id, _| {
+    let cache = inner.cache.borrow();
+    let local = cache.local();
+    let held = local.flight(id).and_then(|flight| local.held(&flight.key));
+    let Some((value, meta, etag)) = held else {
+      return Ok(raw::undefined(env));
+    };
+    let age = local.now().saturating_sub(meta.stamp);
+    let etag = match etag.as_str() {
+      Some(etag) => raw::string(env, etag),
+      None => raw::undefined(env),
+    };
+    let fields = [
+      value.value_or_promise(env),
+      raw::number(env, age as f64),
+      etag,
+      raw::number(env, meta.stamp as f64),
+      raw::boolean(env, meta.negative),
+    ];
+    raw::array(env, &fields)
   })
 }
 
@@ -711,6 +735,7 @@ unsafe fn adopt(env: Env, inner: &Rc<Inner>, id: u64, envelope: &crate::core::en
     value: held,
     meta: envelope.meta,
     tags: envelope.tags.clone(),
+    etag: envelope.etag.clone(),
     bytes: envelope.body.len(),
   };
   step(env, inner, id, parsed);

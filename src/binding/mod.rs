@@ -482,10 +482,11 @@ type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) 
 /// The raw functions `install()` returns (with `outcomeBuffer`), by JS name.
 /// `lib/native-contract.d.ts` describes each for the JS side, and
 /// `__test__/native-contract.test.js` checks that it lists these.
-const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 19] = [
+const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 20] = [
   (c"getOrLoad", entry::get_or_load),
   (c"getOrLoadMany", entry::get_or_load_many),
   (c"fill", flight::fill),
+  (c"heldValue", flight::held_value),
   (c"fail", flight::fail),
   (c"recordSoftWait", flight::record_soft_wait),
   (c"flushReads", flight::flush_reads),

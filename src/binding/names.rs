@@ -7,6 +7,7 @@ use super::entry::MANY_KEYS;
 use super::status::{Lock, Outcome, Source, StaleReason};
 use super::ENTRY_POINTS;
 use crate::core::error::Code;
+use crate::core::etag::MAX_ETAG_BYTES;
 use crate::core::key::MAX_KEY_BYTES;
 use crate::core::options::{Tiers, CACHE_OPTIONS, MAX_TTL};
 use crate::engine::metrics::{Gauges, Metrics};
@@ -68,6 +69,8 @@ pub struct Limits {
   pub many_keys: u32,
   /// What `nextLoadSlots` answers when the store could not be asked (`engine::slots::FAILED_OPEN`).
   pub failed_open: i64,
+  /// The longest validator `ctx.setEtag()` takes, in UTF-8 bytes (`core::etag::MAX_ETAG_BYTES`).
+  pub max_etag_bytes: u32,
 }
 
 /// The values of `status.source`, `status.lock` and `status.stale`.
@@ -118,6 +121,7 @@ pub fn names() -> Names {
       max_key_bytes: MAX_KEY_BYTES as u32,
       many_keys: MANY_KEYS as u32,
       failed_open: FAILED_OPEN,
+      max_etag_bytes: MAX_ETAG_BYTES as u32,
     },
     tiers: owned(&Tiers::OPTIONS),
   }

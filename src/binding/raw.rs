@@ -133,6 +133,19 @@ pub unsafe fn get_string_utf16(env: Env, value: Value) -> RawResult<Vec<u16>> {
   Ok(units)
 }
 
+/// A JS array of `values`.
+pub unsafe fn array(env: Env, values: &[Value]) -> RawResult<Value> {
+  let mut array = ptr::null_mut();
+  napi_try!(
+    env,
+    sys::napi_create_array_with_length(env, values.len(), &mut array)
+  );
+  for (index, value) in values.iter().enumerate() {
+    napi_try!(env, sys::napi_set_element(env, array, index as u32, *value));
+  }
+  Ok(array)
+}
+
 /// `[value]`: a one-element array, an object a reference can keep (napi 9
 /// references no string).
 pub unsafe fn boxed(env: Env, value: Value) -> RawResult<Value> {

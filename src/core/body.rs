@@ -3,15 +3,18 @@
 //!
 //! An `hc4` entry is written only when JSON text alone cannot carry the
 //! value: binary parts (a `Buffer`, `Uint8Array` or `ArrayBuffer`, at the
-//! top or nested), a serializer of the application's, or compressed bytes.
+//! top or nested), a serializer of the application's, or compressed bytes;
+//! or when the value has a validator (`core::etag`), which only `hc4` has a
+//! line for.
 //! A plain JSON value is still `hc2`/`hc3`, so every reader of those keeps
 //! reading it, and older readers take an `hc4` entry for a miss (an unknown
 //! version). Its second line says how to read the bytes:
 //!
 //! ```text
 //! hc4 <freshUntil> <hardUntil> <computeMs> <stamp> <refreshAt> <v|n>
-//! <compression> <t|-> <format>
-//! [tags as in hc3, when the second field is t]
+//! <compression> <lines> <format>
+//! [tags as in hc3, when `lines` has t]
+//! [the validator, when `lines` has e]
 //! <bytes>
 //! ```
 //!
@@ -110,31 +113,59 @@ pub fn decompressed(bytes: &[u8], limit: u64) -> Option<Vec<u8>> {
   (out.len() as u64 <= limit).then_some(out)
 }
 
-/// The `hc4` second line of `formatted` (`tagged`: a line of tags follows).
-pub fn format_line(formatted: &Formatted, tagged: bool) -> String {
-  let compression = if formatted.compressed { ZSTD } else { NONE };
-  let tagged = if tagged { "t" } else { NONE };
-  format!("{compression} {tagged} {}", formatted.format)
+/// The lines an `hc4` entry has between its second line and its bytes,
+/// named by the second line's second field: `-` none, `t` a line of tags,
+/// `e` a line with the value's validator (`core::etag`), `te` both, in that
+/// order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lines {
+  pub tags: bool,
+  pub etag: bool,
 }
 
-/// An `hc4` second line read back: (compressed, tagged, format), or `None`
+impl Lines {
+  fn field(self) -> &'static str {
+    match (self.tags, self.etag) {
+      (false, false) => NONE,
+      (true, false) => "t",
+      (false, true) => "e",
+      (true, true) => "te",
+    }
+  }
+
+  fn read(field: &str) -> Option<Lines> {
+    let (tags, etag) = match field {
+      NONE => (false, false),
+      "t" => (true, false),
+      "e" => (false, true),
+      "te" => (true, true),
+      _ => return None,
+    };
+    Some(Lines { tags, etag })
+  }
+}
+
+/// The `hc4` second line of bytes in `format` (`compressed` or not),
+/// followed by `lines`.
+pub fn format_line(compressed: bool, format: &str, lines: Lines) -> String {
+  let compression = if compressed { ZSTD } else { NONE };
+  format!("{compression} {} {format}", lines.field())
+}
+
+/// An `hc4` second line read back: (compressed, lines, format), or `None`
 /// when it is not one this version writes.
-pub fn read_format_line(line: &str) -> Option<(bool, bool, &str)> {
+pub fn read_format_line(line: &str) -> Option<(bool, Lines, &str)> {
   let mut fields = line.splitn(3, ' ');
   let compressed = match fields.next()? {
     NONE => false,
     ZSTD => true,
     _ => return None,
   };
-  let tagged = match fields.next()? {
-    NONE => false,
-    "t" => true,
-    _ => return None,
-  };
+  let lines = Lines::read(fields.next()?)?;
   let format = fields
     .next()
     .filter(|f| !f.is_empty() && !f.starts_with(' '))?;
-  Some((compressed, tagged, format))
+  Some((compressed, lines, format))
 }
 
 #[cfg(test)]
@@ -143,17 +174,13 @@ mod tests {
 
   #[test]
   fn a_format_line_reads_back() {
-    for (compressed, tagged) in [(false, false), (true, true), (false, true)] {
-      let formatted = Formatted {
-        format: "json [3,[\"Buffer\",2,\"a b\"]]".into(),
-        bytes: vec![],
-        compressed,
-      };
-      let line = format_line(&formatted, tagged);
-      assert_eq!(
-        read_format_line(&line),
-        Some((compressed, tagged, formatted.format.as_str()))
-      );
+    let format = "json [3,[\"Buffer\",2,\"a b\"]]";
+    for compressed in [false, true] {
+      for (tags, etag) in [(false, false), (true, false), (false, true), (true, true)] {
+        let lines = Lines { tags, etag };
+        let line = format_line(compressed, format, lines);
+        assert_eq!(read_format_line(&line), Some((compressed, lines, format)));
+      }
     }
     for bad in [
       "",
@@ -162,6 +189,7 @@ mod tests {
       "- - ",
       "gzip - json",
       "- x json",
+      "- et json",
       "-  - json",
     ] {
       assert_eq!(read_format_line(bad), None, "{bad:?}");

@@ -46,14 +46,15 @@
 //! writer writes `hc2`.
 //!
 //! A value JSON text cannot carry (binary parts, an application's
-//! serializer, compressed bytes) is an `hc4` entry: the same header, a line
-//! saying how to read its bytes, then its tags (if any) and its bytes; see
-//! `core::body`.
+//! serializer, compressed bytes), or one with a validator (`core::etag`), is
+//! an `hc4` entry: the same header, a line saying how to read its bytes,
+//! then its tags and its validator (if any) and its bytes; see `core::body`.
 //!
 //! Anything else (another program's value, a truncated write, a future
 //! version) decodes to an error, which callers count and treat as a miss.
 
-use super::body::{format_line, read_format_line, Body, Formatted};
+use super::body::{format_line, read_format_line, Body, Formatted, Lines, JSON_FORMAT};
+use super::etag::Etag;
 use super::tags::Tags;
 use std::fmt;
 
@@ -119,6 +120,8 @@ pub struct Envelope {
   pub body: Body,
   /// The tags the value was written with (`deleteByTag`).
   pub tags: Tags,
+  /// The value's validator (`ctx.setEtag`), if its loader set one.
+  pub etag: Etag,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,8 +167,11 @@ impl Envelope {
       // Strings serialize infallibly.
       false => Some(serde_json::to_string(self.tags.as_slice()).unwrap_or_default()),
     };
+    // A validator has a line of its own, which only `hc4` has: a JSON
+    // value with one is written as JSON bytes of the built-in format.
     let version = match (&self.body, &tags) {
       (Body::Formatted(_), _) => VERSION_TAG_FORMATTED,
+      (Body::Json(_), _) if !self.etag.is_none() => VERSION_TAG_FORMATTED,
       (Body::Json(_), Some(_)) => VERSION_TAG_TAGGED,
       (Body::Json(_), None) => VERSION_TAG,
     };
@@ -185,12 +191,24 @@ impl Envelope {
       out.push_str(&n.to_string());
     }
     out.push_str(if m.negative { " n\n" } else { " v\n" });
-    if let Body::Formatted(formatted) = &self.body {
-      out.push_str(&format_line(formatted, tags.is_some()));
+    if version == VERSION_TAG_FORMATTED {
+      let lines = Lines {
+        tags: tags.is_some(),
+        etag: !self.etag.is_none(),
+      };
+      let (compressed, format) = match &self.body {
+        Body::Formatted(f) => (f.compressed, f.format.as_str()),
+        Body::Json(_) => (false, JSON_FORMAT),
+      };
+      out.push_str(&format_line(compressed, format, lines));
       out.push('\n');
     }
     if let Some(tags) = tags {
       out.push_str(&tags);
+      out.push('\n');
+    }
+    if let Some(etag) = self.etag.as_str() {
+      out.push_str(etag);
       out.push('\n');
     }
     let mut bytes = out.into_bytes();
@@ -212,40 +230,58 @@ impl Envelope {
       .ok_or(DecodeError::NotAnEnvelope)?;
     let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| DecodeError::NotAnEnvelope)?;
     let meta = Envelope::decode_header(header)?;
-    let (tags, body) = Envelope::decode_body(header, &bytes[newline + 1..])?;
+    let (tags, etag, body) = Envelope::decode_body(header, &bytes[newline + 1..])?;
     if body.is_empty() {
       return Err(DecodeError::BadHeader("value"));
     }
-    Ok(Envelope { meta, body, tags })
+    Ok(Envelope {
+      meta,
+      body,
+      tags,
+      etag,
+    })
   }
 
-  /// What follows a valid `header`: the tags, and the value (JSON text
-  /// must be UTF-8; whether it is JSON is the reader's to judge). `Err`: a
-  /// bad value (the reader's `Read::Corrupt` with its stamp, which the
-  /// next write may replace).
-  pub fn decode_body(header: &str, rest: &[u8]) -> Result<(Tags, Body), DecodeError> {
+  /// What follows a valid `header`: the tags, the validator, and the value
+  /// (JSON text must be UTF-8; whether it is JSON is the reader's to
+  /// judge). `Err`: a bad value (the reader's `Read::Corrupt` with its
+  /// stamp, which the next write may replace).
+  pub fn decode_body(header: &str, rest: &[u8]) -> Result<(Tags, Etag, Body), DecodeError> {
     let bad = DecodeError::BadHeader("value");
     if !header.starts_with(VERSION_TAG_FORMATTED) {
       let text = std::str::from_utf8(rest).map_err(|_| bad)?;
       let (tags, json) = Envelope::decode_tags(header, text)?;
-      return Ok((tags, Body::Json(json.to_string())));
+      return Ok((tags, Etag::NONE, Body::Json(json.to_string())));
     }
     let (line, rest) = split_line(rest).ok_or(DecodeError::BadHeader("format"))?;
-    let (compressed, tagged, format) =
+    let (compressed, lines, format) =
       read_format_line(line).ok_or(DecodeError::BadHeader("format"))?;
-    let (tags, bytes) = match tagged {
+    let (tags, rest) = match lines.tags {
       true => {
-        let (line, bytes) = split_line(rest).ok_or(DecodeError::BadHeader("tags"))?;
-        (Envelope::read_tags(line)?, bytes)
+        let (line, rest) = split_line(rest).ok_or(DecodeError::BadHeader("tags"))?;
+        (Envelope::read_tags(line)?, rest)
       }
       false => (Tags::NONE, rest),
     };
+    let (etag, bytes) = match lines.etag {
+      true => {
+        let (line, bytes) = split_line(rest).ok_or(DecodeError::BadHeader("etag"))?;
+        let etag = Etag::new(line).map_err(|_| DecodeError::BadHeader("etag"))?;
+        (etag, bytes)
+      }
+      false => (Etag::NONE, rest),
+    };
+    // Plain JSON text in `hc4` (it has a validator) is read as `hc2`'s.
+    if !compressed && format == JSON_FORMAT {
+      let text = std::str::from_utf8(bytes).map_err(|_| bad)?;
+      return Ok((tags, etag, Body::Json(text.to_string())));
+    }
     let formatted = Formatted {
       format: format.to_string(),
       bytes: bytes.to_vec(),
       compressed,
     };
-    Ok((tags, Body::Formatted(formatted)))
+    Ok((tags, etag, Body::Formatted(formatted)))
   }
 
   /// What follows a valid `header`: an `hc3` entry's tags, and the value's
@@ -383,6 +419,7 @@ mod tests {
         "{\"a\":[1,2],\"s\":\"x\\ny\"}".into()
       }),
       tags: Tags::NONE,
+      etag: Default::default(),
     }
   }
 
@@ -436,6 +473,42 @@ mod tests {
       assert_eq!(
         Envelope::decode(bad).unwrap_err(),
         DecodeError::BadHeader("format"),
+        "{bad:?}"
+      );
+    }
+  }
+
+  #[test]
+  fn a_validator_has_a_line_of_its_own_in_hc4() {
+    let mut e = sample(false);
+    e.etag = Etag::new("W/\"v 7\"").unwrap();
+    let text = String::from_utf8(e.encode()).unwrap();
+    assert!(text.starts_with(
+      "hc4 1700000060000 1700000600000 612 1700000000000 1700000059400 v\n- e json\nW/\"v 7\"\n{\"a\""
+    ));
+    assert_eq!(
+      Envelope::decode(&text).unwrap(),
+      e,
+      "JSON text stays JSON text"
+    );
+    e.tags = Tags::new(vec!["t:1".into()]).unwrap();
+    e.body = Body::Formatted(Formatted {
+      format: "json [1,[\"Buffer\",2]]".into(),
+      bytes: vec![b'0', 1, 2],
+      compressed: true,
+    });
+    let text = e.encode();
+    assert!(text
+      .windows(39)
+      .any(|w| w == b"\nzstd te json [1,[\"Buffer\",2]]\n[\"t:1\"]\nW/"[..39].as_ref()));
+    assert_eq!(Envelope::decode(&text).unwrap(), e);
+    for bad in [
+      "hc4 1 2 3 4 1 v\n- e json\n\n1",
+      "hc4 1 2 3 4 1 v\n- e json\n1",
+    ] {
+      assert_eq!(
+        Envelope::decode(bad).unwrap_err(),
+        DecodeError::BadHeader("etag"),
         "{bad:?}"
       );
     }

@@ -6,6 +6,7 @@ pub mod body;
 pub mod breaker;
 pub mod envelope;
 pub mod error;
+pub mod etag;
 pub mod fleet;
 pub mod key;
 pub mod options;

@@ -17,7 +17,7 @@
 use super::clock::Clock;
 use super::fleet::{Acquired, Fleet, FleetConfig, Invalidations, Terms, Undelivered};
 use super::flights::{Flight, Origin};
-use super::local::{Backoff, Decision, Engine, Keep, Refresh, Served};
+use super::local::{Backoff, Decision, Engine, Loaded, Refresh, Served};
 use super::metrics::{Gauges, Metrics};
 use super::shared::{Problem, RedisStore, RedisTimeouts, SharedStore};
 use super::slots::LoadSlots;
@@ -26,6 +26,7 @@ use super::Pending;
 use crate::core::body::Body;
 use crate::core::envelope::{Envelope, Meta};
 use crate::core::error::{Code, Error, Kind};
+use crate::core::etag::Etag;
 use crate::core::options::{
   CacheConfig, EntryPolicy, RedisEndpoint, Tiers, DEFAULT_CIRCUIT_BREAKER_DURATION,
   DEFAULT_LOCK_TTL, DEFAULT_RECOVERY_MAX_AGE, DEFAULT_RECOVERY_MAX_ENTRIES,
@@ -71,6 +72,7 @@ pub enum Event<V> {
     value: V,
     meta: Meta,
     tags: Tags,
+    etag: Etag,
     bytes: usize,
   },
   /// Our loader's value.
@@ -80,22 +82,6 @@ pub enum Event<V> {
   /// The load failed or timed out (`timed_out`), or was given up (the
   /// leader gone, the cache closed); `loader_ran`: its loader was called.
   Failed { timed_out: bool, loader_ran: bool },
-}
-
-/// Our loader's value, with what the loader asked for its entry.
-#[derive(Debug)]
-pub struct Loaded<V> {
-  pub value: V,
-  pub negative: bool,
-  pub compute_ms: u64,
-  /// Its JSON text or formatted bytes, for the shared store (`None`
-  /// without one).
-  pub body: Option<Body>,
-  /// `ctx.noStore()`, or the TTLs `ctx.setTtl` gave.
-  pub keep: Keep,
-  /// The UTF-8 bytes of its JSON text, for `l1MaxBytes` (0 when the cache
-  /// has no bound in bytes).
-  pub bytes: usize,
 }
 
 /// What the binding carries out for a flight ([`Cache::step`]).
@@ -446,8 +432,9 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
         value,
         meta,
         tags,
+        etag,
         bytes,
-      } => self.adopt(id, value, meta, tags, bytes),
+      } => self.adopt(id, value, meta, (tags, etag), bytes),
       Event::Loaded(loaded) => self.fill(id, loaded),
       Event::Written(written) => self.written(id, written),
       Event::Failed {
@@ -569,8 +556,15 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
   /// Flight `id` was answered by another instance's value (`value` parsed
   /// from `meta`'s envelope): stored with its own deadlines, the flight
   /// ended; a stale value calls for a background refresh.
-  fn adopt(&mut self, id: u64, value: V, meta: Meta, tags: Tags, bytes: usize) -> Effect<F> {
-    let served = self.local.adopt(id, value, meta, tags, bytes);
+  fn adopt(
+    &mut self,
+    id: u64,
+    value: V,
+    meta: Meta,
+    labels: (Tags, Etag),
+    bytes: usize,
+  ) -> Effect<F> {
+    let served = self.local.adopt(id, value, meta, labels, bytes);
     let flight = self.local.end_flight(id);
     // A refresh's own stale answer calls for no other refresh. A flight
     // kept out of memory (`l1: false`) has no entry there to judge: the
@@ -600,18 +594,12 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
   /// the value is written to the shared store (conditional on the flight's
   /// stamp, announced, the lock released) and the flight ends once
   /// [`Event::Written`] says so.
-  fn fill(&mut self, id: u64, loaded: Loaded<V>) -> Effect<F> {
-    let Loaded {
-      value,
-      negative,
-      compute_ms,
-      body,
-      keep,
-      bytes,
-    } = loaded;
-    let stored = self
-      .local
-      .fill_as(id, value, negative, compute_ms, keep, bytes);
+  fn fill(&mut self, id: u64, mut loaded: Loaded<V>) -> Effect<F> {
+    let (body, etag) = (loaded.body.take(), loaded.etag.clone());
+    // What the kept copy was, to find it in the store: before the fill
+    // replaces it here.
+    let kept = loaded.kept.map(|stamp| self.local.copy_stamped(id, stamp));
+    let stored = self.local.fill_as(id, loaded);
     let fleet = self.fleet.clone().filter(|_| !self.skips_redis(id));
     let Some(fleet) = fleet else {
       if self.fleet.is_some() {
@@ -630,20 +618,33 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     };
     let compress = self.local.config().compress;
     Effect::Write(Box::pin(async move {
-      match (stored, body) {
-        (Some(meta), Some(body)) => {
+      let settled = match (stored, body, kept) {
+        (Some(meta), _, Some(Some(kept))) => fleet.keep_stored(&key, id, kept, meta, lock).await,
+        // Its copy went from memory meanwhile: which value it was is not
+        // known, and the store's is left as it is.
+        (Some(_), _, Some(None)) => {
+          fleet.abandon(&key, id, lock).await;
+          Some(false)
+        }
+        (Some(meta), Some(body), None) => {
           let body = fleet.stored_body(body, compress).await;
-          let envelope = Envelope { meta, body, tags };
-          match fleet.settle(&key, id, envelope, lock).await {
-            Some(true) => Written::Stored,
-            Some(false) => Written::Superseded,
-            None => Written::Skipped,
-          }
+          let envelope = Envelope {
+            meta,
+            body,
+            tags,
+            etag,
+          };
+          fleet.settle(&key, id, envelope, lock).await
         }
         _ => {
           fleet.abandon(&key, id, lock).await;
-          Written::Skipped
+          return Written::Skipped;
         }
+      };
+      match settled {
+        Some(true) => Written::Stored,
+        Some(false) => Written::Superseded,
+        None => Written::Skipped,
       }
     }))
   }
@@ -716,7 +717,17 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     let (key, compress) = (key.to_string(), self.local.config().compress);
     Some(async move {
       let body = fleet.stored_body(body, compress).await;
-      fleet.write(&key, Envelope { meta, body, tags }).await
+      fleet
+        .write(
+          &key,
+          Envelope {
+            meta,
+            body,
+            tags,
+            etag: Default::default(),
+          },
+        )
+        .await
     })
   }
 
@@ -931,12 +942,8 @@ mod tests {
 
   fn loaded(value: &str, json: Option<&str>) -> Event<String> {
     Event::Loaded(Loaded {
-      value: value.into(),
-      negative: false,
-      compute_ms: 3,
       body: json.map(|json| Body::Json(json.into())),
-      keep: Keep::Store(None),
-      bytes: 0,
+      ..Loaded::plain(value.into(), false, 3)
     })
   }
 
@@ -945,6 +952,7 @@ mod tests {
       value: value.into(),
       meta,
       tags: Tags::NONE,
+      etag: Etag::NONE,
       bytes: 0,
     }
   }
@@ -961,6 +969,7 @@ mod tests {
       },
       body: Body::Json("\"theirs\"".into()),
       tags: Tags::NONE,
+      etag: Default::default(),
     }
   }
 

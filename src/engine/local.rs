@@ -12,7 +12,9 @@ use super::clock::{Clock, Draws};
 use super::flights::{Flight, FlightTable};
 use super::memory::{Entry, MemoryStore, Reclaimed};
 use super::metrics::{Gauges, Metrics};
+use crate::core::body::Body;
 use crate::core::envelope::Meta;
+use crate::core::etag::Etag;
 use crate::core::options::{CacheConfig, EntryPolicy, Tiers};
 use crate::core::policy::{self, Freshness};
 use crate::core::tags::{TagStamps, Tags, TAG_STAMPS_CAPACITY};
@@ -35,6 +37,57 @@ pub enum Refresh {
 pub enum Keep {
   Store(Option<EntryPolicy>),
   Nothing,
+}
+
+/// Our loader's value, with what the loader asked for its entry.
+#[derive(Debug)]
+pub struct Loaded<V> {
+  pub value: V,
+  pub negative: bool,
+  pub compute_ms: u64,
+  /// Its JSON text or formatted bytes, for the shared store (`None`
+  /// without one, or when `kept`).
+  pub body: Option<Body>,
+  /// `ctx.noStore()`, or the TTLs `ctx.setTtl` gave.
+  pub keep: Keep,
+  /// The UTF-8 bytes of its JSON text, for `l1MaxBytes` (0 when the cache
+  /// has no bound in bytes).
+  pub bytes: usize,
+  /// Its validator (`ctx.setEtag`).
+  pub etag: Etag,
+  /// `ctx.keep()`: the origin said the value this process held, stamped
+  /// so, has not changed; `value` is that value, kept for a new TTL.
+  pub kept: Option<u64>,
+}
+
+impl<V> Loaded<V> {
+  /// A loaded `value` stored as the flight's policy says, nothing else asked.
+  pub fn plain(value: V, negative: bool, compute_ms: u64) -> Self {
+    Loaded {
+      value,
+      negative,
+      compute_ms,
+      body: None,
+      keep: Keep::Store(None),
+      bytes: 0,
+      etag: Etag::NONE,
+      kept: None,
+    }
+  }
+
+  /// The same load, its value held as `value`.
+  pub fn holding<W>(self, value: W) -> Loaded<W> {
+    Loaded {
+      value,
+      negative: self.negative,
+      compute_ms: self.compute_ms,
+      body: self.body,
+      keep: self.keep,
+      bytes: self.bytes,
+      etag: self.etag,
+      kept: self.kept,
+    }
+  }
 }
 
 /// A key's refresh back-off after a failed background refresh: the
@@ -464,7 +517,14 @@ impl<V, F> Engine<V, F> {
   /// came; answered from the shared store, they are recounted as what they
   /// got: `hits`, `staleServed` or `negativeHits`.
   /// `bytes`: its JSON text's, for `l1MaxBytes`.
-  pub fn adopt(&mut self, id: u64, value: V, meta: Meta, tags: Tags, bytes: usize) -> Served {
+  pub fn adopt(
+    &mut self,
+    id: u64,
+    value: V,
+    meta: Meta,
+    (tags, etag): (Tags, Etag),
+    bytes: usize,
+  ) -> Served {
     let now = self.now();
     let freshness = policy::classify(&meta, now);
     let served = match freshness {
@@ -505,6 +565,7 @@ impl<V, F> Engine<V, F> {
       .in_l1_for(l1_ttl, now)
       .weighing(self.weight(bytes));
     entry.tags = tags;
+    entry.etag = etag;
     let reclaimed = self.store.insert(key, entry, now);
     self.count(reclaimed);
     served
@@ -554,7 +615,7 @@ impl<V, F> Engine<V, F> {
   /// Returns what was stored, to be written to a shared store too: a
   /// superseded flight's result is not stored.
   pub fn fill(&mut self, id: u64, value: V, negative: bool, compute_ms: u64) -> Option<Meta> {
-    self.fill_as(id, value, negative, compute_ms, Keep::Store(None), 0)
+    self.fill_as(id, Loaded::plain(value, negative, compute_ms))
   }
 
   /// What a value `bytes` long weighs in memory: nothing without a bound in
@@ -575,29 +636,30 @@ impl<V, F> Engine<V, F> {
       .is_none_or(|most| bytes as u64 <= most)
   }
 
-  /// [`Engine::fill`] as the loader asked (`ctx.setTtl`, `ctx.noStore`):
-  /// with its own policy for this entry, or not stored at all. `bytes`:
-  /// the value's JSON text's, for `l1MaxBytes`.
-  pub fn fill_as(
-    &mut self,
-    id: u64,
-    value: V,
-    negative: bool,
-    compute_ms: u64,
-    keep: Keep,
-    bytes: usize,
-  ) -> Option<Meta> {
+  /// [`Engine::fill`] as the loader asked (`ctx.setTtl`, `ctx.noStore`,
+  /// `ctx.setEtag`, `ctx.keep`): with its own policy for this entry, or not
+  /// stored at all. A kept value keeps the load time (XFetch's δ) and
+  /// weight of the copy it was, when that copy is still here.
+  pub fn fill_as(&mut self, id: u64, loaded: Loaded<V>) -> Option<Meta> {
     self.running = self.running.saturating_sub(1);
     let flight = self.flights.current(id)?;
-    let Keep::Store(own_policy) = keep else {
+    let Keep::Store(own_policy) = loaded.keep else {
       return None;
     };
     let (policy, stamp) = (own_policy.unwrap_or(flight.policy), flight.started_at);
+    let key = flight.key.as_str();
+    let (mut compute_ms, mut bytes) = (loaded.compute_ms, loaded.bytes);
+    if let Some(kept) = loaded.kept {
+      if let Some(copy) = self.store.peek(key).filter(|e| e.meta.stamp == kept) {
+        compute_ms = copy.meta.compute_ms;
+        bytes = bytes.max(copy.bytes as usize);
+      }
+    }
     // `l1: false`: memory is not written (the value goes to the fleet only).
     let into_l1 = self.keeps_values() && !flight.tiers.skip_l1 && self.fits(bytes);
-    let key = flight.key.as_str();
     let tags = flight.tags.clone();
     let now = self.now();
+    let negative = loaded.negative;
     if negative && policy.negative_ttl == 0 {
       // Not found, and not-found is not cached: what was there is gone.
       if into_l1 {
@@ -629,15 +691,36 @@ impl<V, F> Engine<V, F> {
     meta.refresh_at = Some(refresh_at);
     self.longest_hard_ttl = self.longest_hard_ttl.max(policy::hard_ttl_left(&meta, now));
     if into_l1 {
-      let mut entry = Entry::new(meta, value, refresh_at)
+      let mut entry = Entry::new(meta, loaded.value, refresh_at)
         .in_l1_for(policy.l1_ttl, now)
         .weighing(self.weight(bytes));
       entry.tags = tags;
+      entry.etag = loaded.etag;
       let key = key.to_string();
       let reclaimed = self.store.insert(key, entry, now);
       self.count(reclaimed);
     }
     Some(meta)
+  }
+
+  /// The deadlines and stamp of flight `id`'s key's copy here, when it is
+  /// the one stamped `stamp` (what a `ctx.keep()` kept).
+  pub fn copy_stamped(&self, id: u64, stamp: u64) -> Option<Meta> {
+    let flight = self.flights.get(id)?;
+    let copy = self.store.peek(&flight.key)?;
+    (copy.meta.stamp == stamp).then_some(copy.meta)
+  }
+
+  /// What this process holds for `key`, past its freshness or not, for a
+  /// loader to see (`ctx.stale`): its value, stamp and validator. Nothing
+  /// when its copy is past its hard TTL, or invalidated by a tag.
+  pub fn held(&self, key: &str) -> Option<(&V, Meta, &Etag)> {
+    let now = self.now();
+    let entry = self.store.peek(key)?;
+    let invalidated =
+      !entry.tags.is_empty() && tag_invalidated(&self.tags, &entry.tags, entry.meta.stamp);
+    let alive = policy::alive(&entry.meta, now) && !invalidated;
+    alive.then_some((&entry.value, entry.meta, &entry.etag))
   }
 
   /// With Redis, a flight's loader ran (it settled, with a value or an
@@ -926,7 +1009,7 @@ mod tests {
     let policy = e.config().entry;
     let id = e.begin_flight(key, "adopt", None, policy);
     assert_eq!(
-      e.adopt(id, "theirs".into(), meta, Tags::NONE, 0),
+      e.adopt(id, "theirs".into(), meta, Default::default(), 0),
       Served::Fresh
     );
     e.end_flight(id);
@@ -1049,7 +1132,7 @@ mod tests {
         stamp: now,
         ..meta
       },
-      Tags::NONE,
+      Default::default(),
       0,
     );
     e.end_flight(id);
@@ -1369,6 +1452,10 @@ mod tests {
 
   #[test]
   fn a_loader_may_set_its_entrys_ttl_or_store_nothing() {
+    let nothing = |value: &str| Loaded {
+      keep: Keep::Nothing,
+      ..Loaded::plain(value.to_string(), false, 5)
+    };
     let mut e = engine();
     let policy = e
       .config()
@@ -1382,11 +1469,10 @@ mod tests {
     let meta = e
       .fill_as(
         id,
-        "v".into(),
-        false,
-        5,
-        Keep::Store(Some(policy.unwrap())),
-        0,
+        Loaded {
+          keep: Keep::Store(Some(policy.unwrap())),
+          ..Loaded::plain("v".into(), false, 5)
+        },
       )
       .unwrap();
     e.end_flight(id);
@@ -1396,12 +1482,12 @@ mod tests {
     assert!(matches!(e.decide("k", true), Decision::Stale { .. }));
     // Not stored: nothing in memory, nothing to write; what was there stays.
     let id = e.begin_flight("k", "p", Some(Refresh::Stale), e.config().entry);
-    assert_eq!(e.fill_as(id, "v2".into(), false, 5, Keep::Nothing, 0), None);
+    assert_eq!(e.fill_as(id, nothing("v2")), None);
     e.end_flight(id);
     assert_eq!(e.get("k", true).map(String::as_str), Some("v"));
     assert_eq!(e.gauges().in_flight, 0);
     let id = e.begin_flight("new", "p", None, e.config().entry);
-    assert_eq!(e.fill_as(id, "v".into(), false, 5, Keep::Nothing, 0), None);
+    assert_eq!(e.fill_as(id, nothing("v")), None);
     e.end_flight(id);
     assert!(matches!(e.decide("new", true), Decision::Lead));
   }

@@ -4,6 +4,7 @@
 //! tests can keep strings.
 
 use crate::core::envelope::Meta;
+use crate::core::etag::Etag;
 use crate::core::policy;
 use crate::core::tags::Tags;
 use hashlink::LinkedHashMap;
@@ -45,6 +46,8 @@ pub struct Entry<V> {
   /// (given with [`Entry::weighing`]; 0, unweighed, without a bound in
   /// bytes), and its key's once stored.
   pub bytes: u32,
+  /// Its validator (`ctx.setEtag`), for the loader of its next refresh.
+  pub etag: Etag,
 }
 
 impl<V> Entry<V> {
@@ -59,6 +62,7 @@ impl<V> Entry<V> {
       tags: Tags::NONE,
       l1_until: u64::MAX,
       bytes: 0,
+      etag: Etag::NONE,
     }
   }
 
@@ -318,6 +322,7 @@ mod tests {
       refresh_at: hard_until / 2,
       l1_until: u64::MAX,
       bytes: 0,
+      etag: Etag::NONE,
     }
   }
 

@@ -23,6 +23,6 @@ mod sim;
 pub mod slots;
 pub mod together;
 
-pub use cache::{Adopted, Cache, Effect, Event, FirstStep, Loaded, Step, Written};
+pub use cache::{Adopted, Cache, Effect, Event, FirstStep, Step, Written};
 pub use flights::{Answered, Origin};
-pub use local::{Backoff, Decision, Engine, Keep, Refresh, Served};
+pub use local::{Backoff, Decision, Engine, Keep, Loaded, Refresh, Served};

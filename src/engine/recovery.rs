@@ -510,6 +510,7 @@ mod tests {
       },
       body: crate::core::body::Body::Json("1".into()),
       tags: crate::core::tags::Tags::NONE,
+      etag: Default::default(),
     })
   }
 

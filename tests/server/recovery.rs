@@ -198,6 +198,7 @@ async fn a_tag_invalidation_hides_its_values_everywhere_and_outlives_an_outage()
   hears(&a, &b).await;
   let tagged = |stamp: u64, json: &str| Envelope {
     tags: herdcache::core::tags::Tags::new(vec!["user:1".into(), "other".into()]).unwrap(),
+    etag: Default::default(),
     ..envelope(stamp, json)
   };
   let written = wall_ms() - 1_000;
@@ -371,6 +372,17 @@ impl SharedStore for FlakyDeletes {
   }
   async fn ready(&self) -> RedisResult<()> {
     self.inner.ready().await
+  }
+  async fn keep_over(
+    &self,
+    key: &str,
+    keys: &Self::Keys,
+    kept: &herdcache::core::envelope::Meta,
+    meta: &herdcache::core::envelope::Meta,
+    px: u64,
+    token: Option<&str>,
+  ) -> RedisResult<bool> {
+    self.inner.keep_over(key, keys, kept, meta, px, token).await
   }
   async fn read(&self, keys: &Self::Keys) -> RedisResult<Read> {
     self.inner.read(keys).await

@@ -23,6 +23,7 @@ fn envelope(stamp: u64, json: &str) -> Envelope {
     },
     body: herdcache::core::body::Body::Json(json.into()),
     tags: Default::default(),
+    etag: Default::default(),
   }
 }
 

@@ -115,6 +115,7 @@ async fn contract<F: Fixture>(f: &F) {
     the_load_slots_of_a_silent_instance_come_back,
     garbage_where_the_load_slots_go_is_replaced,
     formatted_and_compressed_values_read_back_and_expire_as_any_other,
+    a_keep_restamps_the_value_it_saw_and_nothing_else,
   );
   assert!(
     broken.is_empty(),
@@ -362,6 +363,7 @@ fn envelope(stamp: u64, json: &str) -> Envelope {
     },
     body: herdcache::core::body::Body::Json(json.into()),
     tags: Default::default(),
+    etag: Default::default(),
   }
 }
 
@@ -535,6 +537,121 @@ async fn formatted_and_compressed_values_read_back_and_expire_as_any_other<F: Fi
   let fill = envelope(50, "\"ours\"");
   assert!(s
     .write_over("bad-frame", &keys, &fill, 60_000, None, stamp)
+    .await
+    .unwrap());
+}
+
+/// `ctx.keep()`: the stored value the loader saw takes new deadlines, its
+/// bytes, tags and validator as they were; anything else stored is left.
+async fn a_keep_restamps_the_value_it_saw_and_nothing_else<F: Fixture>(f: &F) {
+  use herdcache::core::etag::Etag;
+  let s = f.store("keep:");
+  let (key, keys) = ("k", s.keys("k"));
+  let mut original = envelope(100, "{\"a\":[1,2]}");
+  original.tags = herdcache::core::tags::Tags::new(vec!["t".into()]).unwrap();
+  original.etag = Etag::new("W/\"7\"").unwrap();
+  assert!(s.write(key, &keys, &original, 60_000, None).await.unwrap());
+  // Longer numbers than stored: the header grows (the rewrite, not SETRANGE).
+  let kept = |stamp: u64| Meta {
+    fresh_until: 1_700_000_005_000 + stamp,
+    hard_until: 1_700_000_009_000 + stamp,
+    compute_ms: 12,
+    stamp,
+    refresh_at: Some(1_700_000_004_000 + stamp),
+    negative: false,
+  };
+  let read_meta = || async {
+    match s.read(&keys).await.unwrap() {
+      Read::Found(found) => {
+        assert_eq!(
+          (&found.body, &found.tags, &found.etag),
+          (&original.body, &original.tags, &original.etag),
+          "bytes, tags and validator untouched"
+        );
+        found.meta
+      }
+      other => panic!("not found: {other:?}"),
+    }
+  };
+  s.lock(&keys, "00000000-0000-4000-8000-000000000001", 60_000)
+    .await
+    .unwrap();
+  let token = Some("00000000-0000-4000-8000-000000000001");
+  assert!(s
+    .keep_over(key, &keys, &original.meta, &kept(300), 60_000, token)
+    .await
+    .unwrap());
+  assert_eq!(read_meta().await, kept(300));
+  assert_eq!(
+    s.lock(&keys, "00000000-0000-4000-8000-000000000002", 1_000)
+      .await
+      .unwrap(),
+    LockAttempt::Won,
+    "the keep released our lock"
+  );
+  // Same-length numbers: rewritten in place.
+  assert!(s
+    .keep_over(key, &keys, &kept(300), &kept(400), 60_000, None)
+    .await
+    .unwrap());
+  assert_eq!(read_meta().await, kept(400));
+  let same_stamp_other_deadlines = Meta {
+    fresh_until: kept(400).fresh_until + 1,
+    ..kept(400)
+  };
+  // The first copy again (the keep repeated after it landed: the keeper
+  // lets go of its copy), and another write of the same moment.
+  for (copy, what) in [
+    (kept(300), "a copy the store no longer holds"),
+    (
+      same_stamp_other_deadlines,
+      "another write of the same moment",
+    ),
+  ] {
+    let landed = s
+      .keep_over(key, &keys, &copy, &kept(450), 60_000, None)
+      .await
+      .unwrap();
+    assert!(!landed, "{what}");
+    assert_eq!(read_meta().await, kept(400), "{what}: left as it was");
+  }
+  s.expire(key, &keys, 700, 60_000).await.unwrap();
+  let expired = read_meta().await;
+  assert!(
+    !s.keep_over(key, &keys, &expired, &kept(650), 60_000, None)
+      .await
+      .unwrap(),
+    "expired after the keeping load began"
+  );
+  assert!(
+    s.keep_over(key, &keys, &expired, &kept(750), 60_000, None)
+      .await
+      .unwrap(),
+    "a keep begun after the expire lands"
+  );
+  assert!(s.delete(key, &keys, live(800)).await.unwrap());
+  let tombstone = Meta {
+    fresh_until: 0,
+    hard_until: 0,
+    stamp: 800,
+    ..kept(800)
+  };
+  assert!(
+    !s.keep_over(key, &keys, &tombstone, &kept(900), 60_000, None)
+      .await
+      .unwrap(),
+    "a tombstone is nothing to keep"
+  );
+  assert_eq!(s.read(&keys).await.unwrap(), Read::Missing);
+  assert!(!s
+    .keep_over(
+      "absent",
+      &s.keys("absent"),
+      &kept(100),
+      &kept(200),
+      60_000,
+      None
+    )
     .await
     .unwrap());
 }
@@ -1309,6 +1426,7 @@ async fn an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl<F: Fixtur
       meta: stale,
       body: herdcache::core::body::Body::Json("[1]".into()),
       tags: Default::default(),
+      etag: Default::default(),
     })
   );
   let left = f.value_ttl(&s, "live").await;
@@ -1374,6 +1492,7 @@ async fn an_expire_makes_a_value_stale_and_keeps_it_until_its_hard_ttl<F: Fixtur
           meta,
           body: herdcache::core::body::Body::Json("null".into()),
           tags: Default::default(),
+          etag: Default::default(),
         };
         s.write_over(key, &s.keys(key), &original, 60_000, None, Some(stamp))
           .await
@@ -1440,6 +1559,7 @@ async fn tags_are_kept_with_the_value_and_their_stamps_only_rise<F: Fixture>(f: 
   let tags = |list: &[&str]| Tags::new(list.iter().map(|t| t.to_string()).collect()).unwrap();
   let tagged = Envelope {
     tags: tags(&["user:1", "tenant 7"]),
+    etag: Default::default(),
     ..envelope(100, "{\"a\":1}")
   };
   let key = "tagged";

@@ -48,7 +48,7 @@ async function warm(c, cache) {
     assert.equal(await cache.getOrLoad('p', loader('W')), 'W')
     await sleep(150)
   }
-  if (c.row === 'stale') {
+  if (c.row === 'stale' || c.row === 'keep') {
     assert.equal(await cache.getOrLoad('st', loader('old'), { ttl: 100, hardTtl: 60000 }), 'old')
     await sleep(150)
   }
@@ -86,6 +86,16 @@ async function call(c, cache, runs) {
     }
     case 'stale':
       return cache.getOrLoad('st', loader('new'), { ttl: 100, hardTtl: 60000 })
+    case 'keep':
+      return cache.getOrLoad(
+        'st',
+        async (ctx) => {
+          runs.n++
+          await sleep(LOAD_MS)
+          return ctx.keep()
+        },
+        { ttl: 100, hardTtl: 60000, stale: false },
+      )
     case 'get':
       return cache.get('missing')
     case 'set':
@@ -137,6 +147,10 @@ function checkGot(c, column, got, runs, reports) {
       break
     case 'stale':
       assert.equal(got, 'old', at)
+      break
+    case 'kept':
+      assert.equal(got, 'old', at)
+      assert.equal(runs.n, 1, `${at}: one load, which kept the value`)
       break
     case 'undefined':
       assert.equal(got, undefined, at)

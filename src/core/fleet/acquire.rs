@@ -271,6 +271,7 @@ mod tests {
       },
       body: crate::core::body::Body::Json("1".into()),
       tags: Tags::NONE,
+      etag: Default::default(),
     })
   }
 

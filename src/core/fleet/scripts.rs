@@ -355,6 +355,63 @@ return expired + announce(ARGV[2], ARGV[3])
 "#
 );
 
+/// `ctx.keep()`: the origin said the value the loader saw has not
+/// changed. If the stored envelope is still that value — the same stamp
+/// and deadlines as the keeper's copy (ARGV[1..3]): two writes of one
+/// moment can share a stamp, not all three — it takes the keep's deadlines
+/// and stamp: its header is rewritten in place (`SETRANGE` when the new
+/// one is as long, as epoch milliseconds of 13 digits make it), its tags,
+/// format line and bytes untouched, and it lives ARGV[9] ms more. A value
+/// another load or a `set` wrote since, a tombstone, or an `expire` after
+/// the keeping load began (KEYS[4], as [`WRITE_SCRIPT`]) is left alone; so
+/// is the keep itself, repeated after it landed (the keeper lets go of its
+/// copy then, and reads the kept entry back). A keep ends the back-off,
+/// announces the fill (the other instances' copies have the old
+/// deadlines), and in any case releases our lock.
+/// KEYS as [`WRITE_SCRIPT`]'s; ARGV[1..3] the kept copy's stamp,
+/// freshUntil and hardUntil, ARGV[4..8] the new freshUntil, hardUntil,
+/// computeMs, stamp and refreshAt, ARGV[9] ms to live, ARGV[10] token
+/// (''), ARGV[11] channel, ARGV[12] fill message, ARGV[13] the digit limit.
+/// Returns 1 if kept, 0 if the stored value is not the one kept.
+pub const KEEP_SCRIPT: &str = concat!(
+  envelope_stamp_lua!(),
+  announce_lua!(),
+  r#"
+local kept = false
+local h = nil
+local stored = redis.pcall('GET', KEYS[1])
+if type(stored) == 'string' then
+  h = envelope_header(stored, tonumber(ARGV[13]))
+end
+if h ~= nil then
+  kept = tonumber(h.stamp) == tonumber(ARGV[1]) and tonumber(h.fresh) == tonumber(ARGV[2])
+    and tonumber(h.hard) == tonumber(ARGV[3]) and tonumber(h.hard) ~= 0
+end
+if kept then
+  local expired = tonumber(redis.pcall('GET', KEYS[4]))
+  kept = expired == nil or expired <= tonumber(ARGV[7])
+end
+if kept then
+  local old = string.find(stored, '\n', 1, true) - 1
+  local header = h.version .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[7] .. ' ' .. ARGV[8] .. ' ' .. h.kind
+  if #header == old then
+    redis.call('SETRANGE', KEYS[1], 0, header)
+    redis.call('PEXPIRE', KEYS[1], ARGV[9])
+  else
+    redis.call('SET', KEYS[1], header .. string.sub(stored, old + 1), 'PX', ARGV[9])
+  end
+  redis.call('DEL', KEYS[3])
+end
+if ARGV[10] ~= '' and redis.pcall('GET', KEYS[2]) == ARGV[10] then
+  redis.call('DEL', KEYS[2])
+end
+if not kept then
+  return 0
+end
+return 1 + announce(ARGV[11], ARGV[12])
+"#
+);
+
 /// `deleteByTag`, live or replayed: the tag's invalidation stamp raised to
 /// ARGV[1] (never lowered: a replayed or skewed older one changes nothing),
 /// living at least ARGV[2] ms (the longest hard TTL an entry carrying it can
@@ -561,6 +618,7 @@ mod tests {
       },
       body: crate::core::body::Body::Json("{}".into()),
       tags: crate::core::tags::Tags::NONE,
+      etag: Default::default(),
     }
     .encode();
     assert!(text.starts_with(b"hc2 1 2 3 1700000000123 1 v\n"));
@@ -590,6 +648,7 @@ mod tests {
       DELETE_NOT_NEWER_SCRIPT,
       CLEAR_NOT_NEWER_SCRIPT,
       EXPIRE_SCRIPT,
+      KEEP_SCRIPT,
     ] {
       assert!(script.starts_with(parser));
       assert_eq!(

@@ -3,7 +3,7 @@
 
 use super::{Fleet, Invalidation};
 use crate::core::body::{compressed, Body, INLINE_COMPRESSION_MAX};
-use crate::core::envelope::Envelope;
+use crate::core::envelope::{Envelope, Meta};
 use crate::core::options::Compress;
 use crate::core::policy;
 use crate::engine::recovery::KeyOp;
@@ -76,6 +76,35 @@ impl<S: SharedStore> Fleet<S> {
     }
     let result = self
       .write_envelope(key, &envelope, token.as_deref(), false)
+      .await;
+    self.track(result)
+  }
+
+  /// `ctx.keep()`: the stored value this instance's copy `kept` describes
+  /// takes `meta`'s deadlines (`SharedStore::keep_over`), announced, and
+  /// the lock it holds is released: `Some(true)` kept, `Some(false)` the
+  /// store holds another value (this instance's copy is superseded),
+  /// `None` skipped or failed (counted).
+  pub async fn keep_stored(
+    &self,
+    key: &str,
+    id: u64,
+    kept: Meta,
+    meta: Meta,
+    token: Option<String>,
+  ) -> Option<bool> {
+    let token = token.or(self.end_steps(id).map(|(_, token)| token));
+    let keys = self.store.keys(key);
+    if !self.allowed() {
+      if let Some(token) = token {
+        self.release_soon(Arc::new(keys), token);
+      }
+      return None;
+    }
+    let px = policy::hard_ttl_left(&meta, self.clock.now()).max(1);
+    let result = self
+      .store
+      .keep_over(key, &keys, &kept, &meta, px, token.as_deref())
       .await;
     self.track(result)
   }

@@ -17,7 +17,7 @@ pub use self::memory::{FaultSwitch, Faults, MemoryError, MemoryServer, MemorySto
 pub use self::redis::{RedisStore, RedisTimeouts};
 pub use crate::core::fleet::LockAttempt;
 
-use crate::core::envelope::{DecodeError, Envelope};
+use crate::core::envelope::{DecodeError, Envelope, Meta};
 use crate::core::error::Code;
 use crate::core::fleet::Event;
 use std::collections::{HashMap, HashSet};
@@ -344,6 +344,23 @@ pub trait SharedStore: Send + Sync + 'static {
     px: u64,
     token: Option<&str>,
     corrupt_stamp: Option<u64>,
+  ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+  /// `ctx.keep()`: when the stored value is the copy `kept` describes
+  /// (its stamp and deadlines), gives it `meta`'s deadlines and stamp, its
+  /// bytes untouched, expiring in `px` ms; not over a later write, a
+  /// tombstone, or after an `expire` past `meta.stamp` (as
+  /// [`SharedStore::write_over`] judges them). A keep announces the fill
+  /// and ends the back-off; in any case the lock is released if it still
+  /// holds `token`. True if kept.
+  fn keep_over(
+    &self,
+    key: &str,
+    keys: &Self::Keys,
+    kept: &Meta,
+    meta: &Meta,
+    px: u64,
+    token: Option<&str>,
   ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 
   /// A live `set`: writes `envelope` for `key`, expiring in `px` ms,

@@ -30,9 +30,14 @@ pub fn read_bytes(bytes: Option<&[u8]>) -> Read {
   // value: the write, which reads the header only, replaces it by its stamp.
   let body = Envelope::decode_body(header, rest)
     .ok()
-    .and_then(|(tags, body)| Some((tags, readable(body)?)));
+    .and_then(|(tags, etag, body)| Some((tags, etag, readable(body)?)));
   match body {
-    Some((tags, body)) => Read::Found(Envelope { meta, body, tags }),
+    Some((tags, etag, body)) => Read::Found(Envelope {
+      meta,
+      body,
+      tags,
+      etag,
+    }),
     None => Read::Corrupt(DecodeError::BadValue { stamp: meta.stamp }),
   }
 }

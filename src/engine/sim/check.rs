@@ -58,6 +58,7 @@ struct Call {
 pub struct Stored {
   pub json: String,
   pub fresh_until: u64,
+  pub stamp: u64,
 }
 
 #[derive(Debug)]
@@ -68,6 +69,9 @@ pub struct History {
   exempt_until: u64,
   runs: Vec<LoaderRun>,
   origins: HashMap<String, Origin>,
+  /// The values a `ctx.keep()` confirmed: when the keeping loader read
+  /// its origin (the latest keep).
+  confirmed: HashMap<String, u64>,
   applied: Vec<Applied>,
   expired: Vec<Applied>,
   /// Lock tokens the flights won, by token: the instance, and when the
@@ -88,6 +92,7 @@ impl History {
       exempt_until: 0,
       runs: Vec::new(),
       origins: HashMap::new(),
+      confirmed: HashMap::new(),
       applied: Vec::new(),
       expired: Vec::new(),
       tokens: HashMap::new(),
@@ -189,6 +194,32 @@ impl History {
     self.origins.insert(json.to_string(), origin);
   }
 
+  /// A keep of `json` by a load stamped `stamp` landed, and the store now
+  /// holds `stored`: the value kept, or one written since (a greater
+  /// stamp). A keep that restamped another value broke the protocol.
+  pub fn keep_landed(
+    &mut self,
+    now: u64,
+    key: &str,
+    json: &str,
+    stamp: u64,
+    stored: Option<Stored>,
+  ) {
+    if let Some(stored) = stored.filter(|s| s.stamp <= stamp && s.json != json) {
+      let what = format!(
+        "{key:?}: a keep of {json} stamped {stamp} landed, and the store holds {} stamped {}",
+        stored.json, stored.stamp
+      );
+      self.broken(now, what);
+    }
+  }
+
+  /// A load kept `json`: its origin was read at `at` and found unchanged.
+  pub fn kept(&mut self, json: &str, at: u64) {
+    let confirmed = self.confirmed.entry(json.to_string()).or_default();
+    *confirmed = (*confirmed).max(at);
+  }
+
   /// A live `set` or `delete` of `key` made at `at` is in the store.
   pub fn applied(&mut self, key: &str, at: u64) {
     self.applied.push(Applied {
@@ -266,14 +297,20 @@ impl History {
         self.broken(now, what);
       }
       // A load begun before an expire may have read what changed: it is
-      // not stored fresh after it.
+      // not stored fresh after it, unless a load begun after it confirmed
+      // the value (a keep). A keep never outlives a set or a delete: the
+      // check above judges the value by its first load.
+      let read = self
+        .confirmed
+        .get(&stored.json)
+        .map_or(began, |&at| at.max(began));
       let expired = self
         .expired
         .iter()
-        .find(|op| op.key == *key && op.at > began + margin);
+        .find(|op| op.key == *key && op.at > read + margin);
       if let Some(op) = expired.filter(|_| stored.fresh_until > now + margin) {
         let what = format!(
-          "{key:?} holds {} fresh, from a load begun at {began}, before an expire at {}",
+          "{key:?} holds {} fresh, from a load begun at {read}, before an expire at {}",
           stored.json, op.at
         );
         self.broken(now, what);
@@ -351,6 +388,7 @@ mod tests {
     Some(Stored {
       json: json.into(),
       fresh_until,
+      stamp: 0,
     })
   }
 
@@ -438,6 +476,23 @@ mod tests {
     assert!(h.violation.take().unwrap().contains("outlived"));
     h.check_store(1_400, &[], &[("u".into(), 301)]);
     assert!(h.violation.take().unwrap().contains("over lockTtl"));
+  }
+
+  #[test]
+  fn a_keep_that_restamped_another_value_breaks_it() {
+    let mut h = history();
+    let at = |json: &str, stamp: u64| {
+      Some(Stored {
+        stamp,
+        ..stored(json, 9_000).unwrap()
+      })
+    };
+    h.keep_landed(2_000, "k", "\"v1\"", 1_500, at("\"v1\"", 1_500));
+    h.keep_landed(2_000, "k", "\"v1\"", 1_500, at("\"v2\"", 1_600));
+    h.keep_landed(2_000, "k", "\"v1\"", 1_500, None);
+    assert!(h.violation.is_none(), "{:?}", h.violation);
+    h.keep_landed(2_000, "k", "\"v1\"", 1_500, at("\"v2\"", 1_500));
+    assert!(h.violation.unwrap().contains("a keep of"));
   }
 
   #[test]

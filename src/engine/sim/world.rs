@@ -9,8 +9,9 @@ use crate::core::tags::Tags;
 use crate::engine::fleet::Acquired;
 use crate::engine::shared::values::stored_header;
 use crate::engine::shared::{FaultSwitch, Faults, MemoryServer, MemoryStore};
-use crate::engine::{Cache, Decision, Effect, Event, FirstStep, Keep, Loaded, Refresh, Step};
+use crate::engine::{Cache, Decision, Effect, Event, FirstStep, Loaded, Refresh, Step, Written};
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +36,9 @@ pub struct Instance {
   pub faults: FaultSwitch,
   pub alive: Cell<bool>,
   pub tasks: RefCell<Vec<JoinHandle<()>>>,
+  /// Flights whose load kept a value: the value and the flight's stamp,
+  /// checked once the keep lands (`History::keep_landed`).
+  pub keeping: RefCell<HashMap<u64, (String, u64)>>,
 }
 
 /// What every task shares.
@@ -99,6 +103,7 @@ impl World {
       faults,
       alive: Cell::new(true),
       tasks: RefCell::new(Vec::new()),
+      keeping: RefCell::new(HashMap::new()),
     }));
     instances.len() - 1
   }
@@ -117,6 +122,7 @@ impl World {
       Some(Stored {
         json: String::from_utf8_lossy(body).into_owned(),
         fresh_until: meta.fresh_until,
+        stamp: meta.stamp,
       })
     })
   }
@@ -350,11 +356,13 @@ async fn fly(
           value: json,
           meta: envelope.meta,
           tags: envelope.tags,
+          etag: envelope.etag,
         }
       }
       Effect::Write(write) => {
         let written = write.await;
         world.log(format!("i{i} write of {key:?}: {written:?}"));
+        check_keep(world, instance, key, id, written);
         Event::Written(written)
       }
       Effect::Reject { error, release, .. } => {
@@ -379,6 +387,18 @@ async fn fly(
   }
 }
 
+/// Flight `id`'s write ended `written`: if its load kept a value and the
+/// keep landed, the store holds that value (or a later one).
+fn check_keep(world: &World, instance: &Instance, key: &str, id: u64, written: Written) {
+  let keep = instance.keeping.borrow_mut().remove(&id);
+  if let (Some((json, stamp)), Written::Stored) = (keep, written) {
+    let stored = world.stored(key);
+    let now = world.now();
+    let mut history = world.history.borrow_mut();
+    history.keep_landed(now, key, &json, stamp, stored);
+  }
+}
+
 /// The loader: runs for a while, then its value is filled and written, or
 /// (every [`FAILING`]th run) it fails: nothing is written, the lock is let
 /// go of, and a failed background refresh leaves the fleet's back-off.
@@ -392,6 +412,12 @@ async fn load(
 ) -> Event<String> {
   let stored = world.stored(key);
   let started = world.now();
+  let held = instance
+    .cache
+    .borrow()
+    .local()
+    .held(key)
+    .map(|(json, meta, _)| (json.clone(), meta.stamp));
   let unwaited_refresh = instance
     .cache
     .borrow()
@@ -414,6 +440,26 @@ async fn load(
       loader_ran: true,
     };
   }
+  // Every KEEPING-th run finds its origin unchanged (`ctx.keep()`): the
+  // value its instance held as the loader started.
+  if let (Some((json, held_stamp)), KEEPING_RUN) = (held, run % KEEPING) {
+    world.log(format!("i{i} loader of {key:?} keeps {json}"));
+    // Told now, not once written: the store holds the kept deadlines as
+    // soon as the script ran, before the write's future answers.
+    world.history.borrow_mut().kept(&json, started);
+    let flight_stamp = instance.cache.borrow().flight(id).map(|f| f.started_at);
+    if let Some(stamp) = flight_stamp {
+      instance
+        .keeping
+        .borrow_mut()
+        .insert(id, (json.clone(), stamp));
+    }
+    return Event::Loaded(Loaded {
+      bytes: json.len(),
+      kept: Some(held_stamp),
+      ..Loaded::plain(json, false, runs_for)
+    });
+  }
   let json = format!("\"v{}\"", world.next());
   world
     .history
@@ -421,14 +467,16 @@ async fn load(
     .value(&json, Origin::Fill { began: started });
   world.log(format!("i{i} loader of {key:?} returns {json}"));
   Event::Loaded(Loaded {
-    value: json.clone(),
-    negative: false,
-    compute_ms: runs_for,
     bytes: json.len(),
-    body: Some(crate::core::body::Body::Json(json)),
-    keep: Keep::Store(None),
+    body: Some(crate::core::body::Body::Json(json.clone())),
+    ..Loaded::plain(json, false, runs_for)
   })
 }
+
+/// One run in this many keeps the value its instance holds, when it holds
+/// one (the [`KEEPING_RUN`]th of each round).
+const KEEPING: usize = 5;
+const KEEPING_RUN: usize = 2;
 
 /// How long loaders run, in turn: mostly short, some past `lockTtl` (the
 /// lease must be extended), none past `hardTimeout`.

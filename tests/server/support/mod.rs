@@ -231,6 +231,7 @@ pub fn envelope(stamp: u64, json: &str) -> herdcache::core::envelope::Envelope {
     },
     body: herdcache::core::body::Body::Json(json.into()),
     tags: Default::default(),
+    etag: Default::default(),
   }
 }
 

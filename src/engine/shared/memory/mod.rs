@@ -18,7 +18,7 @@ use super::{
   values, ClearScope, Deletion, Events, LockAttempt, Problem, Problems, Read, SharedStore,
   SlotCall, SlotGrant,
 };
-use crate::core::envelope::{DecodeError, Envelope};
+use crate::core::envelope::{DecodeError, Envelope, Meta};
 use crate::core::error::Code;
 use crate::core::fleet::{self as protocol, Change, Event, RedisKeys};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -283,6 +283,27 @@ impl SharedStore for MemoryStore {
           k.publish(&self.channel, event);
         }
         written
+      })
+      .await
+  }
+
+  async fn keep_over(
+    &self,
+    key: &str,
+    keys: &RedisKeys,
+    kept: &Meta,
+    meta: &Meta,
+    px: u64,
+    token: Option<&str>,
+  ) -> Result<bool, MemoryError> {
+    let event = self.event(Change::Filled(key.to_string()));
+    self
+      .call(|k| {
+        let landed = scripts::keep(k, keys, kept, meta, px, token);
+        if landed {
+          k.publish(&self.channel, event);
+        }
+        landed
       })
       .await
   }

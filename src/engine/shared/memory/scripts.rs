@@ -184,7 +184,15 @@ pub fn expire(keyspace: &mut Keyspace, keys: &RedisKeys, at: u64, guard: u64) ->
   let Some(meta) = stored_header(stored).and_then(|meta| meta.expired_at(at)) else {
     return false;
   };
-  // What follows the header (tags, a format line, the value) is kept.
+  let text = restamped(header, body, &meta);
+  keyspace.replace_keeping_ttl(value, Stored::Text(text));
+  true
+}
+
+/// A stored entry (`header`, then `body`: its tags, format line and value,
+/// kept as they are) with the deadlines and stamp of `meta`, in the
+/// version it had (an `hc1` one becomes `hc2`).
+fn restamped(header: &str, body: &[u8], meta: &Meta) -> Vec<u8> {
   let version = match header.split(' ').next() {
     Some(tag @ (VERSION_TAG_TAGGED | VERSION_TAG_FORMATTED)) => tag,
     _ => VERSION_TAG,
@@ -200,8 +208,45 @@ pub fn expire(keyspace: &mut Keyspace, keys: &RedisKeys, at: u64, guard: u64) ->
   )
   .into_bytes();
   text.extend_from_slice(body);
-  keyspace.replace_keeping_ttl(value, Stored::Text(text));
-  true
+  text
+}
+
+/// `KEEP_SCRIPT` without its announcement: true if the stored value was
+/// the copy `kept` describes (its stamp and deadlines) and now has
+/// `meta`'s.
+pub fn keep(
+  keyspace: &mut Keyspace,
+  keys: &RedisKeys,
+  kept: &Meta,
+  meta: &Meta,
+  px: u64,
+  token: Option<&str>,
+) -> bool {
+  let expired_since = keyspace
+    .number(&keys.expired)
+    .is_some_and(|at| at > meta.stamp);
+  let value = keys.value.as_str();
+  let kept = match keyspace.text(value) {
+    Some(stored) if !expired_since => split_header(stored).and_then(|(header, body)| {
+      let found = Envelope::decode_header(header).ok()?;
+      let same = !found.is_tombstone()
+        && (found.stamp, found.fresh_until, found.hard_until)
+          == (kept.stamp, kept.fresh_until, kept.hard_until);
+      let meta = Meta {
+        negative: found.negative,
+        ..*meta
+      };
+      same.then(|| restamped(header, body, &meta))
+    }),
+    _ => None,
+  };
+  let landed = kept.is_some();
+  if let Some(text) = kept {
+    keyspace.set(value, Stored::Text(text), Some(px));
+    keyspace.del(&keys.backoff);
+  }
+  release(keyspace, &keys.lock, token.unwrap_or(""));
+  landed
 }
 
 /// `TAG_SCRIPT` without its announcement: true if raised.

@@ -18,6 +18,7 @@ fn envelope(stamp: u64) -> Envelope {
     },
     body: crate::core::body::Body::Json("1".into()),
     tags: Default::default(),
+    etag: Default::default(),
   }
 }
 

@@ -24,7 +24,7 @@ use super::{
   ClearScope, Deletion, Events, LockAttempt, Problem, Problems, Read, SharedStore, SlotCall,
   SlotGrant,
 };
-use crate::core::envelope::Envelope;
+use crate::core::envelope::{Envelope, Meta};
 use crate::core::fleet::RedisKeys;
 use redis::{RedisError, RedisResult};
 use std::sync::Arc;
@@ -158,6 +158,7 @@ impl SharedStore for RedisStore {
     async fn extend(&self, keys: &RedisKeys, token: &str, ttl: u64) -> RedisResult<bool>;
     async fn release(&self, keys: &RedisKeys, token: &str) -> RedisResult<bool>;
     async fn write_over(&self, key: &str, keys: &RedisKeys, envelope: &Envelope, px: u64, token: Option<&str>, corrupt_stamp: Option<u64>) -> RedisResult<bool>;
+    async fn keep_over(&self, key: &str, keys: &RedisKeys, kept: &Meta, meta: &Meta, px: u64, token: Option<&str>) -> RedisResult<bool>;
     async fn write_newest(&self, key: &str, keys: &RedisKeys, envelope: &Envelope, px: u64) -> RedisResult<u64>;
     async fn delete(&self, key: &str, keys: &RedisKeys, deletion: Deletion) -> RedisResult<bool>;
     async fn expire(&self, key: &str, keys: &RedisKeys, at: u64, guard: u64) -> RedisResult<bool>;

@@ -7,7 +7,7 @@ use super::link::{dropped, Connector, Link};
 use super::subscription::{self, Subscriber};
 use super::target::Target;
 use super::RedisTimeouts;
-use crate::core::envelope::{self, DecodeError, Envelope, MAX_DIGITS};
+use crate::core::envelope::{self, DecodeError, Envelope, Meta, MAX_DIGITS};
 use crate::core::fleet::{self as protocol, Change, Event, RedisKeys, ANNOUNCE_REFUSED};
 use crate::engine::shared::{
   values, ClearScope, Deletion, Events, LockAttempt, Problem, Problems, Read, SharedStore,
@@ -119,6 +119,7 @@ struct Scripts {
   delete: Script,
   delete_not_newer: Script,
   expire: Script,
+  keep: Script,
   tag: Script,
   clear_not_newer: Script,
   load_slots: Script,
@@ -137,6 +138,7 @@ impl Scripts {
       delete: Script::new(protocol::DELETE_SCRIPT),
       delete_not_newer: Script::new(protocol::DELETE_NOT_NEWER_SCRIPT),
       expire: Script::new(protocol::EXPIRE_SCRIPT),
+      keep: Script::new(protocol::KEEP_SCRIPT),
       tag: Script::new(protocol::TAG_SCRIPT),
       clear_not_newer: Script::new(protocol::CLEAR_NOT_NEWER_SCRIPT),
       load_slots: Script::new(protocol::LOAD_SLOTS_SCRIPT),
@@ -569,6 +571,54 @@ impl<T: Topology> SharedStore for Redis<T> {
         .await?;
     }
     Ok(written)
+  }
+
+  /// `KEEP_SCRIPT`. Retried: a repeat after the first landed finds the
+  /// keep's own header and answers not kept (the copy is let go of).
+  async fn keep_over(
+    &self,
+    key: &str,
+    keys: &RedisKeys,
+    kept: &Meta,
+    meta: &Meta,
+    px: u64,
+    token: Option<&str>,
+  ) -> RedisResult<bool> {
+    let event = self.event(Change::Filled(key.to_string()));
+    let refresh_at = meta.refresh_at.unwrap_or(meta.fresh_until);
+    let event = &event;
+    let keep = |mut c: T::Connection| async move {
+      self
+        .scripts
+        .keep
+        .key(&keys.value)
+        .key(&keys.lock)
+        .key(&keys.backoff)
+        .key(&keys.expired)
+        .arg(kept.stamp)
+        .arg(kept.fresh_until)
+        .arg(kept.hard_until)
+        .arg(meta.fresh_until)
+        .arg(meta.hard_until)
+        .arg(meta.compute_ms)
+        .arg(meta.stamp)
+        .arg(refresh_at.min(meta.fresh_until))
+        .arg(px.max(1))
+        .arg(token.unwrap_or(""))
+        .arg(self.topology.script_channel())
+        .arg(event)
+        .arg(MAX_DIGITS)
+        .invoke_async::<i64>(&mut c)
+        .await
+    };
+    let landed = self.announced(self.link.retried(keep).await?) == 1;
+    if landed {
+      self
+        .topology
+        .announce(&self.link, &keys.value, event)
+        .await?;
+    }
+    Ok(landed)
   }
 
   /// `SET_SCRIPT`: the SET, stamped after the stored value, and the
