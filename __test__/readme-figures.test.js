@@ -1,7 +1,8 @@
 'use strict'
 // Every benchmark and demo figure in README.md is the one in the committed
 // results files: the README's bench sections are rendered from bench/RESULTS.md,
-// bench/FLEET.md, bench/CLUSTER.md, bench/NEST.md, demo/OUTPUT.md and demo/NEST-OUTPUT.md by
+// bench/FLEET.md, bench/CLUSTER.md, bench/NEST.md, bench/BULKHEAD.md, bench/VALUES.md, demo/OUTPUT.md
+// and demo/NEST-OUTPUT.md by
 // bench/readme.js, and must match.
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -49,6 +50,9 @@ test('the check is not vacuous: a figure changed in a results file changes the R
     ['demo-nest', /(^steady hits +\d+ +)([\d.]+)( )/m, '4321'],
     ['demo-nest', /(, )(200)( concurrent requests per phase)/, '150'],
     ['bulkhead', /(\| maxConcurrentLoads: \d+ \| \d+ \| )(\d+)( \| )/, '49'],
+    ['values', /(\| herdcache json \| )([\d ]+)( \| )/, '7 777 777'],
+    ['values', /(\| cache-manager \| [\d ]+ \| [\d ]+ \| [\d.]+× \| )([\d.]+)( \| )/, '4321.5'],
+    ['values', /(this ÷ baseline )([\d.]+)(×)/, '0.93'],
   ]
   for (const [file, pattern, figure] of changes) {
     assert.match(results[file], pattern, `the ${file} file has the figure this test changes`)

@@ -20,7 +20,8 @@
 // --baseline=DIR: then the untagged, unsubscribed hit of this checkout and
 // of DIR (another checkout with its addon, such as the commit before a
 // change near the hot path), each sample in a fresh process, alternating; a
-// process of each runs before the timed ones.
+// process of each runs before the timed ones. bench/values.js measures the
+// plain-JSON hit (before and after binary values) with the same functions.
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -28,10 +29,6 @@ const diagnostics_channel = require('node:diagnostics_channel')
 const { execFileSync } = require('node:child_process')
 const { opt, rejectUnknownArgs, gc, now, median, machine } = require('./common')
 
-rejectUnknownArgs(
-  /^--(seconds=\d+(\.\d+)?|baseline=.+|child=.+|out=.+)$/,
-  'node bench/hitpath.js [--seconds=4] [--baseline=DIR] [--out=FILE]',
-)
 const OUT = path.resolve(opt('out') ?? path.join(__dirname, 'HITPATH.md'))
 const ROOT = path.join(__dirname, '..')
 const SECONDS = Number(opt('seconds') ?? 4)
@@ -187,17 +184,25 @@ async function child(root) {
   process.stdout.write(String(median(samples)))
 }
 
-function againstBaseline(baseline) {
-  const run = (root) => Number(execFileSync(process.execPath, [__filename, `--child=${root}`], { encoding: 'utf8' }))
-  run(ROOT)
-  run(baseline)
+/** ns per untagged, unsubscribed hit of the checkout at `root`, measured in a fresh process of its own. */
+const hitInChild = (root) =>
+  Number(execFileSync(process.execPath, [__filename, `--child=${root}`], { encoding: 'utf8' }))
+
+/**
+ * This checkout's untagged hit against `baseline`'s (another checkout's root), one fresh process per sample,
+ * alternating, for at least 3 rounds and `seconds`: { root (the baseline named by its commit), ours, theirs,
+ * ratios } (ns/op and this ÷ baseline, per round).
+ */
+function againstBaseline(baseline, seconds = SECONDS) {
+  hitInChild(ROOT)
+  hitInChild(baseline)
   const ours = []
   const theirs = []
   const ratios = []
-  const end = now() + SECONDS * 1000
+  const end = now() + seconds * 1000
   for (let round = 0; round < 3 || now() < end; round++) {
     const times = new Map()
-    for (const root of round % 2 === 0 ? [ROOT, baseline] : [baseline, ROOT]) times.set(root, run(root))
+    for (const root of round % 2 === 0 ? [ROOT, baseline] : [baseline, ROOT]) times.set(root, hitInChild(root))
     ours.push(times.get(ROOT))
     theirs.push(times.get(baseline))
     ratios.push(times.get(ROOT) / times.get(baseline))
@@ -220,6 +225,10 @@ function checkoutName(root) {
 }
 
 async function main() {
+  rejectUnknownArgs(
+    /^--(seconds=\d+(\.\d+)?|baseline=.+|child=.+|out=.+)$/,
+    'node bench/hitpath.js [--seconds=4] [--baseline=DIR] [--out=FILE]',
+  )
   const childRoot = opt('child')
   if (childRoot !== undefined) return child(path.resolve(childRoot))
   const { cpu, load } = machine()
@@ -242,7 +251,15 @@ async function main() {
   console.log(`written to ${path.relative(process.cwd(), OUT)}`)
 }
 
-main().catch((error) => {
-  console.error(error)
-  process.exitCode = 1
-})
+module.exports = {
+  hitInChild,
+  againstBaseline,
+  checkoutName,
+}
+
+if (require.main === module) {
+  main().catch((error) => {
+    console.error(error)
+    process.exitCode = 1
+  })
+}

@@ -2,8 +2,8 @@
 
 // Writes the benchmark and demo figures of README.md from the committed
 // results files (bench/RESULTS.md, bench/FLEET.md, bench/CLUSTER.md,
-// bench/NEST.md, and what the demos printed: demo/OUTPUT.md,
-// demo/NEST-OUTPUT.md), between markers:
+// bench/NEST.md, bench/BULKHEAD.md, bench/VALUES.md, and what the demos
+// printed: demo/OUTPUT.md, demo/NEST-OUTPUT.md), between markers:
 //
 //   <!-- bench:<name>:start -->  ...generated...  <!-- bench:<name>:end -->
 //
@@ -25,6 +25,7 @@ const RESULT_FILES = {
   cluster: 'bench/CLUSTER.md',
   nest: 'bench/NEST.md',
   bulkhead: 'bench/BULKHEAD.md',
+  values: 'bench/VALUES.md',
   demo: 'demo/OUTPUT.md',
   'demo-nest': 'demo/NEST-OUTPUT.md',
 }
@@ -435,7 +436,62 @@ function bulkhead({ bulkhead: md }) {
   ].join('\n')
 }
 
-const SECTIONS = { speed, memory, fleet, cluster, nest, demo, 'demo-nest': demoNest, bulkhead }
+const VALUE_SECTIONS = [
+  ['## A 1 MB Buffer', '1 MB Buffer'],
+  ['## A 100 KB JSON document', '100 KB JSON document'],
+]
+
+function values({ values: md }) {
+  const file = 'bench/VALUES.md'
+  const date = capture(md, /^- date: (\S+)/m, `${file} date`)[1]
+  const columns = ['library', 'bytes in Redis', 'cold read µs', 'hit µs', 'comes back as']
+  const [buffer, json] = VALUE_SECTIONS.map(([heading]) => tableWith(section(md, heading, file), columns, file))
+  const lines = [
+    '`npm run bench:values` stores a 1 MB `Buffer` (bytes that do not compress, as an image) and a 100 KB JSON ' +
+      'document through herdcache (its JSON format and the msgpackr serializer, each with and without `compress`) and ' +
+      'the Redis setups of bentocache and cache-manager, in one run against one Redis, and writes ' +
+      `[bench/VALUES.md](bench/VALUES.md). From the last run (${date}; bytes of one value in Redis, µs to read it ` +
+      'into a fresh instance, µs per hit of a value it holds; medians):',
+    '',
+    `| library | ${VALUE_SECTIONS.map(([, title]) => `${title}: bytes in Redis | cold read µs | hit µs`).join(' | ')} |`,
+    `|---|${VALUE_SECTIONS.map(() => '---:|---:|---:').join('|')}|`,
+  ]
+  for (const r of buffer) {
+    const j = row(json, (x) => x.library === r.library, `${file} ${r.library}`)
+    lines.push(
+      `| ${r.library} | ${r['bytes in Redis']} | ${r['cold read µs']} | ${r['hit µs']} | ` +
+        `${j['bytes in Redis']} | ${j['cold read µs']} | ${j['hit µs']} |`,
+    )
+  }
+  const sameBuffer = 'a Buffer, equal'
+  const others = buffer.filter((r) => r['comes back as'] !== sameBuffer)
+  const unequal = json.filter((r) => r['comes back as'] !== 'equal')
+  const told = [
+    others.length === 0
+      ? 'Every library hands the Buffer back as a Buffer of the same bytes.'
+      : `Every library hands the Buffer back as a Buffer of the same bytes but ${others
+          .map((r) => `${r.library}, which hands back ${r['comes back as']}`)
+          .join('; ')}.`,
+  ]
+  if (unequal.length > 0) {
+    told.push(`The JSON document comes back unequal through ${unequal.map((r) => r.library).join(', ')}.`)
+  }
+  const hit = section(md, '## The plain-JSON hit', file)
+  const before = /this checkout ([\d.]+) ns\/op, the baseline ([\d.]+) ns\/op; this ÷ baseline ([\d.]+×)/.exec(hit)
+  if (before) {
+    const commit = capture(hit, /against the checkout of (\w+)/, `${file} baseline`)[1]
+    told.push(
+      `A plain JSON value's hit (bench/hitpath.js's untagged hit, in memory) costs ${before[1]} ns in this ` +
+        `checkout and ${before[2]} ns in the checkout of ${commit} (${before[3]}, processes alternating).`,
+    )
+  } else {
+    told.push(`A plain JSON value's hit costs ${capture(hit, /median ([\d.]+ ns)\/op/, `${file} hit`)[1]}.`)
+  }
+  lines.push('', told.join(' '))
+  return lines.join('\n')
+}
+
+const SECTIONS = { speed, memory, fleet, cluster, nest, demo, 'demo-nest': demoNest, bulkhead, values }
 
 /** README text with every bench section rendered from `results` (the results files' texts). */
 function render(readme, results) {
