@@ -265,7 +265,7 @@ unsafe fn answer_key(
     return Err(closed());
   }
   let mut key_buf = Utf8::new();
-  let key = key::read(env, key_js, &mut key_buf)?;
+  let key = key::read_string_first(env, key_js, &mut key_buf)?;
   // Reading an array key runs its getters (a Proxy's traps), which may have
   // closed the cache: a flight started now would never be settled.
   if inner.cache.borrow().is_closed() {
