@@ -317,21 +317,26 @@ unsafe fn answer_read_key(
     Options::Unread { values, given } => check_options(env, inner, values, given, tags)?,
   };
   let action = decide(env, inner, key, refuse_stale, tiers);
-  // What a flight is started with; a hit starts none.
-  let call = || Call {
-    key,
-    key_js,
-    loader,
-    policy: policy.unwrap_or_else(|| inner.cache.borrow().config().entry),
-    refuse_stale,
-    tags,
-    tiers,
-  };
+  // What a flight is started with; a hit starts none. A macro, not a
+  // closure: the closure's captures were stored on every hit.
+  macro_rules! call {
+    () => {
+      Call {
+        key,
+        key_js,
+        loader,
+        policy: policy.unwrap_or_else(|| inner.cache.borrow().config().entry),
+        refuse_stale,
+        tags,
+        tiers,
+      }
+    };
+  }
   let mut stale_reason = None;
   let answer = match action {
     Action::Serve(promise, outcome, refresh) => {
       if let Some(refresh) = refresh {
-        let _ = start_flight(env, inner, &call(), Some(refresh));
+        let _ = start_flight(env, inner, &call!(), Some(refresh));
       }
       (promise, outcome)
     }
@@ -342,12 +347,12 @@ unsafe fn answer_read_key(
       counted,
     } => {
       let (promise, reason) =
-        serve_stale(env, inner, &call(), value, refresh, join, counted, status)?;
+        serve_stale(env, inner, &call!(), value, refresh, join, counted, status)?;
       stale_reason = Some(reason);
       (promise, Outcome::Stale)
     }
     Action::Join(promise) => (promise, Outcome::Coalesced),
-    Action::Lead => (start_flight(env, inner, &call(), None)?, Outcome::Miss),
+    Action::Lead => (start_flight(env, inner, &call!(), None)?, Outcome::Miss),
   };
   if let Some(status) = status.filter(|&s| raw::type_of(env, s) == sys::ValueType::napi_object) {
     describe_answer(env, inner, key, answer.1, stale_reason, status)?;
