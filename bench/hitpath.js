@@ -3,7 +3,8 @@
 // The hit path as the application uses the cache (README, "Tags" and
 // "Tracing"): an untagged entry, a tagged one while tags are in use, and an
 // untagged one with a subscriber to `herdcache:getOrLoad`. Run by
-// `npm run bench` (after the peers' scenarios); writes bench/HITPATH.md.
+// `npm run bench` (after the peers' scenarios); writes bench/HITPATH.md, keeping
+// the section bench/hitprofile.js wrote there (where a hit's time goes).
 //
 //   node bench/hitpath.js [--seconds=4] [--baseline=DIR] [--out=FILE]
 //
@@ -214,6 +215,14 @@ function againstBaseline(baseline, seconds = SECONDS) {
   return { root: checkoutName(baseline), ours, theirs, ratios }
 }
 
+/** The section bench/hitprofile.js wrote in `file` (where a hit's time goes), kept as it is; '' if none. */
+function keptProfile(file) {
+  const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : ''
+  const start = text.indexOf('<!-- profile: written by bench/hitprofile.js -->')
+  const end = text.indexOf('<!-- /profile -->')
+  return start !== -1 && end > start ? `\n${text.slice(start, end + '<!-- /profile -->'.length)}\n` : ''
+}
+
 /** A checkout named by its commit (a results file names no path outside the repository). */
 function checkoutName(root) {
   try {
@@ -247,7 +256,7 @@ async function main() {
     cpu,
     load,
   }
-  fs.writeFileSync(OUT, markdown(measured, baseline, info))
+  fs.writeFileSync(OUT, markdown(measured, baseline, info) + keptProfile(OUT))
   console.log(`written to ${path.relative(process.cwd(), OUT)}`)
 }
 

@@ -4,7 +4,7 @@
 //! thread hop, no per-call closure. A miss starts a flight
 //! ([`start_flight`]), whose life is `binding/flight.rs`.
 
-use super::args::{check_tags_shape, read_call_options, CallOptions};
+use super::args::{check_tags_shape, read_call_options};
 use super::flight::{start_flight, Call};
 use super::key;
 use super::raw::{self, Env, Failure, JsRef, RawResult, Utf8, Value};
@@ -199,7 +199,10 @@ fn keep_many_keys(inner: &Inner, text: String) {
 #[derive(Clone, Copy)]
 struct Checked {
   refuse_stale: bool,
-  policy: EntryPolicy,
+  /// The entry policy with the call's overrides; `None` for a call without
+  /// options, whose policy is the cache's own, read only if the call
+  /// starts a flight (a hit needs none: bench/HITPATH.md).
+  policy: Option<EntryPolicy>,
   tiers: Tiers,
 }
 
@@ -223,24 +226,25 @@ unsafe fn check_options(
   given: bool,
   tags: Value,
 ) -> RawResult<Checked> {
-  let options = if given {
-    read_call_options(env, values)?
-  } else {
-    CallOptions::default()
-  };
+  // Without options every argument past the loader is undefined already.
+  if !given {
+    return Ok(Checked {
+      refuse_stale: false,
+      policy: None,
+      tiers: Tiers::default(),
+    });
+  }
+  let options = read_call_options(env, values)?;
   let policy = inner
     .cache
     .borrow()
     .config()
     .entry
     .with(&options.overrides)?;
-  // Without options every argument past the loader is undefined already.
-  if given {
-    check_tags_shape(env, tags)?;
-  }
+  check_tags_shape(env, tags)?;
   Ok(Checked {
     refuse_stale: options.refuse_stale,
-    policy,
+    policy: Some(policy),
     tiers: options.tiers,
   })
 }
@@ -261,7 +265,7 @@ unsafe fn answer_key(
     return Err(closed());
   }
   let mut key_buf = Utf8::new();
-  let key = key::read(env, key_js, &mut key_buf)?;
+  let key = key::read_string_first(env, key_js, &mut key_buf)?;
   // Reading an array key runs its getters (a Proxy's traps), which may have
   // closed the cache: a flight started now would never be settled.
   if inner.cache.borrow().is_closed() {
@@ -313,20 +317,26 @@ unsafe fn answer_read_key(
     Options::Unread { values, given } => check_options(env, inner, values, given, tags)?,
   };
   let action = decide(env, inner, key, refuse_stale, tiers);
-  let call = Call {
-    key,
-    key_js,
-    loader,
-    policy,
-    refuse_stale,
-    tags,
-    tiers,
-  };
+  // What a flight is started with; a hit starts none. A macro, not a
+  // closure: the closure's captures were stored on every hit.
+  macro_rules! call {
+    () => {
+      Call {
+        key,
+        key_js,
+        loader,
+        policy: policy.unwrap_or_else(|| inner.cache.borrow().config().entry),
+        refuse_stale,
+        tags,
+        tiers,
+      }
+    };
+  }
   let mut stale_reason = None;
   let answer = match action {
     Action::Serve(promise, outcome, refresh) => {
       if let Some(refresh) = refresh {
-        let _ = start_flight(env, inner, &call, Some(refresh));
+        let _ = start_flight(env, inner, &call!(), Some(refresh));
       }
       (promise, outcome)
     }
@@ -337,15 +347,15 @@ unsafe fn answer_read_key(
       counted,
     } => {
       let (promise, reason) =
-        serve_stale(env, inner, &call, value, refresh, join, counted, status)?;
+        serve_stale(env, inner, &call!(), value, refresh, join, counted, status)?;
       stale_reason = Some(reason);
       (promise, Outcome::Stale)
     }
     Action::Join(promise) => (promise, Outcome::Coalesced),
-    Action::Lead => (start_flight(env, inner, &call, None)?, Outcome::Miss),
+    Action::Lead => (start_flight(env, inner, &call!(), None)?, Outcome::Miss),
   };
   if let Some(status) = status.filter(|&s| raw::type_of(env, s) == sys::ValueType::napi_object) {
-    describe_answer(env, inner, call.key, answer.1, stale_reason, status)?;
+    describe_answer(env, inner, key, answer.1, stale_reason, status)?;
   }
   Ok(answer)
 }

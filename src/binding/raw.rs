@@ -225,11 +225,24 @@ pub unsafe fn get_bool(env: Env, value: Value) -> bool {
 /// A stack buffer for reading short JS strings (keys) without allocating
 /// (+70 ns for a `String`, measured). Left uninitialised and never moved:
 /// zeroing or copying it showed up in the hit path's profile.
+///
+/// A short string is read as its UTF-16 units (`napi_get_value_string_utf16`,
+/// V8's `String::Write`: a copy of the units) and encoded to UTF-8 here, an
+/// ASCII key byte by byte: V8's `String::WriteUtf8`, which
+/// `napi_get_value_string_utf8` calls, cost a hit ~150 instructions for a
+/// 3-character key and was its largest native item (bench/HITPATH.md,
+/// profile). The text is the same: a lone surrogate becomes U+FFFD, as
+/// `WriteUtf8` with `REPLACE_INVALID_UTF8` makes it.
 pub struct Utf8 {
-  stack: MaybeUninit<[u8; 128]>,
+  stack: MaybeUninit<[u8; Utf8::BYTES]>,
 }
 
 impl Utf8 {
+  /// The most UTF-16 units read into the stack (one more is the end mark):
+  /// 127 units, whose UTF-8 takes at most 3 bytes each.
+  const UNITS: usize = 128;
+  const BYTES: usize = 3 * (Utf8::UNITS - 1);
+
   pub fn new() -> Utf8 {
     Utf8 {
       stack: MaybeUninit::uninit(),
@@ -261,33 +274,51 @@ impl Utf8 {
     env: Env,
     value: Value,
   ) -> RawResult<Option<Text<'a>>> {
-    let capacity = std::mem::size_of::<[u8; 128]>();
-    let buf = self.stack.as_mut_ptr() as *mut u8;
+    let mut units = MaybeUninit::<[u16; Utf8::UNITS]>::uninit();
+    let units_ptr = units.as_mut_ptr() as *mut u16;
     let mut len = 0;
-    let status =
-      sys::napi_get_value_string_utf8(env, value, buf as *mut c_char, capacity, &mut len);
+    let status = sys::napi_get_value_string_utf16(env, value, units_ptr, Utf8::UNITS, &mut len);
     if status == sys::Status::napi_string_expected {
       return Ok(None);
     }
     check(env, status)?;
-    // napi stops short of a code point that does not fit, so a nearly full
-    // buffer may hold a cut string: read it again at its real size.
-    if len + 4 >= capacity {
+    // napi writes at most UNITS - 1 units: a string that filled them may
+    // be longer, so it is read again at its real size.
+    if len + 1 >= Utf8::UNITS {
       return Ok(Some(Text::Heap(get_string_sized(env, value)?)));
     }
-    // SAFETY: napi_get_value_string_utf8 returned napi_ok (checked above),
-    // so it wrote `len` bytes (at most capacity - 1, then a NUL) to the
-    // start of the buffer: the `len` bytes read here are initialised and
-    // inside the 128-byte array, which `self` (borrowed for 'a) owns.
-    let bytes = std::slice::from_raw_parts(buf, len);
-    // SAFETY: the bytes are the whole string: a write cut short stops when
-    // the next code point (4 bytes at most) does not fit in capacity - 1,
-    // so it leaves `len + 4 >= capacity`, which went to the heap path. And
-    // Node encodes a whole string with V8's WriteUtf8 and
-    // REPLACE_INVALID_UTF8 (js_native_api_v8.cc), lone surrogates becoming
-    // U+FFFD: valid UTF-8. That flag is Node's implementation, not a
-    // documented Node-API promise; the heap path checks instead.
-    Ok(Some(Text::Stack(std::str::from_utf8_unchecked(bytes))))
+    // SAFETY: napi_get_value_string_utf16 returned napi_ok (checked above),
+    // so it wrote `len` units (fewer than UNITS, checked above) to the start
+    // of `units`, a local array that outlives this borrow.
+    let units = std::slice::from_raw_parts(units_ptr, len);
+    let out = self.stack.as_mut_ptr() as *mut u8;
+    // ASCII, most keys: a unit is its byte.
+    let ascii = units.iter().position(|&u| u >= 0x80).unwrap_or(len);
+    for (i, &u) in units[..ascii].iter().enumerate() {
+      // SAFETY: i < len < UNITS <= BYTES: inside `self.stack`, which
+      // `self` owns.
+      out.add(i).write(u as u8);
+    }
+    let mut written = ascii;
+    for c in char::decode_utf16(units[ascii..].iter().copied()) {
+      let c = c.unwrap_or(char::REPLACEMENT_CHARACTER);
+      let mut code = [0u8; 4];
+      let bytes = c.encode_utf8(&mut code).as_bytes();
+      // SAFETY: `len` < UNITS units make at most 3 bytes each (a surrogate
+      // pair, two units, makes 4), so `written + bytes.len()` stays within
+      // the BYTES = 3 * (UNITS - 1) bytes of `self.stack`, which `self`
+      // owns; `code` is a separate local.
+      for (i, &b) in bytes.iter().enumerate() {
+        out.add(written + i).write(b);
+      }
+      written += bytes.len();
+    }
+    // SAFETY: the first `written` bytes of the buffer were written just
+    // above, whole UTF-8 sequences of the chars `encode_utf8` made (a lone
+    // surrogate as U+FFFD), so they are initialised, valid UTF-8, and the
+    // buffer is borrowed for 'a.
+    let text = std::str::from_utf8_unchecked(std::slice::from_raw_parts(out, written));
+    Ok(Some(Text::Stack(text)))
   }
 }
 

@@ -287,10 +287,20 @@ impl<V> MemoryStore<V> {
     });
   }
 
+  /// Every lookup asks, so the answer "not yet" is kept inline and cheap:
+  /// with the sweep in the same function, the compiler saved its registers
+  /// before the comparison (19 instructions on every hit instead of 4).
+  #[inline(always)]
   fn sweep_if_due(&mut self, now: u64) -> Reclaimed {
     if now < self.next_sweep {
       return Reclaimed::default();
     }
+    self.sweep(now)
+  }
+
+  #[cold]
+  #[inline(never)]
+  fn sweep(&mut self, now: u64) -> Reclaimed {
     self.next_sweep = now.saturating_add(SWEEP_INTERVAL_MS);
     let before = self.map.len();
     self.retain(|_, entry| policy::alive(&entry.meta, now));
