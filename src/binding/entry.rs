@@ -34,7 +34,19 @@ enum Action {
 
 /// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?, status?, tags?, tiers?, l1Ttl?)`.
 pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) -> Value {
-  let (argv, argc, inner) = raw::args::<11, Rc<Inner>>(env, info);
+  // Most calls pass no options: two arguments. Node-API fills every slot
+  // asked for (past the arguments with undefined), so those are read alone
+  // first, and the rest only when there are more.
+  let ([key_js, loader], argc, inner) = raw::args::<2, Rc<Inner>>(env, info);
+  let argv = if argc > 2 {
+    raw::args::<11, Rc<Inner>>(env, info).0
+  } else {
+    let undefined = raw::undefined(env);
+    let mut argv = [undefined; 11];
+    argv[0] = key_js;
+    argv[1] = loader;
+    argv
+  };
   // SAFETY: `install_raw` made this function with `raw::function` and an
   // `Rc<Inner>` as data, so the pointer is that box. The box is freed only
   // by the function's finalizer, which cannot run while the function is
