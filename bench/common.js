@@ -1,7 +1,7 @@
 'use strict'
 
-// What bench/run.js, bench/fleet.js and bench/cluster.js share: argument parsing, timing, the
-// 1 KB value, the machine and build lines of the reports, one formatter.
+// What bench/run.js, bench/fleet.js, bench/cluster.js and bench/memory.js share: argument parsing, timing, the
+// 1 KB value, the in-memory peers' setup, the machine and build lines of the reports, one formatter.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -123,6 +123,35 @@ function herdcacheBuild(dir) {
   }
 }
 
+// ---------------------------------------------------------------- the in-memory peers
+
+// bentocache and cache-manager, in memory, configured once for bench/run.js and bench/memory.js.
+// Async (bentocache is an ES module); what it answers makes instances synchronously.
+async function memoryPeers() {
+  const { BentoCache, bentostore } = await import('bentocache')
+  const { memoryDriver } = await import('bentocache/drivers/memory')
+  const { createCache } = require('cache-manager')
+  return {
+    bentocache: {
+      version: pkgVersion('bentocache'),
+      setup: (maxItems) =>
+        `memory-only L1 (\`memoryDriver({ maxItems: ${maxItems} })\`, serialized L1: the default), \`getOrSet({ key, factory })\``,
+      create: ({ ttl, maxItems }) =>
+        new BentoCache({
+          default: 'memory',
+          ttl,
+          stores: { memory: bentostore().useL1Layer(memoryDriver({ maxItems })) },
+        }),
+    },
+    'cache-manager': {
+      version: pkgVersion('cache-manager'),
+      setup: (ttl) =>
+        `\`createCache({ ttl: ${ttl.toLocaleString('en-US').replace(/,/g, '_')} })\` (default in-memory Keyv, unbounded), \`wrap(key, fn, ${ttl.toLocaleString('en-US').replace(/,/g, '_')})\``,
+      create: ({ ttl }) => createCache({ ttl }),
+    },
+  }
+}
+
 // ---------------------------------------------------------------- waiting
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -214,6 +243,8 @@ module.exports = {
   machine,
   /** The version of a package in node_modules, or '?'. */
   pkgVersion,
+  /** bentocache (memory-only L1) and cache-manager (default in-memory Keyv), as the benches set them up: { name: { version, setup(n), create(options) } }. */
+  memoryPeers,
   /** The first 12 hex digits of the sha256 of the addon binary in `dir`, or null. */
   addonSha,
   /** One line on the addon binary measured (mtime, sha256 of the copy in `dir`, git commit of the sources), or null. */

@@ -1,8 +1,10 @@
 'use strict'
 
 // herdcache memory benchmark: the bytes one cached ~1 KB entry costs, next to
-// a JS `Map` holding the same JSON-parsed values (the floor) and lru-cache
-// (`npm run bench:memory`, or `node bench/memory.js [--quick]`).
+// a JS `Map` holding the same JSON-parsed values (the floor) and the peers
+// bench/run.js measures (lru-cache, bentocache in memory, cache-manager), on
+// two value shapes: a flat record of strings and numbers, and a nested record
+// with arrays (`npm run bench:memory`, or `node bench/memory.js [--quick]`).
 //
 // Method: every measurement is a fresh child process (`node --expose-gc`),
 // so one library's garbage, JIT code or malloc arenas never count for
@@ -12,36 +14,49 @@
 // keys through the library's normal path, collects garbage again (several
 // full GCs and a short wait), and reads RSS and the V8 heap. Per entry:
 // (after − before) / ENTRIES. The values are the same for every library:
-// record i is made by `record(i)`, seeded by i with scripts/prng.js, and
-// every library ends up holding a `JSON.parse` copy of it (herdcache makes
-// that copy itself; the others are handed one). Runs are interleaved
-// (round 1: every library, round 2: every library, ...) and a figure is the
-// median of its runs, with the range beside it: RSS moves with the machine.
+// record i of a shape is made by `SHAPES[shape].make(i)`, seeded by i with
+// scripts/prng.js, and every library is handed a `JSON.parse` copy of it
+// (herdcache makes that copy itself; bentocache keeps it serialized, its
+// default). Runs are interleaved (round 1: every library on every shape,
+// round 2: ...) and a figure is the median of its runs, with the range
+// beside it: RSS moves with the machine.
 //
 // Options:
 //   --quick          3 runs of 20 000 entries (a smoke run); writes bench/out/memory-quick.md
-//   --runs=N         runs per library (default 5, at least 3)
+//   --runs=N         runs per library and shape (default 5, at least 3)
 //   --entries=N      entries per run (default 100 000)
-//   --only=a,b       libraries (herdcache,js-map,lru-cache); leaves the breakdown out
+//   --only=a,b       libraries (herdcache,js-map,lru-cache,bentocache,cache-manager); leaves the breakdown out
+//   --shapes=a,b     value shapes (flat,nested; default both)
 //   --breakdown      also measure the breakdown (herdcache-number, herdcache-empty-object,
 //                    js-map-empty-object: where herdcache's fixed bytes go); on by default
 //                    without --quick and --only
 //   --out=FILE       the Markdown file whose memory section is (re)written
 //                    (default bench/RESULTS.md, which bench/run.js writes first)
 //
-// Internal: `--child=<lib> --entries=N` runs one measurement and prints it as JSON.
+// Internal: `--child=<lib> --shape=<shape> --entries=N` runs one measurement and prints it as JSON.
 
 const fs = require('node:fs')
 const v8 = require('node:v8')
 const path = require('node:path')
 const { execFileSync } = require('node:child_process')
-const { argv, flag, opt, rejectUnknownArgs, median, isoSeconds, loadAvg, machine, pkgVersion, herdcacheBuild } =
-  require('./common')
+const {
+  argv,
+  flag,
+  opt,
+  rejectUnknownArgs,
+  median,
+  isoSeconds,
+  loadAvg,
+  machine,
+  pkgVersion,
+  herdcacheBuild,
+  memoryPeers,
+} = require('./common')
 const { mulberry32 } = require('../scripts/prng')
 
 rejectUnknownArgs(
-  /^--(quick|breakdown|runs=\d+|entries=\d+|only=.+|out=.+|child=.+)$/,
-  'node bench/memory.js [--quick] [--breakdown] [--runs=N] [--entries=N] [--only=lib,lib] [--out=FILE]',
+  /^--(quick|breakdown|runs=\d+|entries=\d+|only=.+|shapes=.+|out=.+|child=.+|shape=.+)$/,
+  'node bench/memory.js [--quick] [--breakdown] [--runs=N] [--entries=N] [--only=lib,lib] [--shapes=flat,nested] [--out=FILE]',
 )
 const QUICK = flag('quick')
 const RUNS = Math.max(3, Number(opt('runs') ?? (QUICK ? 3 : 5)))
@@ -49,6 +64,7 @@ const ENTRIES = Number(opt('entries') ?? (QUICK ? 20_000 : 100_000))
 const ONLY = opt('only') ? new Set(opt('only').split(',')) : null
 const OUT = opt('out') ? path.resolve(opt('out')) : path.join(__dirname, QUICK ? 'out/memory-quick.md' : 'RESULTS.md')
 const CHILD = opt('child')
+const CHILD_SHAPE = opt('shape')
 const WITH_BREAKDOWN = flag('breakdown') || (!QUICK && !ONLY)
 
 const TTL = 600_000 // no entry expires during a run
@@ -60,15 +76,13 @@ const SECTION_END = '<!-- /memory -->'
 
 const WORDS = ['alpha', 'bravo', 'delta', 'echo', 'kilo', 'lima', 'oscar', 'papa', 'romeo', 'sierra', 'tango', 'zulu']
 const STATUSES = ['active', 'pending', 'suspended', 'closed']
+const PLANS = ['free', 'starter', 'team', 'business', 'enterprise']
+const LOCALES = ['en-GB', 'en-US', 'de-DE', 'fr-FR', 'es-ES', 'it-IT', 'nl-NL', 'pt-BR']
+const ZONES = ['Europe/London', 'Europe/Berlin', 'America/New_York', 'America/Sao_Paulo', 'Asia/Tokyo']
 
-/**
- * Record `i`: a customer with a few strings, numbers, a nested address and a
- * nested array of orders, about 1 KB as JSON. Seeded by `i`, so every
- * library (and every run) gets the same record for the same key.
- * @param {number} i
- */
-function record(i) {
-  const rnd = mulberry32(0x6d656d ^ i)
+/** Helpers over one seeded generator: pick, hex digits, decimal digits, a date. */
+function draws(seed) {
+  const rnd = mulberry32(seed)
   const pick = (xs) => xs[Math.floor(rnd() * xs.length)]
   const hex = (n) =>
     Array.from({ length: n }, () =>
@@ -76,6 +90,19 @@ function record(i) {
         .toString(16)
         .toUpperCase(),
     ).join('')
+  const digits = (n) => Array.from({ length: n }, () => Math.floor(rnd() * 10)).join('')
+  const date = () => new Date(1.6e12 + Math.floor(rnd() * 1e11)).toISOString()
+  return { rnd, pick, hex, digits, date }
+}
+
+/**
+ * Nested record `i`: a customer with a few strings, numbers, a nested address
+ * and a nested array of orders, about 1 KB as JSON. Seeded by `i`, so every
+ * library (and every run) gets the same record for the same key.
+ * @param {number} i
+ */
+function nestedRecord(i) {
+  const { rnd, pick, hex } = draws(0x6d656d ^ i)
   const name = `${pick(WORDS)} ${pick(WORDS)}`
   const value = {
     id: i,
@@ -101,52 +128,156 @@ function record(i) {
   return value
 }
 
+/**
+ * Flat record `i`: one row of an account table, strings and numbers only (no
+ * nested object, no array), the same 33 fields in the same order for every
+ * record; the free-text `notes` grows until the JSON reaches 1 000 bytes.
+ * @param {number} i
+ */
+function flatRecord(i) {
+  const { rnd, pick, hex, digits, date } = draws(0x666c74 ^ i)
+  const first = pick(WORDS)
+  const last = pick(WORDS)
+  const value = {
+    id: i,
+    uuid: `${hex(8)}-${hex(4)}-${hex(4)}-${hex(4)}-${hex(12)}`.toLowerCase(),
+    firstName: first,
+    lastName: last,
+    email: `${first}.${last}.${i}@example.com`,
+    phone: `+44 ${digits(4)} ${digits(6)}`,
+    status: pick(STATUSES),
+    plan: pick(PLANS),
+    company: `${pick(WORDS)} ${pick(WORDS)} ltd`,
+    jobTitle: `${pick(['senior', 'lead', 'staff', 'junior'])} ${pick(['engineer', 'analyst', 'designer', 'manager'])}`,
+    street: `${1 + Math.floor(rnd() * 999)} ${pick(WORDS)} street`,
+    city: pick(WORDS),
+    zip: hex(5),
+    country: pick(['GB', 'US', 'DE', 'FR', 'ES', 'IT', 'NL', 'BR']),
+    locale: pick(LOCALES),
+    timezone: pick(ZONES),
+    createdAt: date(),
+    updatedAt: date(),
+    lastLoginAt: date(),
+    referrer: `https://${pick(WORDS)}.example.org/${hex(10).toLowerCase()}`,
+    userAgent: `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/${100 + Math.floor(rnd() * 30)}.0.${digits(4)}.${digits(2)}`,
+    score: Math.round(rnd() * 1e6) / 100,
+    balance: Math.round(rnd() * 1e8) / 100,
+    creditLimit: 1000 * (1 + Math.floor(rnd() * 50)),
+    loginCount: Math.floor(rnd() * 5000),
+    age: 18 + Math.floor(rnd() * 70),
+    latitude: Math.round((rnd() * 180 - 90) * 1e6) / 1e6,
+    longitude: Math.round((rnd() * 360 - 180) * 1e6) / 1e6,
+    seats: 1 + Math.floor(rnd() * 200),
+    invoices: Math.floor(rnd() * 120),
+    rating: Math.round(rnd() * 50) / 10,
+    version: 1 + Math.floor(rnd() * 40),
+    notes: '',
+  }
+  while (JSON.stringify(value).length < 1000) value.notes += (value.notes ? ' ' : '') + pick(WORDS)
+  return value
+}
+
+const SHAPES = {
+  flat: {
+    make: flatRecord,
+    title: 'flat record: strings and numbers',
+    what: '33 fields of strings and numbers, no nested object or array (an account row)',
+  },
+  nested: {
+    make: nestedRecord,
+    title: 'nested record with arrays',
+    what: 'strings, numbers, a nested address, an array of 3 tags and an array of order objects',
+  },
+}
+const SHAPE_NAMES = opt('shapes') ? opt('shapes').split(',') : Object.keys(SHAPES)
+for (const s of [...SHAPE_NAMES, ...(CHILD_SHAPE ? [CHILD_SHAPE] : [])])
+  if (!SHAPES[s]) throw new Error(`unknown shape ${s} (flat, nested)`)
+
 const keyOf = (i) => `customer:${i}`
 const jsonCopy = (v) => JSON.parse(JSON.stringify(v))
+const indexOf = (key, prefix) => Number(key.slice(prefix.length))
 
 // ---------------------------------------------------------------- libraries
 
-// Each library: setup (for the report), and fill(n, prefix) -> { holder, count }
-// that stores n records through the library's normal path and keeps them.
+// Each library: setup (for the report), and fill(n, prefix, make) -> { holder, get, count?, close? }
+// that stores n records (`make(i)`) through the library's normal path and keeps them; `get(key)`
+// answers a stored record (a promise), `count` is the number of entries when the library says.
 const LIBRARIES = {
   herdcache: {
     version: () => require('../package.json').version,
     setup: (n) =>
       `\`new Cache({ ttl, maxEntries: ${n} })\`, \`await getOrLoad(key, loader)\` per key (the loader returns \`record(i)\`; herdcache stores its JSON copy)`,
-    async fill(n, prefix) {
+    async fill(n, prefix, make) {
       const { Cache } = require('..')
       const cache = new Cache({ ttl: TTL, maxEntries: Math.max(n, 1) })
-      const loader = ({ key }) => record(Number(key.slice(prefix.length)))
+      const loader = ({ key }) => make(indexOf(key, prefix))
       for (let i = 0; i < n; i++) await cache.getOrLoad(prefix + i, loader)
       const stats = cache.stats()
-      return { holder: cache, count: stats.size ?? stats.entries ?? n, check: stats }
+      return {
+        holder: cache,
+        get: (key) => cache.get(key),
+        close: () => cache.close(),
+        count: stats.size ?? stats.entries ?? n,
+        check: stats,
+      }
     },
   },
   'js-map': {
     version: () => '—',
     setup: () => '`map.set(key, JSON.parse(JSON.stringify(record(i))))`: the floor',
-    async fill(n, prefix) {
+    async fill(n, prefix, make) {
       const map = new Map()
-      for (let i = 0; i < n; i++) map.set(prefix + i, jsonCopy(record(i)))
-      return { holder: map, count: map.size }
+      for (let i = 0; i < n; i++) map.set(prefix + i, jsonCopy(make(i)))
+      return { holder: map, get: async (key) => map.get(key), count: map.size }
     },
   },
   'lru-cache': {
     version: () => pkgVersion('lru-cache'),
     setup: (n) =>
       `\`new LRUCache({ max: ${n}, ttl, fetchMethod })\`, \`await fetch(key)\` per key (fetchMethod returns the JSON copy)`,
-    async fill(n, prefix) {
+    async fill(n, prefix, make) {
       const { LRUCache } = require('lru-cache')
       const cache = new LRUCache({
         max: Math.max(n, 1),
         ttl: TTL,
-        fetchMethod: (key) => jsonCopy(record(Number(key.slice(prefix.length)))),
+        fetchMethod: (key) => jsonCopy(make(indexOf(key, prefix))),
       })
       for (let i = 0; i < n; i++) await cache.fetch(prefix + i)
-      return { holder: cache, count: cache.size }
+      return { holder: cache, get: async (key) => cache.get(key), count: cache.size }
+    },
+  },
+  // The peers as bench/run.js sets them up (bench/common.js's memoryPeers), bounded to n.
+  bentocache: {
+    version: () => pkgVersion('bentocache'),
+    setup: (n) =>
+      `${PEERS.bentocache.setup(n)} per key (the factory returns the JSON copy; bentocache keeps it serialized, a JSON string)`,
+    async fill(n, prefix, make) {
+      const bento = PEERS.bentocache.create({ ttl: TTL, maxItems: Math.max(n, 1) })
+      for (let i = 0; i < n; i++) {
+        const key = prefix + i
+        await bento.getOrSet({ key, factory: () => jsonCopy(make(i)) })
+      }
+      return { holder: bento, get: (key) => bento.get({ key }), close: () => bento.disconnectAll() }
+    },
+  },
+  'cache-manager': {
+    version: () => pkgVersion('cache-manager'),
+    setup: () =>
+      `${PEERS['cache-manager'].setup(TTL)} per key (fn returns the JSON copy; Keyv keeps it as it is, in a \`{ value, expires }\` wrapper)`,
+    async fill(n, prefix, make) {
+      const cache = PEERS['cache-manager'].create({ ttl: TTL })
+      for (let i = 0; i < n; i++) await cache.wrap(prefix + i, () => jsonCopy(make(i)), TTL)
+      const store = cache.stores[0]?.store
+      return {
+        holder: cache,
+        get: (key) => cache.get(key),
+        close: () => cache.disconnect(),
+        count: store instanceof Map ? store.size : undefined,
+      }
     },
   },
 }
+let PEERS = null // memoryPeers(), loaded by the child that needs it
 
 // The breakdown (`--breakdown`): herdcache's fixed cost per entry, apart from
 // the value. A number is held in the native store alone (no JS reference);
@@ -226,35 +357,41 @@ function snapshot() {
   }
 }
 
-async function child(name) {
+async function child(name, shape) {
   const lib = LIBRARIES[name] ?? BREAKDOWN[name]
   if (!lib) throw new Error(`unknown library ${name}`)
   if (typeof global.gc !== 'function') throw new Error('run the child with node --expose-gc')
+  if (name === 'bentocache' || name === 'cache-manager') PEERS = await memoryPeers()
+  const make = SHAPES[shape ?? 'nested'].make
   // Warm-up: code compiled, allocator and caches primed; then collected.
-  let warm = await lib.fill(WARMUP_ENTRIES, 'warm:')
-  if (warm.holder.close) await warm.holder.close()
+  let warm = await lib.fill(WARMUP_ENTRIES, 'warm:', make)
+  const close = warm.close ?? (warm.holder.close && (() => warm.holder.close()))
+  if (close) await close()
   warm = null
   churn()
   await settle()
   const before = snapshot()
-  let filled = await lib.fill(ENTRIES, 'customer:')
+  let filled = await lib.fill(ENTRIES, 'customer:', make)
   await settle()
   const after = snapshot()
-  if (filled.count !== ENTRIES) throw new Error(`${name} holds ${filled.count} entries, expected ${ENTRIES}`)
-  // Still held (and still answering) at the end: nothing was collected early.
+  if (filled.count !== undefined && filled.count !== ENTRIES)
+    throw new Error(`${name} holds ${filled.count} entries, expected ${ENTRIES}`)
+  // Still held (and still answering) at the end: nothing was collected or evicted early.
   if (LIBRARIES[name]) {
-    const probe = await filled.holder.get(keyOf(7))
-    if (!probe || probe.id !== 7 || JSON.stringify(probe) !== JSON.stringify(record(7)))
-      throw new Error(`${name} lost record 7`)
+    for (const i of [0, 7, ENTRIES >> 1, ENTRIES - 1]) {
+      const probe = await filled.get(keyOf(i))
+      if (!probe || probe.id !== i || JSON.stringify(probe) !== JSON.stringify(make(i)))
+        throw new Error(`${name} lost record ${i} (${shape})`)
+    }
   }
-  const out = { lib: name, entries: ENTRIES, before, after, check: filled.check }
+  const out = { lib: name, shape, entries: ENTRIES, before, after, check: filled.check }
   filled = null
   process.stdout.write(JSON.stringify(out))
 }
 
 // ---------------------------------------------------------------- parent
 
-function runChild(name) {
+function runChild(name, shape) {
   const out = execFileSync(
     process.execPath,
     [
@@ -263,6 +400,7 @@ function runChild(name) {
       '--max-semi-space-size=16',
       __filename,
       `--child=${name}`,
+      ...(shape ? [`--shape=${shape}`] : []),
       `--entries=${ENTRIES}`,
     ],
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 20, env: process.env },
@@ -289,17 +427,26 @@ function markdown(rows, info) {
   )
   L.push(`- node ${process.version} (V8 ${process.versions.v8}, napi ${process.versions.napi})`)
   L.push(
-    `- command: \`${info.command}\` (${RUNS} interleaved runs per library, each a fresh \`node --expose-gc\` process; median (min–max); took ${info.seconds} s)`,
+    `- command: \`${info.command}\` (${RUNS} interleaved runs per library and shape, each a fresh \`node --expose-gc\` process; median (min–max); took ${info.seconds} s)`,
   )
   L.push(
-    `- what: ${ENTRIES.toLocaleString('en-US')} distinct keys, each a ~1 KB JSON record (${info.valueBytes} bytes on average: strings, numbers, a nested address and an array of orders; seeded, the same for every library), every library holding a \`JSON.parse\` copy; bytes per entry = (after − before) / ${ENTRIES.toLocaleString('en-US')}, both taken after full GCs`,
+    `- what: ${ENTRIES.toLocaleString('en-US')} distinct keys, each a ~1 KB JSON record of one of ${SHAPE_NAMES.length} shape${SHAPE_NAMES.length > 1 ? 's' : ''} (below; seeded, the same for every library), every library handed a \`JSON.parse\` copy (herdcache makes its own); bytes per entry = (after − before) / ${ENTRIES.toLocaleString('en-US')}, both taken after full GCs`,
   )
   if (info.build) L.push(`- herdcache build: ${info.build}`)
   L.push('')
   L.push('Libraries:')
   L.push('')
-  for (const r of rows) L.push(`- **${r.lib}**${r.version !== '—' ? ` ${r.version}` : ''}: ${r.setup}`)
+  const seen = new Set()
+  for (const r of rows.filter((r) => !r.breakdown)) {
+    if (seen.has(r.lib)) continue
+    seen.add(r.lib)
+    L.push(`- **${r.lib}**${r.version !== '—' ? ` ${r.version}` : ''}: ${r.setup}`)
+  }
   L.push('')
+  L.push('Value shapes:')
+  L.push('')
+  for (const shape of SHAPE_NAMES)
+    L.push(`- **${shape}**: ${SHAPES[shape].what}; ${info.valueBytes[shape]} bytes of JSON on average`)
   const table = (list) => {
     L.push(
       '| library | RSS per entry (bytes) | ÷ js-map | V8 heap used per entry | RSS − heap used per entry (native memory, heap slack) |',
@@ -311,10 +458,18 @@ function markdown(rows, info) {
       )
     }
   }
-  table(rows.filter((r) => !r.breakdown))
+  SHAPE_NAMES.forEach((shape, k) => {
+    L.push('')
+    L.push(
+      `### (${String.fromCharCode(97 + k)}) ${SHAPES[shape].title} (${shape}, ${info.valueBytes[shape]} bytes of JSON on average)`,
+    )
+    L.push('')
+    table(rows.filter((r) => !r.breakdown && r.shape === shape))
+  })
   L.push('')
   L.push(
-    '÷ js-map is the median over rounds of the library RSS per entry ÷ js-map RSS per entry of the same round. The V8 heap column counts JS objects (the values, the keys a JS store keeps, promises); the last column is everything else RSS grew by: native allocations (for herdcache its store and Node-API references) and V8 heap pages that are committed but not in use.',
+    '÷ js-map is the median over rounds of the library RSS per entry ÷ js-map RSS per entry of the same round and shape. The V8 heap column counts JS objects (the values, the keys a JS store keeps, promises, a peer’s entry wrappers); the last column is everything else RSS grew by: native allocations (for herdcache its store and Node-API references) and V8 heap pages that are committed but not in use. ' +
+      'bentocache keeps each value as its JSON string (its L1 is serialized by default, and parses it again on every hit), so it holds no parsed object at all; the others hold the parsed object.',
   )
   const parts = rows.filter((r) => r.breakdown)
   if (parts.length) {
@@ -381,37 +536,48 @@ async function main() {
         ? `HERDCACHE_NATIVE_PATH=${process.env.HERDCACHE_NATIVE_PATH} (sha256 ${require('node:crypto').createHash('sha256').update(fs.readFileSync(process.env.HERDCACHE_NATIVE_PATH)).digest('hex').slice(0, 12)}…)`
         : herdcacheBuild(path.join(__dirname, '..')),
   }
-  let bytes = 0
-  for (let i = 0; i < 1000; i++) bytes += Buffer.byteLength(JSON.stringify(record(i)))
-  info.valueBytes = Math.round(bytes / 1000)
+  info.valueBytes = {}
+  for (const shape of SHAPE_NAMES) {
+    let bytes = 0
+    for (let i = 0; i < 1000; i++) bytes += Buffer.byteLength(JSON.stringify(SHAPES[shape].make(i)))
+    info.valueBytes[shape] = Math.round(bytes / 1000)
+  }
+  if (names.some((n) => n === 'bentocache' || n === 'cache-manager')) PEERS = await memoryPeers()
+  // One measurement: a library on a shape, or a breakdown row (its own values).
+  const units = [
+    ...SHAPE_NAMES.flatMap((shape) => names.filter((n) => LIBRARIES[n]).map((lib) => ({ lib, shape }))),
+    ...names.filter((n) => !LIBRARIES[n]).map((lib) => ({ lib, shape: null })),
+  ]
+  const id = (u) => (u.shape ? `${u.lib} ${u.shape}` : u.lib)
   console.log(
-    `node ${process.version}; ${RUNS} runs × ${ENTRIES} entries of ~${info.valueBytes} bytes; ${names.join(', ')}`,
+    `node ${process.version}; ${RUNS} runs × ${ENTRIES} entries; shapes ${SHAPE_NAMES.map((s) => `${s} ~${info.valueBytes[s]} bytes`).join(', ')}; ${names.join(', ')}`,
   )
 
-  const results = new Map(names.map((n) => [n, []]))
+  const results = new Map(units.map((u) => [id(u), []]))
   for (let run = 0; run < RUNS; run++) {
-    for (const name of names) {
-      const r = runChild(name)
-      results.get(name).push(r)
+    for (const u of units) {
+      const r = runChild(u.lib, u.shape)
+      results.get(id(u)).push(r)
       console.log(
-        `  run ${run + 1} ${name.padEnd(22)} rss ${fmtBytes(r.rss).padStart(6)} B/entry  heap ${fmtBytes(r.heap).padStart(6)}  other ${fmtBytes(r.other).padStart(6)}`,
+        `  run ${run + 1} ${id(u).padEnd(24)} rss ${fmtBytes(r.rss).padStart(6)} B/entry  heap ${fmtBytes(r.heap).padStart(6)}  other ${fmtBytes(r.other).padStart(6)}`,
       )
     }
   }
-  const floor = results.get('js-map')
-  const rows = names.map((name) => {
-    const rs = results.get(name)
-    const lib = LIBRARIES[name] ?? BREAKDOWN[name]
+  const rows = units.map((u) => {
+    const rs = results.get(id(u))
+    const lib = LIBRARIES[u.lib] ?? BREAKDOWN[u.lib]
     const row = {
-      lib: name,
-      breakdown: !LIBRARIES[name],
+      lib: u.lib,
+      shape: u.shape,
+      breakdown: !LIBRARIES[u.lib],
       version: lib.version(),
       setup: lib.setup(ENTRIES),
       rss: rs.map((r) => r.rss),
       heap: rs.map((r) => r.heap),
       other: rs.map((r) => r.other),
     }
-    if (floor && name !== 'js-map' && LIBRARIES[name]) row.ratio = median(rs.map((r, i) => r.rss / floor[i].rss))
+    const floor = u.shape && results.get(id({ lib: 'js-map', shape: u.shape }))
+    if (floor && u.lib !== 'js-map') row.ratio = median(rs.map((r, i) => r.rss / floor[i].rss))
     return row
   })
   info.seconds = ((Date.now() - t0) / 1000).toFixed(0)
@@ -423,7 +589,7 @@ async function main() {
 }
 
 if (CHILD) {
-  child(CHILD).catch((err) => {
+  child(CHILD, CHILD_SHAPE).catch((err) => {
     console.error(err)
     process.exit(1)
   })

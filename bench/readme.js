@@ -134,18 +134,31 @@ function speed({ results }) {
   return lines.join('\n')
 }
 
+const MEMORY_LIBS = ['js-map', 'herdcache', 'lru-cache', 'bentocache', 'cache-manager']
+
 function memory({ results }) {
   const memorySection = section(results, '## Memory per cached entry', 'bench/RESULTS.md')
-  const table = tableWith(memorySection, ['library', 'RSS per entry (bytes)', '÷ js-map'], 'RESULTS.md memory')
   const entries = capture(memorySection, /^- what: ([\d,]+) distinct keys/m, 'RESULTS.md memory entries')[1]
-  const rss = (lib) => row(table, (r) => r.library === lib, `RESULTS.md memory ${lib}`)['RSS per entry (bytes)']
+  const shapes = [...memorySection.matchAll(/^### \(([a-z])\) (.+) \((\w+), (\d+) bytes of JSON on average\)$/gm)]
+  if (shapes.length === 0) throw new Error('RESULTS.md memory: no value shape tables (### (a) ...)')
   const median = (cell) => cell.replace(/\s*\(.*\)$/, '')
-  const ratio = (lib) => row(table, (r) => r.library === lib, `RESULTS.md memory ${lib}`)['÷ js-map']
-  return (
-    `With ${entries} entries of ~1 KB, an entry costs ${median(rss('herdcache'))} bytes of RSS in herdcache ` +
-    `(${ratio('herdcache')} a \`Map\` holding the same JSON copies, ${median(rss('js-map'))} bytes), ` +
-    `${median(rss('lru-cache'))} in lru-cache (${ratio('lru-cache')}).`
-  )
+  const lines = [
+    `With ${entries} entries of ~1 KB, RSS per entry in bytes (÷ a \`Map\` holding the same JSON copies, the floor), on each value shape:`,
+    '',
+    `| value shape | ${MEMORY_LIBS.join(' | ')} |`,
+    `|---|${MEMORY_LIBS.map(() => '---:').join('|')}|`,
+  ]
+  for (const [, letter, title, shape, bytes] of shapes) {
+    const part = section(memorySection, `### (${letter})`, `bench/RESULTS.md memory (${letter})`)
+    const table = tableWith(part, ['library', 'RSS per entry (bytes)', '÷ js-map'], `RESULTS.md memory ${shape}`)
+    const cells = MEMORY_LIBS.map((lib) => {
+      const r = row(table, (x) => x.library === lib, `RESULTS.md memory ${shape} ${lib}`)
+      const rss = median(r['RSS per entry (bytes)'])
+      return lib === 'js-map' ? rss : `${rss} (${r['÷ js-map']})`
+    })
+    lines.push(`| (${letter}) ${title}, ${bytes} B of JSON | ${cells.join(' | ')} |`)
+  }
+  return lines.join('\n')
 }
 
 function fleet({ fleet: md }) {

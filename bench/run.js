@@ -43,6 +43,7 @@ const {
   machine,
   pkgVersion,
   herdcacheBuild,
+  memoryPeers,
 } = require('./common')
 
 // ---------------------------------------------------------------- options
@@ -177,18 +178,13 @@ async function loadLibraries() {
     },
   })
 
-  const { BentoCache, bentostore } = await import('bentocache')
-  const { memoryDriver } = await import('bentocache/drivers/memory')
+  const peers = await memoryPeers()
   libs.push({
     name: 'bentocache',
-    version: pkgVersion('bentocache'),
-    setup: `memory-only L1 (\`memoryDriver({ maxItems: ${MAX_ENTRIES} })\`, serialized L1: the default), \`getOrSet({ key, factory })\``,
+    version: peers.bentocache.version,
+    setup: peers.bentocache.setup(MAX_ENTRIES),
     create(loader) {
-      const bento = new BentoCache({
-        default: 'memory',
-        ttl: TTL,
-        stores: { memory: bentostore().useL1Layer(memoryDriver({ maxItems: MAX_ENTRIES })) },
-      })
+      const bento = peers.bentocache.create({ ttl: TTL, maxItems: MAX_ENTRIES })
       return {
         cache: bento,
         get: (key) => bento.getOrSet({ key, factory: () => loader(key) }),
@@ -198,13 +194,12 @@ async function loadLibraries() {
     },
   })
 
-  const { createCache } = require('cache-manager')
   libs.push({
     name: 'cache-manager',
-    version: pkgVersion('cache-manager'),
-    setup: '`createCache({ ttl: 60_000 })` (default in-memory Keyv, unbounded), `wrap(key, fn, 60_000)`',
+    version: peers['cache-manager'].version,
+    setup: peers['cache-manager'].setup(TTL),
     create(loader) {
-      const cache = createCache({ ttl: TTL })
+      const cache = peers['cache-manager'].create({ ttl: TTL })
       return {
         cache,
         get: (key) => cache.wrap(key, () => loader(key), TTL),
