@@ -25,9 +25,9 @@ const { encode, isSerializerError } = require('./values')
 const noop = () => {}
 
 /**
- * Marks a loader that never reads the loader’s `stale` (getOrLoadMany's, whose keys
- * must reach its batch in the turn they are called): it runs without
- * waiting for the held value.
+ * Marks a loader that never reads its context's `stale` (getOrLoadMany's,
+ * whose keys must reach its batch in the turn they are called): it runs
+ * without waiting for the held value.
  */
 const SEES_NO_HELD_VALUE = Symbol('herdcache.seesNoHeldValue')
 
@@ -154,12 +154,12 @@ class LoaderContext {
   }
 
   /**
-   * The origin said the loader’s `stale` has not changed (an HTTP 304): the load
-   * ends with that value, fresh for a new TTL (the call's, or `setTtl`'s),
-   * its validator kept; the loader's return value is ignored. In Redis its
+   * The origin said `stale` has not changed (an HTTP 304): the load ends
+   * with that value, fresh for a new TTL (the call's, or `setTtl`'s), its
+   * validator kept; the loader's return value is ignored. In Redis its
    * deadlines are rewritten in place, its bytes not sent again, and the
    * other instances are told. An Error with code
-   * ERR_HERDCACHE_INVALID_OPTION when there is no the loader’s `stale`.
+   * ERR_HERDCACHE_INVALID_OPTION when there is no `stale`.
    */
   keep() {
     const flight = this.#flight
@@ -216,7 +216,7 @@ class Flight {
     this.noStore = false
     this.etag = undefined
     this.kept = false
-    /** What this process held for the key as the loader started (the loader’s `stale`), with its stamp. */
+    /** What this process held for the key as the loader started (its context's `stale`), with its stamp. */
     this.held = undefined
     /** The loader waits for `held` (an object or a string is held as its settled promise). */
     this.fetchingHeld = false
@@ -279,8 +279,9 @@ class Flight {
 
   /**
    * Calls the loader (its slot, if there is a bulkhead, taken), once the
-   * value this process holds for the key, if any, is at hand for
-   * the loader’s `stale` (an object or a string is held as its settled promise).
+   * value this process holds for the key, if any, is at hand for its
+   * context's `stale` (an object or a string is held as its settled
+   * promise).
    *
    * @param {number} now
    */
@@ -339,7 +340,7 @@ class Flight {
     if (now >= this.deadline) return this.expire()
     const computeMs = now - this.loaderStarted
     const { held } = this
-    // The loader’s `keep()`: the value held is the result, its validator kept.
+    // The loader called `keep()`: the value held is the result, its validator kept.
     if (this.kept) return this.fill(held.value, held.negative, computeMs, undefined, undefined, held.etag, held.stamp)
     if (value === null || value === undefined) return this.fill(value, true, computeMs, 'null', undefined, this.etag)
     let stored
@@ -357,7 +358,7 @@ class Flight {
   /**
    * Reports the value; the addon answers the callers (with Redis, once it
    * is written there). `body` is its JSON text, or with `format` its bytes;
-   * `etag` its validator; `kept` the stamp of the held value it is (the loader’s `keep()`).
+   * `etag` its validator; `kept` the stamp of the held value it is (the loader called `keep()`).
    */
   fill(result, negative, computeMs, body, format, etag, kept) {
     // A key whose refreshes failed loads again: a later failure warns anew.
