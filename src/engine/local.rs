@@ -703,12 +703,13 @@ impl<V, F> Engine<V, F> {
     Some(meta)
   }
 
-  /// The deadlines and stamp of flight `id`'s key's copy here, when it is
-  /// the one stamped `stamp` (what a `ctx.keep()` kept).
+  /// The deadlines and stamp of flight `id`'s key's copy here, when the
+  /// copy [`Engine::held`] gives is the one stamped `stamp` (what a
+  /// `ctx.keep()` kept).
   pub fn copy_stamped(&self, id: u64, stamp: u64) -> Option<Meta> {
     let flight = self.flights.get(id)?;
-    let copy = self.store.peek(&flight.key)?;
-    (copy.meta.stamp == stamp).then_some(copy.meta)
+    let (_, meta, _) = self.held(&flight.key)?;
+    (meta.stamp == stamp).then_some(meta)
   }
 
   /// What this process holds for `key`, past its freshness or not, for a

@@ -4,28 +4,11 @@
 
 use crate::support;
 
-use herdcache::core::envelope::{Envelope, Meta};
 use herdcache::core::fleet::Change;
 use herdcache::engine::shared::{Events, Read, RedisStore, RedisTimeouts, SharedStore};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{Inspect, RedisServer};
-
-fn envelope(stamp: u64, json: &str) -> Envelope {
-  Envelope {
-    meta: Meta {
-      fresh_until: stamp + 1_000,
-      hard_until: stamp + 10_000,
-      compute_ms: 12,
-      stamp,
-      refresh_at: Some(stamp + 900),
-      negative: false,
-    },
-    body: herdcache::core::body::Body::Json(json.into()),
-    tags: Default::default(),
-    etag: Default::default(),
-  }
-}
+use support::{envelope_at as envelope, Inspect, RedisServer};
 
 fn store(server: &RedisServer, prefix: &str) -> RedisStore {
   RedisStore::open(&server.url(), prefix, RedisTimeouts::default()).unwrap()

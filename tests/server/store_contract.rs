@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::cluster::RedisCluster;
-use support::{Backend, Inspect, RedisServer};
+use support::{envelope_at as envelope, Backend, Inspect, RedisServer};
 
 /// What the suite needs from a store's backend beyond the trait.
 trait Fixture {
@@ -348,22 +348,6 @@ fn replayed(at: u64) -> Deletion {
   Deletion {
     replayed: true,
     ..live(at)
-  }
-}
-
-fn envelope(stamp: u64, json: &str) -> Envelope {
-  Envelope {
-    meta: Meta {
-      fresh_until: stamp + 1_000,
-      hard_until: stamp + 10_000,
-      compute_ms: 12,
-      stamp,
-      refresh_at: Some(stamp + 900),
-      negative: false,
-    },
-    body: herdcache::core::body::Body::Json(json.into()),
-    tags: Default::default(),
-    etag: Default::default(),
   }
 }
 

@@ -216,6 +216,26 @@ pub fn wall_ms() -> u64 {
     .as_millis() as u64
 }
 
+/// A value stamped `stamp` whose deadlines follow from it (fresh for 1 s,
+/// servable for 10 s, refreshed early from 900 ms): the store tests judge
+/// stamps, not time.
+#[allow(dead_code)]
+pub fn envelope_at(stamp: u64, json: &str) -> herdcache::core::envelope::Envelope {
+  herdcache::core::envelope::Envelope {
+    meta: herdcache::core::envelope::Meta {
+      fresh_until: stamp + 1_000,
+      hard_until: stamp + 10_000,
+      compute_ms: 12,
+      stamp,
+      refresh_at: Some(stamp + 900),
+      negative: false,
+    },
+    body: herdcache::core::body::Body::Json(json.into()),
+    tags: Default::default(),
+    etag: Default::default(),
+  }
+}
+
 /// A value fresh for a minute, from a load that started at `stamp`.
 #[allow(dead_code)]
 pub fn envelope(stamp: u64, json: &str) -> herdcache::core::envelope::Envelope {
