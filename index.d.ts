@@ -296,6 +296,12 @@ export interface CacheStats {
   redisConnected: number
   /** With Redis: 1 while the events subscription is live. */
   redisSubscribed: number
+  /** With Redis and `tracking`: 1 while Redis tells this instance's L1 of changes made outside herdcache. */
+  redisTracking: number
+  /** With Redis and `tracking`: changes made outside herdcache (redis-cli, other services, `EXPIRE`, evictions, `FLUSHDB`) applied to the L1. */
+  trackedChanges: number
+  /** With Redis and `tracking`: herdcache's own changes Redis's tracking told again, not applied twice. */
+  trackedEchoes: number
   /** With `maxConcurrentLoads`: loads that waited in its queue for a slot. */
   loadsQueued: number
   /** With `maxConcurrentLoads`: ms loads waited in that queue, all of them together. */

@@ -20,6 +20,9 @@ const { traceRefresh, fleetDecided, redisFailed } = require('./tracing')
 /** The code of the process warning for a failed background refresh when there is no `onError`. */
 const REFRESH_FAILED_WARNING = 'HERDCACHE_REFRESH_FAILED'
 
+/** The code of the process warning for a Redis that cannot track keys for the L1 (option `tracking`). */
+const TRACKING_UNSUPPORTED_WARNING = 'HERDCACHE_TRACKING_UNSUPPORTED'
+
 const { encode, isSerializerError } = require('./values')
 
 const noop = () => {}
@@ -512,13 +515,18 @@ function warnRefreshFailed(ctx, error, key) {
  * What the addon found about Redis that no retry fixes (an ACL refusing the
  * events channel, …): an error with its stable code, to `onError`, or
  * without one a process warning, once per code. The addon reports each
- * problem once. Called by the addon only.
+ * problem once. A notice (code `''`: a Redis that cannot track keys, no
+ * failure) is a process warning, never an error. Called by the addon only.
  *
  * @param {Context} ctx
  * @param {string} code
  * @param {string} message
  */
 function reportProblem(ctx, code, message) {
+  if (code === '') {
+    process.emitWarning(`herdcache: ${message}`, { type: 'Warning', code: TRACKING_UNSUPPORTED_WARNING })
+    return
+  }
   const error = herdError(Error, code, `herdcache: ${message}`)
   redisFailed(ctx.cache.deref(), error)
   if (typeof ctx.onError === 'function') return report(ctx, error, undefined)

@@ -9,11 +9,11 @@ const { startCluster } = require('../redis-cluster')
 const { Cache } = require('../..')
 const { sleep, waitFor } = require('../helpers')
 const { OPTIONS, COLUMNS, ROWS, cell, boundMs } = require('./fault-matrix/cells')
-const { PRE, DELIVERED, call, checkGot, warm } = require('./fault-matrix/run')
+const { PRE, DELIVERED, call, checkGot, warm, seesOutsideWrite } = require('./fault-matrix/run')
 
 const T = { timeout: 90000 }
 /** The key each row's call is about (its slot is the one disturbed). */
-const KEY = { cold: 'k', warm: 'w', stale: 'st', get: 'missing', set: 's', delete: 'd', expire: 'e' }
+const KEY = { cold: 'k', warm: 'w', tracked: 'w', stale: 'st', get: 'missing', set: 's', delete: 'd', expire: 'e' }
 Object.assign(KEY, {
   deleteByTag: 't',
   clear: 'c',
@@ -104,6 +104,12 @@ async function column(t, cluster, column, { pick, disturb, heal }) {
         await waitFor(() => x.cache.stats().recoveryPending === 0, `${column.id} × ${c.row}: nothing left kept`, 3000)
       }
       // After the check in Redis, so a failing cell says whether the write was lost or only not counted.
+      if (c.tracked) {
+        await seesOutsideWrite(c, column, x.cache, async () => {
+          const name = `{${x.prefix}w}`
+          await cluster.cmd(await cluster.ownerOf(await cluster.slotOf(name)), 'SET', name, 'written outside herdcache')
+        })
+      }
       if (c.write && !c.live) {
         assert.ok(pending >= 1, `${column.id} × ${c.row}: kept for auto-recovery (recoveryPending ${pending})`)
       }

@@ -132,25 +132,26 @@ pub(crate) fn closed() -> Failure {
 }
 
 impl Inner {
-  /// Hands what the store found to JS (`reportProblem`): called on the JS
-  /// thread whenever a store call of this cache completed.
+  /// Hands what the store found to JS (`reportProblem`; a notice, which is
+  /// no failure, with the code `""`): called on the JS thread whenever a
+  /// store call of this cache completed.
   pub(crate) unsafe fn report_problems(&self, env: raw::Env) {
-    let problems = match self.cache.try_borrow() {
-      Ok(cache) => cache.take_problems(),
+    let (problems, notices) = match self.cache.try_borrow() {
+      Ok(cache) => (cache.take_problems(), cache.take_notices()),
       Err(_) => return,
     };
-    for problem in problems {
+    let reports = problems
+      .into_iter()
+      .map(|problem| (problem.code.as_str(), problem.message))
+      .chain(notices.into_iter().map(|notice| ("", notice)));
+    for (code, message) in reports {
       let (Ok(ctx), Ok(report)) = (
         self.helper(env, |h| &h.ctx),
         self.helper(env, |h| &h.report_problem),
       ) else {
         return;
       };
-      let args = [
-        ctx,
-        raw::string(env, problem.code.as_str()),
-        raw::string(env, &problem.message),
-      ];
+      let args = [ctx, raw::string(env, code), raw::string(env, &message)];
       let _ = raw::call(env, report, &args);
     }
   }

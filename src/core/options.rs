@@ -110,6 +110,15 @@ macro_rules! cache_options {
       #[doc = " default 1 000 with Redis), invalidated on every instance when a key is"]
       #[doc = " set, deleted or refreshed elsewhere. Default true."]
       l1: bool => "l1", default = Some("true");
+      #[doc = " Have Redis tell every instance's L1 of changes made outside"]
+      #[doc = " herdcache (`redis-cli DEL`, another service's `SET`, `EXPIRE`,"]
+      #[doc = " evictions, `FLUSHDB`): client tracking on the events connection"]
+      #[doc = " (`CLIENT TRACKING ON BCAST PREFIX`, RESP3), per primary on a"]
+      #[doc = " cluster. A server that cannot (before Redis 6) is reported once, as"]
+      #[doc = " a process warning; an ACL that refuses it, once, with"]
+      #[doc = " `ERR_HERDCACHE_REDIS_NOPERM`; either way the cache runs as without"]
+      #[doc = " it. With `l1` only. Default true."]
+      tracking: bool => "tracking", default = Some("true");
       #[doc = " Bound of each Redis command and connection attempt, ms. Default 1 000."]
       redis_timeout: f64 => "redisTimeout", default = Some("1000");
       #[doc = " After a Redis failure, Redis is skipped for this long, ms (calls are"]
@@ -228,6 +237,9 @@ pub struct RedisConfig {
   pub lock_ttl: u64,
   /// Whether an in-process L1 answers hot keys without Redis.
   pub l1: bool,
+  /// Whether the server is asked to tell the L1 of changes made outside
+  /// herdcache (client tracking); only with `l1`.
+  pub tracking: bool,
   /// Bound of each Redis command and connection attempt, ms.
   pub timeout: u64,
   /// How long Redis is skipped after a failure, ms.
@@ -585,6 +597,7 @@ fn refuse_redis_only(raw: &RawCacheOptions, has_redis: bool) -> Result<(), Error
   for (name, given) in [
     ("lockTtl", raw.lock_ttl.is_some()),
     ("l1", raw.l1.is_some()),
+    ("tracking", raw.tracking.is_some()),
     ("redisTimeout", raw.redis_timeout.is_some()),
     (
       "circuitBreakerDuration",
@@ -649,6 +662,7 @@ impl RedisConfig {
       endpoint: redis_endpoint(text)?,
       lock_ttl: millis("lockTtl", raw.lock_ttl, 3.0, MAX_TIMEOUT, DEFAULT_LOCK_TTL)?,
       l1: raw.l1.unwrap_or(true),
+      tracking: raw.tracking.unwrap_or(true) && raw.l1.unwrap_or(true),
       timeout: millis(
         "redisTimeout",
         raw.redis_timeout,
@@ -859,7 +873,7 @@ mod tests {
       assert!(seen.insert(option.name), "{} declared twice", option.name);
       assert!(!option.doc.trim().is_empty(), "{} has no doc", option.name);
     }
-    assert_eq!(CACHE_OPTIONS.len(), 26);
+    assert_eq!(CACHE_OPTIONS.len(), 27);
     let types: Vec<_> = CACHE_OPTIONS.iter().map(|o| (o.name, o.js_type)).collect();
     assert!(types.contains(&("ttl", "number")));
     assert!(types.contains(&("redis", "string")));
@@ -894,6 +908,7 @@ mod tests {
         "redis" => local.redis.as_ref().map(|r| format!("{:?}", r.endpoint)),
         "lockTtl" => Some(redis.lock_ttl.to_string()),
         "l1" => Some(redis.l1.to_string()),
+        "tracking" => Some(redis.tracking.to_string()),
         "redisTimeout" => Some(redis.timeout.to_string()),
         "circuitBreakerDuration" => Some(redis.breaker_cooldown.to_string()),
         "recoveryMaxEntries" => Some(redis.recovery_max_entries.to_string()),

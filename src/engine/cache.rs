@@ -210,6 +210,7 @@ impl<V, F> Cache<V, F> {
       let message = format!("option `redis` is not a usable Redis URL: {e}");
       Error::new(Code::InvalidOption, Kind::Type, message)
     })?;
+    let store = store.with_tracking(redis.tracking);
     Ok(Cache::open_on(config, store))
   }
 }
@@ -857,6 +858,10 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       let (connected, subscribed) = fleet.connected();
       gauges.redis_connected = u64::from(connected);
       gauges.redis_subscribed = u64::from(subscribed);
+      let (tracking, changes, echoes) = fleet.tracking();
+      gauges.redis_tracking = u64::from(tracking && subscribed);
+      metrics.tracked_changes = changes;
+      metrics.tracked_echoes = echoes;
       gauges.fleet_slots_held = fleet.load_slots().map_or(0, |slots| slots.held());
     }
     (metrics, gauges)
@@ -915,6 +920,16 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
       .fleet
       .as_ref()
       .map(|fleet| fleet.problems())
+      .unwrap_or_default()
+  }
+
+  /// What the shared store found that the application should hear of, no
+  /// failure (a server that cannot track keys): process warnings.
+  pub fn take_notices(&self) -> Vec<String> {
+    self
+      .fleet
+      .as_ref()
+      .map(|fleet| fleet.notices())
       .unwrap_or_default()
   }
 }

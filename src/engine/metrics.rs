@@ -47,6 +47,8 @@ counters! {
   refreshes_skipped => "refreshesSkipped", "herdcache_refreshes_skipped_total", "Background refreshes not run because that queue was full.";
   fleet_cap_bypassed => "fleetCapBypassed", "herdcache_fleet_cap_bypassed_total", "Loads run without a slot of fleetMaxConcurrentLoads because Redis could not be asked (under the per-process cap alone).";
   value_bytes_written => "valueBytesWritten", "herdcache_value_bytes_written_total", "Bytes of the values written to Redis, before compression (JSON text or encoded bytes).";
+  tracked_changes => "trackedChanges", "herdcache_tracked_changes_total", "Changes made outside herdcache (redis-cli, other services, EXPIRE, evictions, FLUSHDB) that Redis told this instance's L1 of (option tracking).";
+  tracked_echoes => "trackedEchoes", "herdcache_tracked_echoes_total", "herdcache's own changes that Redis's tracking told again, not applied twice (the events channel had announced them).";
   value_bytes_stored => "valueBytesStored", "herdcache_value_bytes_stored_total", "Bytes of the values written to Redis, after compression (what Redis was sent).";
 }
 
@@ -60,13 +62,14 @@ pub struct Gauges {
   pub recovery_pending: u64,
   pub redis_connected: u64,
   pub redis_subscribed: u64,
+  pub redis_tracking: u64,
   pub load_slots_used: u64,
   pub load_queue_length: u64,
   pub fleet_slots_held: u64,
 }
 
 impl Gauges {
-  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 10] {
+  pub fn gauges(&self) -> [(&'static str, &'static str, &'static str, u64); 11] {
     [
       ("size", "herdcache_entries", "Entries held now.", self.size),
       (
@@ -104,6 +107,12 @@ impl Gauges {
         "herdcache_redis_subscribed",
         "1 while the events subscription is live (fill notices and invalidations arrive).",
         self.redis_subscribed,
+      ),
+      (
+        "redisTracking",
+        "herdcache_redis_tracking",
+        "1 while Redis tells this instance's L1 of changes made outside herdcache (option tracking).",
+        self.redis_tracking,
       ),
       (
         "loadSlotsUsed",

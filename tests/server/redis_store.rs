@@ -237,3 +237,88 @@ async fn wait_until(what: &str, pred: impl Fn() -> bool) {
     tokio::time::sleep(Duration::from_millis(20)).await;
   }
 }
+
+/// With tracking, a change made outside herdcache (a plain `DEL`) reaches
+/// the subscription as a fill from no instance (`OUTSIDE`), once the echo
+/// window passed; a write of the store itself is heard twice (its
+/// announcement and its tracking message) and comes through once, the
+/// tracking message counted as an echo. Names under the prefix that are no
+/// value (a lock) are passed over.
+#[tokio::test]
+async fn tracking_tells_outside_changes_and_pairs_the_stores_own() {
+  use herdcache::core::fleet::OUTSIDE;
+  use std::sync::atomic::Ordering;
+  let Some(server) = RedisServer::start() else {
+    return;
+  };
+  let s = store(&server, "trk:").with_tracking(true);
+  let seen = Arc::new(Mutex::new(Vec::new()));
+  let events = {
+    let seen = Arc::clone(&seen);
+    Events::new(move |e| seen.lock().unwrap().push(e.clone()))
+  };
+  let task = s.subscribe_with(&events, Duration::from_millis(500), |_| {});
+  wait_until("tracking on", || {
+    events.tracking.live.load(Ordering::SeqCst)
+  })
+  .await;
+
+  let keys = s.keys("mine");
+  assert!(s
+    .write("mine", &keys, &envelope(1_000, "1"), 60_000, None)
+    .await
+    .unwrap());
+  wait_until("the write's echo", || {
+    events.tracking.echoes.load(Ordering::SeqCst) == 1
+  })
+  .await;
+
+  let other = s.keys("theirs");
+  let mut c = raw(&server).await;
+  let _: () = redis::cmd("SET")
+    .arg(&other.value)
+    .arg("x")
+    .query_async(&mut c)
+    .await
+    .unwrap();
+  let _: () = redis::cmd("SET")
+    .arg(&other.lock)
+    .arg("x")
+    .query_async(&mut c)
+    .await
+    .unwrap();
+  wait_until("the outside change", || {
+    seen
+      .lock()
+      .unwrap()
+      .iter()
+      .any(|e| e.origin == OUTSIDE && e.change == Change::Filled("theirs".into()))
+  })
+  .await;
+  tokio::time::sleep(Duration::from_millis(100)).await;
+  let outside: Vec<_> = seen
+    .lock()
+    .unwrap()
+    .iter()
+    .filter(|e| e.origin == OUTSIDE)
+    .cloned()
+    .collect();
+  assert_eq!(
+    outside.len(),
+    1,
+    "only the value's change, once: {outside:?}"
+  );
+  assert_eq!(events.tracking.changes.load(Ordering::SeqCst), 1);
+  assert_eq!(events.tracking.echoes.load(Ordering::SeqCst), 1);
+
+  let _: () = redis::cmd("FLUSHDB").query_async(&mut c).await.unwrap();
+  wait_until("the flush", || {
+    seen
+      .lock()
+      .unwrap()
+      .iter()
+      .any(|e| e.origin == OUTSIDE && e.change == Change::Cleared)
+  })
+  .await;
+  task.abort();
+}

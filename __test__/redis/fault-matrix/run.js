@@ -5,7 +5,8 @@
 const assert = require('node:assert/strict')
 const { Cache } = require('../../..')
 const { sleep, waitFor } = require('../../helpers')
-const { OPTIONS, LOAD_MS, DELIVERED_WITHIN, boundMs } = require('./cells')
+const IORedis = require('ioredis')
+const { OPTIONS, LOAD_MS, DELIVERED_WITHIN, TRACKED_WITHIN, boundMs } = require('./cells')
 
 /** ms between the pre-state's write and the call (more than the clocks' error). */
 const PRE_STATE_AGE = 50
@@ -43,7 +44,9 @@ const DELIVERED = {
 
 /** Warm-ups in the cache's own L1, before the fault (or, never reached, during it, by the loader). */
 async function warm(c, cache) {
-  if (c.row === 'warm' || c.row === 'forceFresh') assert.equal(await cache.getOrLoad('w', loader('W')), 'W')
+  if (c.row === 'warm' || c.row === 'forceFresh' || c.row === 'tracked') {
+    assert.equal(await cache.getOrLoad('w', loader('W')), 'W')
+  }
   if (c.row === 'pastL1') {
     assert.equal(await cache.getOrLoad('p', loader('W')), 'W')
     await sleep(150)
@@ -69,6 +72,7 @@ async function call(c, cache, runs) {
     case 'cold':
       return cache.getOrLoad('k', slowLoad(runs))
     case 'warm':
+    case 'tracked':
       return cache.getOrLoad('w', () => {
         runs.n++
         return 'WRONG'
@@ -185,6 +189,23 @@ function checkGot(c, column, got, runs, reports) {
 }
 
 /**
+ * The `tracked` row, once Redis answers again: `write()` changes the key
+ * `w` outside herdcache, and the cache's L1 lets go of its copy within
+ * TRACKED_WITHIN (tracking is back by then).
+ */
+async function seesOutsideWrite(c, column, cache, write) {
+  const at = `${column.id} × ${c.row}`
+  const within = boundMs(TRACKED_WITHIN)
+  await waitFor(() => cache.stats().redisTracking === 1, `${at}: tracking back`, within)
+  await write()
+  await waitFor(
+    async () => (await cache.getOrLoad('w', () => 'reloaded')) !== 'W',
+    `${at}: the outside write seen`,
+    within,
+  )
+}
+
+/**
  * One cell on one node. `env`: { url, adminUrl, inject(), heal(), codes }
  * of the column; a fresh cache per cell, under a prefix of its own.
  */
@@ -242,6 +263,16 @@ async function runCell(column, c, env) {
       )
       await waitFor(() => cache.stats().recoveryPending === 0, `${column.id} × ${c.row}: nothing left kept`, 2000)
     }
+    if (c.tracked) {
+      await seesOutsideWrite(c, column, cache, async () => {
+        const io = new IORedis(env.adminUrl, { maxRetriesPerRequest: 1 })
+        try {
+          await io.set(`{${prefix}w}`, 'written outside herdcache')
+        } finally {
+          io.disconnect()
+        }
+      })
+    }
     if (c.gets === 'closedEither' && !reports.some((r) => r.code === 'ERR_HERDCACHE_UNDELIVERED')) {
       assert.equal(await admin.get('u'), 'undelivered', `${column.id} × close: delivered when not reported`)
     }
@@ -262,4 +293,4 @@ async function runCell(column, c, env) {
   }
 }
 
-module.exports = { runCell, PRE, DELIVERED, call, checkGot, warm, loader }
+module.exports = { runCell, PRE, DELIVERED, call, checkGot, warm, loader, seesOutsideWrite }

@@ -30,6 +30,11 @@ pub enum Change {
   SlotsFreed { up_to: u64 },
 }
 
+/// The origin of a change made outside herdcache, heard through the
+/// server's client tracking (`tracking`): no instance's, whose origins are
+/// never empty ([`Event::decode`]).
+pub const OUTSIDE: &str = "";
+
 /// A message on the events channel: a change, and the instance that made it
 /// (so an instance can skip its own notices).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! The fleet protocol's pure parts, one job per file: the Redis names of a
 //! key ([`keys`]), the pub/sub event wire format ([`events`]), the Lua
-//! scripts ([`scripts`]), the lease and loser policy ([`lease`]) and who
-//! loads a key, as a machine without I/O ([`acquire`]).
+//! scripts ([`scripts`]), the lease and loser policy ([`lease`]), who
+//! loads a key, as a machine without I/O ([`acquire`]), and what the
+//! server's client tracking says ([`tracking`]).
 //!
 //! The lock is an *efficiency* lock (one recompute per expiry across a fleet,
 //! most of the time), never a correctness guarantee: it has no fencing token,
@@ -14,9 +15,10 @@ pub mod events;
 pub mod keys;
 pub mod lease;
 pub mod scripts;
+pub mod tracking;
 
 pub use acquire::{Acquired, Acquisition, Check, Heard, LockAttempt, Next, ReadAnswer};
-pub use events::{slots_freed_head, Change, Event};
+pub use events::{slots_freed_head, Change, Event, OUTSIDE};
 pub use keys::{
   channel_of, events_channel, load_slots, sharded_channels, slot, tag_stamp, RedisKeys, SLOTS,
 };

@@ -19,6 +19,12 @@ impl<S: SharedStore> Fleet<S> {
     self.store.problems().take()
   }
 
+  /// What the store found that the application should hear of, no failure
+  /// (each once).
+  pub fn notices(&self) -> Vec<String> {
+    self.store.problems().take_notices()
+  }
+
   pub fn circuit_open(&self) -> bool {
     self
       .breaker
@@ -128,6 +134,17 @@ impl<S: SharedStore> Fleet<S> {
     (
       self.connected.load(Ordering::Relaxed),
       self.subscription.is_set(),
+    )
+  }
+
+  /// The server's client tracking: whether it is on now, the changes made
+  /// outside herdcache it told, and herdcache's own it told again.
+  pub fn tracking(&self) -> (bool, u64, u64) {
+    let t = &self.events.tracking;
+    (
+      t.live.load(Ordering::Relaxed),
+      t.changes.load(Ordering::Relaxed),
+      t.echoes.load(Ordering::Relaxed),
     )
   }
 

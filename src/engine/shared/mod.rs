@@ -22,7 +22,7 @@ use crate::core::error::Code;
 use crate::core::fleet::Event;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -82,6 +82,10 @@ pub struct Problem {
 pub struct Problems {
   pending: AtomicBool,
   queue: Mutex<Vec<Problem>>,
+  /// What the application should hear of once that is no failure (a server
+  /// that cannot track keys for the L1): reported as a process warning.
+  notices: Mutex<Vec<String>>,
+  notices_pending: AtomicBool,
   /// What was reported already, by what was refused (`publish`, …).
   seen: Mutex<HashSet<&'static str>>,
   /// The cause last reported (an outage's until the store answers again);
@@ -102,15 +106,32 @@ pub struct Problems {
 impl Problems {
   /// Queues `problem` unless one about `what` was queued before.
   pub fn raise(&self, what: &'static str, problem: Problem) {
-    if !self
+    if self.first(what) {
+      self.queue(problem);
+    }
+  }
+
+  /// Queues `message` as a notice (no failure: the one there is, a server
+  /// that cannot track keys) unless one about `what` was queued before.
+  pub fn notice(&self, what: &'static str, message: String) {
+    if !self.first(what) {
+      return;
+    }
+    self
+      .notices
+      .lock()
+      .unwrap_or_else(|p| p.into_inner())
+      .push(message);
+    self.notices_pending.store(true, Ordering::Release);
+  }
+
+  /// Whether nothing about `what` was reported before (and now it is).
+  fn first(&self, what: &'static str) -> bool {
+    self
       .seen
       .lock()
       .unwrap_or_else(|p| p.into_inner())
       .insert(what)
-    {
-      return;
-    }
-    self.queue(problem);
   }
 
   fn queue(&self, problem: Problem) {
@@ -202,6 +223,15 @@ impl Problems {
       return Vec::new();
     }
     std::mem::take(&mut *self.queue.lock().unwrap_or_else(|p| p.into_inner()))
+  }
+
+  pub fn take_notices(&self) -> Vec<String> {
+    if !self.notices_pending.load(Ordering::Acquire)
+      || !self.notices_pending.swap(false, Ordering::Acquire)
+    {
+      return Vec::new();
+    }
+    std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()))
   }
 }
 
@@ -494,6 +524,33 @@ pub enum Notice {
 pub struct Events {
   waiters: Mutex<HashMap<String, Vec<oneshot::Sender<Notice>>>>,
   handler: Handler,
+  /// What the server's client tracking did (a Redis store's, with the
+  /// `tracking` option).
+  pub tracking: TrackingState,
+}
+
+/// The server's client tracking for one instance's L1: whether it is on,
+/// and what it told.
+#[derive(Debug, Default)]
+pub struct TrackingState {
+  /// True while the server tells the subscription of every change under
+  /// the prefix.
+  pub live: AtomicBool,
+  /// Changes made outside herdcache, applied to the L1.
+  pub changes: AtomicU64,
+  /// Herdcache's own changes heard again through tracking, not applied
+  /// twice.
+  pub echoes: AtomicU64,
+}
+
+impl TrackingState {
+  pub fn changed(&self) {
+    self.changes.fetch_add(1, Ordering::Relaxed);
+  }
+
+  pub fn echo(&self) {
+    self.echoes.fetch_add(1, Ordering::Relaxed);
+  }
 }
 
 impl Events {
@@ -501,6 +558,7 @@ impl Events {
     Arc::new(Events {
       waiters: Mutex::new(HashMap::new()),
       handler: Arc::new(handler),
+      tracking: TrackingState::default(),
     })
   }
 

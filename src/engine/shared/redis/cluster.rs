@@ -23,9 +23,11 @@
 
 use super::link::{bounded, Connector, Link};
 use super::store::{read, read_reply, Topology};
-use super::subscription::{Subscribed, Subscriber, Subscription};
+use super::subscription::{
+  event_of, tracked_of, tracking_on, Received, Subscribed, Subscriber, Subscription, Tracking,
+};
 use super::RedisTimeouts;
-use crate::core::fleet::{self as protocol, channel_of, slot, Event, RedisKeys};
+use crate::core::fleet::{self as protocol, channel_of, slot, RedisKeys};
 use crate::engine::shared::{Events, Read};
 use futures_util::future::join_all;
 use futures_util::FutureExt;
@@ -35,6 +37,7 @@ use redis::cluster_routing::{
   MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
 };
 use redis::{Client, Cmd, ProtocolVersion, PushKind, RedisError, RedisResult, Value};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -240,7 +243,7 @@ impl Topology for Cluster {
     })
   }
 
-  fn subscriber(&self) -> ClusterSubscriber {
+  fn subscriber(&self, _tracking: bool) -> ClusterSubscriber {
     ClusterSubscriber {
       seeds: self.seeds.clone(),
       timeouts: self.timeouts,
@@ -397,6 +400,10 @@ pub(super) struct ClusterSubscription {
   conn: ClusterConnection,
   pushes: UnboundedReceiver<redis::PushInfo>,
   channels: Vec<String>,
+  /// The primaries told to track the prefix (`track`), by address: a
+  /// primary not among them (a node that joined) is not tracked, so the
+  /// subscription is made anew when they change (`answers`).
+  tracked: Option<Vec<String>>,
 }
 
 impl Subscriber for ClusterSubscriber {
@@ -418,6 +425,7 @@ impl Subscriber for ClusterSubscriber {
       conn: bounded(bound, client.get_async_connection()).await?,
       pushes,
       channels: self.channels.clone(),
+      tracked: None,
     })
   }
 }
@@ -449,32 +457,56 @@ impl Subscription for ClusterSubscription {
     }
   }
 
+  /// Every primary is told, on this connection's own link to it (BCAST is
+  /// per node: each tells of the changes to its own slots).
+  async fn track(&mut self, prefix: &str, bound: Duration) -> Tracking {
+    let Some(primaries) = primaries(&self.conn, bound).await else {
+      return Tracking::Unconfirmed;
+    };
+    let answer = bounded_answer(
+      bound,
+      self
+        .conn
+        .route_command(tracking_on(prefix), all_primaries()),
+    )
+    .await;
+    let tracking = Tracking::of(answer);
+    if matches!(tracking, Tracking::On) {
+      self.tracked = Some(primaries);
+    }
+    tracking
+  }
+
   /// An unsubscribe (the server's, when a channel's slot moved) or a
   /// disconnect ends it.
-  async fn next_event(&mut self) -> Option<Event> {
+  async fn next(&mut self) -> Option<Received> {
     loop {
       let push = self.pushes.recv().await?;
       match push.kind {
         PushKind::SMessage => {
           if let Some(event) = event_of(push) {
-            return Some(event);
+            return Some(Received::Event(event));
           }
         }
+        PushKind::Invalidate => return Some(tracked_of(push)),
         PushKind::SUnsubscribe | PushKind::Disconnection => return None,
         _ => {}
       }
     }
   }
 
-  /// A PING to every primary.
+  /// A PING to every primary; tracked, the primaries are the ones told.
   async fn answers(&mut self, bound: Duration) -> bool {
-    let ping = RoutingInfo::MultiNode((
-      MultipleNodeRoutingInfo::AllMasters,
-      Some(ResponsePolicy::AllSucceeded),
-    ));
-    bounded(bound, self.conn.route_command(redis::cmd("PING"), ping))
-      .await
-      .is_ok()
+    let pinged = bounded(
+      bound,
+      self.conn.route_command(redis::cmd("PING"), all_primaries()),
+    )
+    .await
+    .is_ok();
+    match &self.tracked {
+      Some(tracked) if pinged => primaries(&self.conn, bound).await.as_ref() == Some(tracked),
+      _ => pinged,
+    }
   }
 }
 
@@ -512,11 +544,32 @@ async fn confirmations(
   true
 }
 
-/// The event a sharded message carries, if this version can read it.
-fn event_of(push: redis::PushInfo) -> Option<Event> {
-  let payload = push.data.into_iter().nth(1)?;
-  let text = redis::from_redis_value::<String>(payload).ok()?;
-  Event::decode(&text)
+/// Every primary, each answering.
+fn all_primaries() -> RoutingInfo {
+  RoutingInfo::MultiNode((
+    MultipleNodeRoutingInfo::AllMasters,
+    Some(ResponsePolicy::AllSucceeded),
+  ))
+}
+
+/// [`bounded`], with the timeout apart from the answer ([`Tracking::of`]).
+async fn bounded_answer<T>(
+  bound: Duration,
+  call: impl Future<Output = RedisResult<T>>,
+) -> Result<RedisResult<T>, tokio::time::error::Elapsed> {
+  tokio::time::timeout(bound, call).await
+}
+
+/// The primaries' addresses, sorted, as a node says (`CLUSTER SLOTS`);
+/// `None` when it does not answer within `bound`.
+async fn primaries(conn: &ClusterConnection, bound: Duration) -> Option<Vec<String>> {
+  let mut c = conn.clone();
+  let slots = redis::cmd("CLUSTER").arg("SLOTS").clone();
+  let random = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+  let owners = bounded(bound, c.route_command(slots, random)).await.ok()?;
+  let mut primaries = Owners::parse(owners).ok()?.primaries;
+  primaries.sort();
+  Some(primaries)
 }
 
 /// Whether every slot has a primary (as far as `conn`'s node of the moment

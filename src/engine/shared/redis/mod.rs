@@ -115,6 +115,16 @@ impl RedisStore {
     Ok(RedisStore(OnTopology::Cluster(Box::new(store))))
   }
 
+  /// The store, whose events subscription asks the server to track the
+  /// prefix's changes (`tracking`), or does not (the default).
+  pub fn with_tracking(mut self, tracking: bool) -> RedisStore {
+    match &mut self.0 {
+      OnTopology::Node(store) => store.tracking = tracking,
+      OnTopology::Cluster(store) => store.tracking = tracking,
+    }
+    self
+  }
+
   on_topology! {
     /// The prefix of every name this store uses.
     pub fn prefix(&self) -> &str;

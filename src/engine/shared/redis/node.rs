@@ -4,14 +4,23 @@
 
 use super::link::{bounded, Connector, Link};
 use super::store::{read_reply, Topology};
-use super::subscription::{Subscribed, Subscriber, Subscription};
+use super::subscription::{
+  event_of, tracked_of, tracking_on, Received, Subscribed, Subscriber, Subscription, Tracking,
+};
 use super::RedisTimeouts;
 use crate::core::fleet::{self as protocol, Event, RedisKeys};
 use crate::engine::shared::{Events, Read};
 use futures_util::{FutureExt, StreamExt};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink, PubSubStream};
-use redis::{Client, Cmd, RedisResult, Value};
+use redis::aio::{
+  ConnectionManager, ConnectionManagerConfig, MultiplexedConnection, PubSubSink, PubSubStream,
+};
+use redis::{
+  AsyncConnectionConfig, Client, Cmd, ErrorKind, ProtocolVersion, PushInfo, PushKind, RedisError,
+  RedisResult, Value,
+};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
 
 pub(super) struct Node {
   client: Client,
@@ -57,9 +66,19 @@ impl Topology for Node {
     })
   }
 
-  fn subscriber(&self) -> NodeSubscriber {
+  fn subscriber(&self, tracking: bool) -> NodeSubscriber {
+    let resp3 = tracking.then(|| {
+      let info = self.client.get_connection_info().clone();
+      let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
+      Client::open(info.set_redis_settings(settings)).expect("the same URL, in RESP3")
+    });
     NodeSubscriber {
       client: self.client.clone(),
+      resp3,
+      resp2_only: AtomicBool::new(false),
       channel: self.channel.clone(),
     }
   }
@@ -116,16 +135,30 @@ impl Topology for Node {
   }
 }
 
-/// SUBSCRIBE to the events channel, on a connection of its own.
+/// SUBSCRIBE to the events channel, on a connection of its own: with
+/// tracking, a RESP3 connection, on which the pub/sub messages and the
+/// tracking messages both come as pushes; without it, or on a server
+/// before Redis 6 (no RESP3), a RESP2 pub/sub connection.
 pub(super) struct NodeSubscriber {
   client: Client,
+  /// The same server, spoken to in RESP3 (`None`: tracking is not asked).
+  resp3: Option<Client>,
+  /// Set once the server refused RESP3: later connections do not ask again.
+  resp2_only: AtomicBool,
   channel: String,
 }
 
-pub(super) struct NodeSubscription {
-  sink: PubSubSink,
-  messages: PubSubStream,
-  channel: String,
+pub(super) enum NodeSubscription {
+  Plain {
+    sink: PubSubSink,
+    messages: PubSubStream,
+    channel: String,
+  },
+  Pushes {
+    conn: MultiplexedConnection,
+    pushes: UnboundedReceiver<PushInfo>,
+    channel: String,
+  },
 }
 
 impl Subscriber for NodeSubscriber {
@@ -135,9 +168,38 @@ impl Subscriber for NodeSubscriber {
   const RENEWS_COMMANDS: bool = false;
 
   async fn connect(&self, bound: Duration) -> RedisResult<NodeSubscription> {
+    if let Some(resp3) = self
+      .resp3
+      .as_ref()
+      .filter(|_| !self.resp2_only.load(Ordering::Relaxed))
+    {
+      let (tx, pushes) = tokio::sync::mpsc::unbounded_channel();
+      let config = AsyncConnectionConfig::new()
+        .set_push_sender(tx)
+        .set_connection_timeout(Some(bound))
+        .set_response_timeout(Some(bound));
+      match bounded(
+        bound,
+        resp3.get_multiplexed_async_connection_with_config(&config),
+      )
+      .await
+      {
+        Ok(conn) => {
+          return Ok(NodeSubscription::Pushes {
+            conn,
+            pushes,
+            channel: self.channel.clone(),
+          })
+        }
+        Err(e) if resp3_refused(&e) => {
+          self.resp2_only.store(true, Ordering::Relaxed);
+        }
+        Err(e) => return Err(e),
+      }
+    }
     let pubsub = bounded(bound, self.client.get_async_pubsub()).await?;
     let (sink, messages) = pubsub.split();
-    Ok(NodeSubscription {
+    Ok(NodeSubscription::Plain {
       sink,
       messages,
       channel: self.channel.clone(),
@@ -148,30 +210,81 @@ impl Subscriber for NodeSubscriber {
 impl Subscription for NodeSubscription {
   /// Live once the server confirmed the SUBSCRIBE.
   async fn subscribe(&mut self, _: &Events, bound: Duration) -> Subscribed {
-    match tokio::time::timeout(bound, self.sink.subscribe(&self.channel)).await {
+    let (subscribed, channel) = match self {
+      NodeSubscription::Plain { sink, channel, .. } => (
+        tokio::time::timeout(bound, sink.subscribe(&*channel)).await,
+        channel,
+      ),
+      NodeSubscription::Pushes { conn, channel, .. } => (
+        tokio::time::timeout(bound, conn.subscribe(&*channel)).await,
+        channel,
+      ),
+    };
+    match subscribed {
       Ok(Ok(())) => Subscribed::Live,
       Ok(Err(error)) => Subscribed::Refused {
-        channel: self.channel.clone(),
+        channel: channel.clone(),
         error,
       },
       Err(_) => Subscribed::Unconfirmed,
     }
   }
 
-  /// A message this version cannot read is passed over.
-  async fn next_event(&mut self) -> Option<Event> {
-    loop {
-      let message = self.messages.next().await?;
-      let text = message.get_payload::<String>().ok();
-      if let Some(event) = text.and_then(|text| Event::decode(&text)) {
-        return Some(event);
+  async fn track(&mut self, prefix: &str, bound: Duration) -> Tracking {
+    match self {
+      NodeSubscription::Plain { .. } => Tracking::Unsupported(
+        "the server does not speak RESP3 (Redis 6 or later, or Valkey, does)".to_string(),
+      ),
+      NodeSubscription::Pushes { conn, .. } => {
+        let on = tracking_on(prefix);
+        Tracking::of(tokio::time::timeout(bound, on.query_async::<Value>(conn)).await)
       }
+    }
+  }
+
+  /// A message this version cannot read is passed over.
+  async fn next(&mut self) -> Option<Received> {
+    match self {
+      NodeSubscription::Plain { messages, .. } => loop {
+        let message = messages.next().await?;
+        let text = message.get_payload::<String>().ok();
+        if let Some(event) = text.and_then(|text| Event::decode(&text)) {
+          return Some(Received::Event(event));
+        }
+      },
+      NodeSubscription::Pushes { pushes, .. } => loop {
+        let push = pushes.recv().await?;
+        match push.kind {
+          PushKind::Message => {
+            if let Some(event) = event_of(push) {
+              return Some(Received::Event(event));
+            }
+          }
+          PushKind::Invalidate => return Some(tracked_of(push)),
+          PushKind::Unsubscribe | PushKind::Disconnection => return None,
+          _ => {}
+        }
+      },
     }
   }
 
   /// A PING on the subscription's own connection.
   async fn answers(&mut self, bound: Duration) -> bool {
-    let pong = tokio::time::timeout(bound, self.sink.ping::<Value>()).await;
+    let pong = match self {
+      NodeSubscription::Plain { sink, .. } => {
+        tokio::time::timeout(bound, sink.ping::<Value>()).await
+      }
+      NodeSubscription::Pushes { conn, .. } => {
+        tokio::time::timeout(bound, redis::cmd("PING").query_async::<Value>(conn)).await
+      }
+    };
     matches!(pong, Ok(Ok(_)))
   }
+}
+
+/// Whether connecting failed because the server does not speak RESP3: it
+/// does not know `HELLO` (before Redis 6, or renamed away).
+fn resp3_refused(e: &RedisError) -> bool {
+  e.kind() == ErrorKind::RESP3NotSupported
+    || (e.code() == Some("ERR") && e.to_string().contains("'HELLO'"))
 }

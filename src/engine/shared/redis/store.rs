@@ -41,8 +41,9 @@ pub(super) trait Topology: Send + Sync + Sized + 'static {
   /// Makes the command connection.
   fn connector(&self) -> Connector<Self::Connection>;
 
-  /// The subscription's own, owned by its task.
-  fn subscriber(&self) -> Self::Subscriber;
+  /// The subscription's own, owned by its task; `tracking`: it will be
+  /// asked to have the prefix tracked.
+  fn subscriber(&self, tracking: bool) -> Self::Subscriber;
 
   /// The channel the scripts announce on, in the same step as their change
   /// (`""`: none, [`Topology::announce`] does it after them).
@@ -105,6 +106,9 @@ pub(super) struct Redis<T: Topology> {
   scripts: Scripts,
   /// The name of the fleet's load slots (`protocol::load_slots`).
   load_slots_name: String,
+  /// Whether the events subscription asks the server to track the prefix
+  /// (`tracking`).
+  pub(super) tracking: bool,
 }
 
 /// The scripts of `core::fleet::scripts`, as EVALSHA runs them.
@@ -193,6 +197,7 @@ impl<T: Topology> Redis<T> {
       origin: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
       scripts: Scripts::new(),
       load_slots_name: protocol::load_slots(prefix),
+      tracking: false,
     }
   }
 
@@ -249,8 +254,16 @@ impl<T: Topology> Redis<T> {
     bound: Duration,
     on_connected: impl Fn(bool) + Send + Sync + 'static,
   ) -> JoinHandle<()> {
-    let subscriber = self.topology.subscriber();
-    subscription::run(subscriber, self.link.clone(), events, bound, on_connected)
+    let subscriber = self.topology.subscriber(self.tracking);
+    let tracking = self.tracking.then(|| self.prefix.clone());
+    subscription::run(
+      subscriber,
+      self.link.clone(),
+      events,
+      bound,
+      tracking,
+      on_connected,
+    )
   }
 
   /// Inspection (tests): the key's back-off marker, `(failures, ms left)`,

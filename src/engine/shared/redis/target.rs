@@ -31,6 +31,11 @@ impl Target {
     }
   }
 
+  /// What messages call the store.
+  pub(super) fn name(&self) -> &str {
+    &self.name
+  }
+
   /// A failure's cause (`core::error::Code`'s Redis codes), with the
   /// server's text and what to check.
   pub(super) fn describe(&self, e: &RedisError) -> Problem {
@@ -184,6 +189,17 @@ pub(super) fn subscribe_refused(channel: &str, e: &RedisError) -> Problem {
     code: Code::RedisNoPerm,
     message: format!(
       "Redis refused SUBSCRIBE to the events channel `{channel}` ({e}): this instance is not told of other instances' fills and invalidations, so its memory may serve values changed elsewhere until their TTL, and its waiting loads wait out the lock's lease. Allow the channel (`&herdcache:events:*`, or `allchannels`) and `+publish +subscribe` for this user"
+    ),
+  }
+}
+
+/// The ACL refused `CLIENT TRACKING` on the events connection: the L1 hears
+/// of herdcache's own changes only, as without the `tracking` option.
+pub(super) fn tracking_refused(e: &RedisError) -> Problem {
+  Problem {
+    code: Code::RedisNoPerm,
+    message: format!(
+      "Redis refused CLIENT TRACKING on the events connection ({e}): this instance's memory is not told of changes made outside herdcache (redis-cli, other services, evictions), only of herdcache's own, and serves what it holds until its TTL. Allow `+client|tracking` for this user, or pass `tracking: false`"
     ),
   }
 }
