@@ -2,7 +2,7 @@
 
 // Writes the benchmark and demo figures of README.md from the committed
 // results files (bench/RESULTS.md, bench/FLEET.md, bench/CLUSTER.md,
-// bench/NEST.md, bench/BULKHEAD.md, bench/VALUES.md, and what the demos
+// bench/NEST.md, bench/BULKHEAD.md, bench/VALUES.md, bench/TRACKING.md, and what the demos
 // printed: demo/OUTPUT.md, demo/NEST-OUTPUT.md), between markers:
 //
 //   <!-- bench:<name>:start -->  ...generated...  <!-- bench:<name>:end -->
@@ -26,6 +26,7 @@ const RESULT_FILES = {
   nest: 'bench/NEST.md',
   bulkhead: 'bench/BULKHEAD.md',
   values: 'bench/VALUES.md',
+  tracking: 'bench/TRACKING.md',
   demo: 'demo/OUTPUT.md',
   'demo-nest': 'demo/NEST-OUTPUT.md',
 }
@@ -504,7 +505,138 @@ function values({ values: md }) {
   return lines.join('\n')
 }
 
-const SECTIONS = { speed, memory, fleet, cluster, nest, demo, 'demo-nest': demoNest, bulkhead, values }
+/** "3.2 % / 2.8 % / 3.0 %" (one figure per instance): "2.8–3.2 %", or the one figure when they are equal. */
+function spread(cell) {
+  const parts = cell.split(' / ').map((part) => part.trim())
+  if (parts.every((part) => part === parts[0])) return parts[0]
+  const numeric = parts.map((part) => Number(part.replace(/ /g, '').replace(/%$/, '')))
+  if (numeric.some(Number.isNaN)) return cell
+  const unit = parts[0].endsWith(' %') ? ' %' : ''
+  const bare = (part) => part.replace(/ %$/, '')
+  const lo = parts[numeric.indexOf(Math.min(...numeric))]
+  const hi = parts[numeric.indexOf(Math.max(...numeric))]
+  return lo === hi ? lo : `${bare(lo)}–${bare(hi)}${unit}`
+}
+
+function tracking({ tracking: md }) {
+  const file = 'bench/TRACKING.md'
+  const date = capture(md, /^- date: (\S+)/m, `${file} date`)[1]
+  const absorbed = tableWith(
+    section(md, '## 1. ', file),
+    ['load', 'tracking', "readers' calls", 'writes/s', 'reader CPU (% of one core), each reader'],
+    `${file} fleet`,
+  )
+  const changesColumn = Object.keys(absorbed[0]).find((c) => c.startsWith('outside changes applied/s'))
+  const echoesColumn = Object.keys(absorbed[0]).find((c) => c.startsWith('own writes heard twice'))
+  const lagColumn = Object.keys(absorbed[0]).find((c) => c.startsWith('marker gone after'))
+  if (!changesColumn || !echoesColumn || !lagColumn) throw new Error(`${file} fleet: a column is missing`)
+  const readers = capture(md, /^## 1\. Invalidation messages a fleet of (\d+) absorbs/m, `${file} readers`)[1]
+  const populated = capture(md, /^## 2\. Redis with `BCAST` on a prefix of ([\d ]+) keys/m, `${file} keys`)[1]
+  const redis = tableWith(
+    section(md, '## 2. ', file),
+    ['load', 'tracking', 'Redis CPU (% of one core)', 'on ÷ off'],
+    file,
+  )
+  const pick = (table, load, on, what) =>
+    row(
+      table,
+      (r) =>
+        r.load.startsWith(load) &&
+        r.tracking === (on ? 'on' : 'off') &&
+        (!("readers' calls" in r) || !r["readers' calls"].startsWith('none')),
+      `${file} ${what} ${load} ${on ? 'on' : 'off'}`,
+    )
+  const fleet = (load, on) => pick(absorbed, load, on, 'fleet')
+  const server = (load, on) => pick(redis, load, on, 'Redis')
+  const outside = 'outside SET'
+  const herd = 'herdcache `set()`'
+  const [, target, keys] = capture(
+    md,
+    /^- loads: a target of ([\d ]+) writes\/s to ([\d ]+) distinct keys/m,
+    `${file} loads`,
+  )
+  const watched = capture(md, /"kept": still there (\d+ ms) later/, `${file} kept`)[1]
+  const lag = (on) => {
+    const cell = spread(fleet(outside, on)[lagColumn])
+    return cell === 'kept' ? `still held ${watched} later` : cell
+  }
+  const idle = absorbed.filter((r) => r["readers' calls"].startsWith('none'))
+  const both = (cell) => [cell(true), cell(false)]
+  const line = (label, [on, off]) => `| ${label} | ${on} | ${off} |`
+  const lines = [
+    `\`npm run bench:tracking\` runs ${readers} instances (one process each) while an outside writer (ioredis, ` +
+      `pipelined \`SET\`s) or one more instance (\`cache.set()\`) writes at a target of ${target} writes/s to ${keys} ` +
+      `keys, against one Redis holding ${populated} keys under the tracked prefix, and writes ` +
+      `[bench/TRACKING.md](bench/TRACKING.md). From the last run (${date}; per instance, the spread over the ${readers}):`,
+    '',
+    '| | `tracking: true` | `tracking: false` |',
+    '|---|---:|---:|',
+    line(
+      `outside writes/s, applied to each L1 (\`trackedChanges\`/s) at ${fleet(outside, true)['writes/s']} written/s`,
+      [spread(fleet(outside, true)[changesColumn]), spread(fleet(outside, false)[changesColumn])],
+    ),
+    line('an outside `DEL` at the end: gone from each L1 after (ms)', [lag(true), lag(false)]),
+    line(
+      `messages/s each instance hears at ${fleet(herd, true)['writes/s']} \`set()\`s/s: events channel + tracking, paired (\`trackedEchoes\`/s)`,
+      [
+        `${fleet(herd, true)['writes/s']} + ${spread(fleet(herd, true)[echoesColumn])}`,
+        `${fleet(herd, false)['writes/s']} + 0`,
+      ],
+    ),
+    line(
+      'instance CPU under the outside writes (% of one core)',
+      both((on) => spread(fleet(outside, on)['reader CPU (% of one core), each reader'])),
+    ),
+    line(
+      'instance CPU under the `set()`s (% of one core)',
+      both((on) => spread(fleet(herd, on)['reader CPU (% of one core), each reader'])),
+    ),
+    line('Redis CPU under the outside writes (% of one core; on ÷ off)', [
+      `${server(outside, true)['Redis CPU (% of one core)']} (${server(outside, true)['on ÷ off']})`,
+      server(outside, false)['Redis CPU (% of one core)'],
+    ]),
+    line('Redis CPU under the `set()`s (% of one core; on ÷ off)', [
+      `${server(herd, true)['Redis CPU (% of one core)']} (${server(herd, true)['on ÷ off']})`,
+      server(herd, false)['Redis CPU (% of one core)'],
+    ]),
+    line(
+      'Redis used_memory at the end of the outside writes',
+      both((on) => server(outside, on)['used_memory at the end'].replace(/ \(.*\)$/, '')),
+    ),
+  ]
+  if (idle.length > 0) {
+    const runs = idle.map(
+      (r) => `${r['marker in L1 at the end']} (${r.load.replace(/ \(.*\)$/, '')}, tracking ${r.tracking})`,
+    )
+    const seconds = capture(idle[0]["readers' calls"], /\((\d+ s) run\)/, `${file} idle`)[1]
+    const bound = capture(md, /more than ([\d ]+) waiting clear the L1 instead/, `${file} queue bound`)[1]
+    const every = capture(md, /every (\d+ ms) \(an L1 hit/, `${file} calls`)[1]
+    lines.push(
+      '',
+      `An instance applies what it was told at its next call, and more than ${bound} changes waiting clear its L1 ` +
+        `instead: of instances that made no call during ${seconds} of these writes, ${runs.join(' and ')} still ` +
+        `held their keys at the end. The instances above make a call every ${every}, as a serving one does.`,
+    )
+  }
+  const hit = section(md, '## 3. ', file)
+  const ratio = /This ÷ baseline ([\d.]+×)/.exec(hit)
+  if (ratio) {
+    const hits = tableWith(hit, ['checkout', 'processes', 'ns/op (median)'], `${file} hit`)
+    const ours = row(hits, (r) => r.checkout === 'this checkout', `${file} hit ours`)
+    const theirs = row(hits, (r) => r.checkout.endsWith('(baseline)'), `${file} hit baseline`)
+    lines.push(
+      '',
+      `The in-memory hit (bench/hitpath.js's untagged hit) costs ${ours['ns/op (median)']} ns with this change and ` +
+        `${theirs['ns/op (median)']} ns in the ${theirs.checkout.replace(' (baseline)', '')} before it ` +
+        `(${ratio[1]}, processes alternating).`,
+    )
+  } else {
+    lines.push('', `The in-memory hit costs ${capture(hit, /median ([\d.]+ ns)\/op/, `${file} hit`)[1]}.`)
+  }
+  return lines.join('\n')
+}
+
+const SECTIONS = { speed, memory, fleet, cluster, nest, demo, 'demo-nest': demoNest, bulkhead, values, tracking }
 
 /** README text with every bench section rendered from `results` (the results files' texts). */
 function render(readme, results) {
