@@ -29,6 +29,26 @@ const { encode, decode, isSerializerError, serializerProblem } = require('./lib/
 const { parse } = JSON
 const noop = () => {}
 
+/**
+ * This machine's wall clock, as the addon's clock reads it before its
+ * offset. Taken once here, so that fake timers a test installs later (which
+ * replace `Date`) cannot keep a remembered hit alive past its deadline.
+ */
+const wallNow = Date.now
+
+/** The outcome byte of a fresh hit (`OUTCOMES`' index of 'hit'). */
+const HIT = OUTCOMES.indexOf('hit')
+
+/**
+ * How many remembered hits read the addon's published clock between two
+ * checks of it against `wallNow()`, and how far behind it may be then (ms:
+ * the coarse clock's tick, the 1 ms it is published at, a thread's
+ * wake-up). Further behind, every remembered hit reads `wallNow()` until
+ * a check finds it caught up.
+ */
+const CLOCK_CHECK_EVERY = 256
+const CLOCK_SLACK_MS = 10
+
 /** Test hooks: `cache[kTesting].advanceClock(ms)`, `.skewClock(ms)`, `.setRandom({ jitter, xfetch })`. */
 const kTesting = Symbol.for('herdcache.testing')
 
@@ -212,6 +232,30 @@ class Cache {
   #load
   #many
   #outcome
+  /**
+   * Fresh hits the addon answered, remembered by key, answered again here
+   * without crossing into it: `{ promise, epoch, until }` (src/engine/epoch.rs).
+   * Valid while the cache's epoch has not moved (nothing in memory, the
+   * queued invalidations or the clock changed since) and until `until`
+   * (`wallNow()` ms: the entry's fresh deadline, its early refresh, its
+   * l1Ttl). String keys and untagged entries only; a call with options, a
+   * traced call or a loader that is no function goes to the addon.
+   */
+  #remembered = new Map()
+  /** The epoch `#remembered` was filled in (it is emptied when it moves). */
+  #rememberedIn = -1
+  /** Hits answered from `#remembered` since `stats()` or `metrics()` last counted them. */
+  #rememberedHits = 0
+  /** The addon's epoch counter (`Uint32Array` over `epochBuffer`). */
+  #epoch
+  /** The addon's published wall clock (`Float64Array` over `clockBuffer`, src/engine/clock.rs). */
+  #clock
+  #clockChecks = 0
+  #clockTrusted = false
+  /** The outcome slot's epoch and deadline of the last call's fresh hit (`entry::Remember`). */
+  #decidedIn
+  #until
+  #remembering
 
   constructor(options = {}) {
     checkOptions(options)
@@ -260,18 +304,84 @@ class Cache {
     this.#ctx = ctx
     this.#load = fns.getOrLoad
     this.#outcome = new Uint8Array(fns.outcomeBuffer)
+    this.#decidedIn = new Uint32Array(fns.outcomeBuffer, 4, 1)
+    this.#until = new Float64Array(fns.outcomeBuffer, 8, 1)
+    // Without external buffers (V8's sandbox) every call goes to the addon.
+    this.#remembering = fns.epochBuffer !== undefined
+    this.#epoch = this.#remembering ? new Uint32Array(fns.epochBuffer) : new Uint32Array(1)
+    this.#clock = this.#remembering ? new Float64Array(fns.clockBuffer) : new Float64Array(1)
     this.#many = { getOrLoadMany: fns.getOrLoadMany, outcome: this.#outcome }
   }
 
   getOrLoad(key, loader, options) {
     // Nobody tracing costs this one check (bench/hitpath.js measures it).
     if (getOrLoadChannel.hasSubscribers) return this.#traced(key, loader, options)
-    // The common call is one native call: the addon answers a hit or a join
-    // synchronously with a settled or shared promise.
-    if (options === undefined) return this.#load(key, loader)
+    if (options === undefined) {
+      // A fresh hit the addon answered before, nothing changed since: its
+      // promise again, no crossing (bench/HITPATH.md).
+      const hit = this.#remembered.get(key)
+      if (
+        hit !== undefined &&
+        // Atomics: a plain read of memory another thread writes could be
+        // hoisted out of a loop of calls that never yields.
+        hit.epoch === Atomics.load(this.#epoch, 0) &&
+        typeof loader === 'function' &&
+        this.#now() < hit.until
+      ) {
+        this.#rememberedHits++
+        return hit.promise
+      }
+      // Otherwise one native call: the addon answers a hit or a join
+      // synchronously with a settled or shared promise.
+      const promise = this.#load(key, loader)
+      if (this.#outcome[0] === HIT) this.#remember(key, promise)
+      return promise
+    }
     const problem = callOptionsProblem(options)
     if (problem !== undefined) return Promise.reject(invalidOption(problem))
     return this.#call(key, loader, options, options.status)
+  }
+
+  /**
+   * Remembers the fresh hit the addon just answered (its deadline and the
+   * epoch read before its decision are in the outcome slot; deadline 0: not
+   * to be remembered). Kept with that epoch, not the current one: a change
+   * queued while the call ran has moved the epoch past it. A key is
+   * remembered at its second hit in one epoch: the first after the epoch
+   * moved empties what was remembered instead, so a cache whose epoch moves
+   * between most calls (a busy fleet's invalidations) spends nothing here.
+   */
+  #remember(key, promise) {
+    const until = this.#until[0]
+    if (!(until > 0) || typeof key !== 'string' || !this.#remembering) return
+    const epoch = this.#decidedIn[0]
+    if (epoch !== this.#rememberedIn) {
+      if (this.#remembered.size > 0) this.#remembered.clear()
+      this.#rememberedIn = epoch
+      return
+    }
+    this.#remembered.set(key, { promise, epoch, until })
+  }
+
+  /**
+   * Now, for a remembered hit: the addon's published clock, one period
+   * ahead (it is written every ms), while a check every CLOCK_CHECK_EVERY
+   * reads found it within CLOCK_SLACK_MS of `wallNow()`; else `wallNow()`.
+   * `Date.now()` costs ~40 ns here, as much as the rest of the hit.
+   */
+  #now() {
+    if (this.#clockTrusted && --this.#clockChecks > 0) return this.#clock[0] + 1
+    const now = wallNow()
+    this.#clockChecks = CLOCK_CHECK_EVERY
+    this.#clockTrusted = now - this.#clock[0] <= CLOCK_SLACK_MS
+    return now
+  }
+
+  /** The hits answered from `#remembered` since last asked, counted once (for stats() and metrics()). */
+  #takeRememberedHits() {
+    const hits = this.#rememberedHits
+    this.#rememberedHits = 0
+    return hits
   }
 
   /**
@@ -470,7 +580,7 @@ class Cache {
   }
 
   stats() {
-    return this.#fns.stats()
+    return this.#fns.stats(this.#takeRememberedHits())
   }
 
   ready() {
@@ -480,10 +590,11 @@ class Cache {
   }
 
   metrics() {
-    return this.#fns.metrics()
+    return this.#fns.metrics(this.#takeRememberedHits())
   }
 
   close() {
+    this.#remembered.clear()
     if (this.#closing === undefined) {
       const reason = herdError(Error, codes.CLOSED, 'the cache was closed while this load ran')
       this.#native.close(reason)

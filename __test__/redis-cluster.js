@@ -585,7 +585,9 @@ async function startCluster(t, { primaries = 3, replicas = 0, args = [] } = {}) 
       n.id = await cmd(n.port, 'CLUSTER', 'MYID')
       cluster.nodes[i].id = n.id
     }
-    const first = await currentPrimaries()
+    // Masters without slots are replicas not yet attached as such (a node's
+    // view can lag the settling just seen): the seeds are the slots' primaries.
+    const first = (await currentPrimaries()).filter((p) => p.slots.length > 0)
     const covered = first.reduce((sum, p) => sum + p.slots.reduce((s, [a, b]) => s + b - a + 1, 0), 0)
     if (covered !== SLOTS) throw new Error(`the new cluster covers ${covered} of ${SLOTS} slots`)
     cluster.urls = first.map((p) => `redis://127.0.0.1:${p.port}`)

@@ -857,7 +857,7 @@ async function main() {
   if (!ONLY && !SCENARIOS) {
     const nest = require('node:child_process').spawnSync(
       process.execPath,
-      [path.join(__dirname, 'nest.js'), ...(QUICK ? ['--quick'] : [])],
+      [path.join(__dirname, 'nest.js'), '--no-readme', ...(QUICK ? ['--quick'] : [])],
       { stdio: 'inherit' },
     )
     if (nest.status !== 0) process.exitCode = nest.status || 1

@@ -176,12 +176,30 @@ export interface EntryPoints {
   clearPrefix(names: unknown): Promise<void> | undefined
   /** With Redis: `get` past the L1: a promise of the value's JSON text, `[format, bytes]` (for `Decode`), or null. */
   peek(key: unknown, stale?: unknown): Promise<string | [string, Buffer] | null>
-  /** The counters and gauges (`names().counters`). */
-  stats(): Record<string, number>
-  /** The counters and gauges in the Prometheus text format. */
-  metrics(): string
-  /** 8 bytes; byte 0 is the outcome of the last `getOrLoad` (0: none), byte 1 what the last `getOrLoadMany` says. */
+  /**
+   * The counters and gauges (`names().counters`), after counting `remembered` more fresh hits: the ones index.js
+   * answered from the hits it remembers since it last asked.
+   */
+  stats(remembered?: number): Record<string, number>
+  /** The counters and gauges in the Prometheus text format, `remembered` counted as for `stats`. */
+  metrics(remembered?: number): string
+  /**
+   * 16 bytes; byte 0 is the outcome of the last `getOrLoad` (0: none), byte 1 what the last `getOrLoadMany` says;
+   * bytes 8 to 16 a float64: after a fresh hit, until when (`Date.now()` ms) index.js may answer that key again
+   * itself while `epochBuffer` does not move (0: it may not).
+   */
   outcomeBuffer: ArrayBuffer
+  /**
+   * 4 bytes, a uint32 the addon moves (from any thread) whenever a remembered hit may answer differently
+   * (src/engine/epoch.rs); index.js only reads it. Absent where Node-API refuses external buffers: nothing is
+   * remembered then.
+   */
+  epochBuffer?: ArrayBuffer
+  /**
+   * 8 bytes, a float64: this machine's coarse wall clock in ms, rewritten every ms by a thread of the addon
+   * (src/engine/clock.rs `published_wall_clock`); index.js only reads it. Present with `epochBuffer`.
+   */
+  clockBuffer?: ArrayBuffer
 }
 
 /**

@@ -19,8 +19,9 @@ use std::rc::Rc;
 /// What the decision asks for, with the JS values taken out while the engine
 /// was borrowed (calling into JS may re-enter it).
 enum Action {
-  /// A settled promise of the value, an outcome, maybe a refresh to start.
-  Serve(Value, Outcome, Option<Refresh>),
+  /// A settled promise of the value, an outcome, maybe a refresh to start,
+  /// and whether JS may answer it again itself.
+  Serve(Value, Outcome, Option<Refresh>, Remember),
   Stale {
     /// The entry's settled promise.
     value: Value,
@@ -30,6 +31,16 @@ enum Action {
   },
   Join(Value),
   Lead,
+}
+
+/// A fresh hit JS may answer again itself (index.js `#remember`): until
+/// `until` (this machine's wall time, ms; 0: it may not), while the cache's
+/// epoch is still `epoch`, the one read before the decision (a change
+/// queued after that read moves the epoch past it).
+#[derive(Clone, Copy, Default)]
+pub(super) struct Remember {
+  pub until: f64,
+  pub epoch: u32,
 }
 
 /// `getOrLoad(key, loader, stale?, ttl?, hardTtl?, negativeTtl?, beta?, status?, tags?, tiers?, l1Ttl?)`.
@@ -65,8 +76,10 @@ pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) ->
   let status = given.then_some(status);
   inner.set_outcome(0);
   match answer_key(env, inner, key_js, loader, options, tags, status) {
-    Ok((promise, outcome)) => {
+    Ok((promise, outcome, remember)) => {
+      // Written last: a loader this call ran may have made calls of its own.
       inner.set_outcome(outcome as u8);
+      inner.set_remember(remember);
       promise
     }
     Err(failure) => raw::rejected(env, failure),
@@ -149,7 +162,7 @@ pub unsafe extern "C" fn get_or_load_many(env: Env, info: sys::napi_callback_inf
       answer_read_key(env, inner, key, key_js, loader, options, tags, None)
     };
     *promise = match answer {
-      Ok((promise, outcome)) => {
+      Ok((promise, outcome, _)) => {
         inner.set_outcome(outcome as u8);
         fulfilled &= matches!(outcome, Outcome::Hit | Outcome::Stale | Outcome::Negative);
         promise
@@ -272,7 +285,7 @@ unsafe fn answer_key(
   options: Options,
   tags: Value,
   status: Option<Value>,
-) -> RawResult<(Value, Outcome)> {
+) -> RawResult<(Value, Outcome, Remember)> {
   if inner.cache.borrow().is_closed() {
     return Err(closed());
   }
@@ -319,7 +332,7 @@ unsafe fn answer_read_key(
   options: Options,
   tags: Value,
   status: Option<Value>,
-) -> RawResult<(Value, Outcome)> {
+) -> RawResult<(Value, Outcome, Remember)> {
   let Checked {
     refuse_stale,
     policy,
@@ -345,11 +358,13 @@ unsafe fn answer_read_key(
     };
   }
   let mut stale_reason = None;
+  let mut remembered = Remember::default();
   let answer = match action {
-    Action::Serve(promise, outcome, refresh) => {
+    Action::Serve(promise, outcome, refresh, remember) => {
       if let Some(refresh) = refresh {
         let _ = start_flight(env, inner, &call!(), Some(refresh));
       }
+      remembered = remember;
       (promise, outcome)
     }
     Action::Stale {
@@ -369,7 +384,7 @@ unsafe fn answer_read_key(
   if let Some(status) = status.filter(|&s| raw::type_of(env, s) == sys::ValueType::napi_object) {
     describe_answer(env, inner, key, answer.1, stale_reason, status)?;
   }
-  Ok(answer)
+  Ok((answer.0, answer.1, remembered))
 }
 
 /// The engine's decision for `key`, with the JS values taken out while it
@@ -377,13 +392,33 @@ unsafe fn answer_read_key(
 #[inline(always)]
 unsafe fn decide(env: Env, inner: &Inner, key: &str, refuse_stale: bool, tiers: Tiers) -> Action {
   let mut cache = inner.cache.borrow_mut();
+  let (offset, epoch) = (
+    cache.local().clock().offset(),
+    cache.local().clock().epoch().get(),
+  );
   let decision = match tiers.reads_l1() {
     true => cache.decide(key, !refuse_stale),
     false => cache.decide_past_l1(key, tiers),
   };
   match decision {
-    Decision::Hit { value, refresh } => Action::Serve(value.resolved(env), Outcome::Hit, refresh),
-    Decision::Negative { value } => Action::Serve(value.resolved(env), Outcome::Negative, None),
+    Decision::Hit {
+      value,
+      refresh,
+      until,
+    } => {
+      // In this machine's wall time: the engine's clock is it plus `offset`.
+      let remember = Remember {
+        until: until.map_or(0.0, |until| (until as i64).saturating_sub(offset) as f64),
+        epoch,
+      };
+      Action::Serve(value.resolved(env), Outcome::Hit, refresh, remember)
+    }
+    Decision::Negative { value } => Action::Serve(
+      value.resolved(env),
+      Outcome::Negative,
+      None,
+      Remember::default(),
+    ),
     Decision::Stale {
       value,
       refresh,

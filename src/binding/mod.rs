@@ -166,21 +166,39 @@ impl Inner {
     self.set_slot(1, u8::from(fulfilled));
   }
 
+  /// Bytes 4 to 16 of the outcome slot: whether, and while which epoch and
+  /// until when, the JS wrapper may answer the last call's key again itself
+  /// (`entry::Remember`).
+  #[inline]
+  fn set_remember(&self, remember: entry::Remember) {
+    let slot = self.outcome_slot.get();
+    if !slot.is_null() {
+      // SAFETY: as in `set_slot`: the buffer's data pointer, alive and
+      // undetached while `self` is; bytes 4..8 and 8..16 are inside its
+      // `OUTCOME_BYTES`. Written unaligned: V8 gives no alignment promise
+      // for the backing store.
+      unsafe {
+        (slot.add(REMEMBER_EPOCH_AT) as *mut u32).write_unaligned(remember.epoch);
+        (slot.add(REMEMBER_UNTIL_AT) as *mut f64).write_unaligned(remember.until);
+      }
+    }
+  }
+
   /// Writes byte `at` (< 8) of the outcome slot.
   #[inline]
   fn set_slot(&self, at: usize, byte: u8) {
-    debug_assert!(at < 8);
+    debug_assert!(at < REMEMBER_EPOCH_AT);
     let slot = self.outcome_slot.get();
     if !slot.is_null() {
       // SAFETY: a non-null slot is the data pointer napi_create_arraybuffer
-      // gave in `install_raw` for an 8-byte buffer, set after a strong
+      // gave in `install_raw` for an `OUTCOME_BYTES`-byte buffer, set after a strong
       // reference to that buffer went into `outcome_buffer`: the ArrayBuffer
       // lives as long as `self`, and V8 never moves a backing store. Only
       // the JS thread touches it (`Inner` is behind an `Rc`). What no Rust
       // type enforces: the buffer must never be detached (transferred), or
       // this writes to freed memory. The JS wrapper keeps it in private
       // fields (`#fns`, `#outcome`) and never transfers it. `at` is one of
-      // the two bytes its callers above write, inside the 8.
+      // the two bytes its callers above write, inside the first 8.
       unsafe { *slot.add(at) = byte };
     }
   }
@@ -480,7 +498,14 @@ unsafe fn undelivered_to_js(env: raw::Env, left: Vec<Undelivered>) -> raw::Value
 
 type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;
 
-/// The raw functions `install()` returns (with `outcomeBuffer`), by JS name.
+/// The outcome slot's size: the outcome byte, `getOrLoadMany`'s byte, and
+/// from [`REMEMBER_EPOCH_AT`] a `u32` and an `f64` (`Inner::set_remember`).
+const OUTCOME_BYTES: usize = 16;
+const REMEMBER_EPOCH_AT: usize = 4;
+const REMEMBER_UNTIL_AT: usize = 8;
+
+/// The raw functions `install()` returns (with `outcomeBuffer`,
+/// `epochBuffer` and `clockBuffer`), by JS name.
 /// `lib/native-contract.d.ts` describes each for the JS side, and
 /// `__test__/native-contract.test.js` checks that it lists these.
 const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 20] = [
@@ -531,7 +556,7 @@ impl NativeCache {
     let mut buffer = std::ptr::null_mut();
     raw::napi_try!(
       env,
-      napi::sys::napi_create_arraybuffer(env, 8, &mut slot, &mut buffer)
+      napi::sys::napi_create_arraybuffer(env, OUTCOME_BYTES, &mut slot, &mut buffer)
     );
     // The slot is published only once the buffer is held (`set_outcome`).
     *self.inner.outcome_buffer.borrow_mut() = Some(JsRef::strong(env, buffer)?);
@@ -541,6 +566,15 @@ impl NativeCache {
     let mut object = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));
     raw::set_property(env, object, c"outcomeBuffer", buffer)?;
+    let epoch = self.inner.cache.borrow().local().clock().epoch().cell();
+    let clock = crate::engine::clock::published_wall_clock();
+    if let (Some(epoch), Some(clock)) = (
+      raw::shared_u32(env, epoch),
+      raw::shared_static_f64(env, clock),
+    ) {
+      raw::set_property(env, object, c"epochBuffer", epoch)?;
+      raw::set_property(env, object, c"clockBuffer", clock)?;
+    }
     // Every entry reads its data pointer as `Rc<Inner>` (`raw::args`), the
     // type given here: `raw::function`'s requirement.
     for (prop, callback) in ENTRY_POINTS {

@@ -47,7 +47,7 @@ pub struct Names {
   pub outcomes: Vec<String>,
   /// The `stats()` keys, in order: the counters, then the gauges.
   pub counters: Vec<CounterName>,
-  /// The functions `install()` returns, besides `outcomeBuffer`.
+  /// The functions `install()` returns, besides `outcomeBuffer`, `epochBuffer` and `clockBuffer`.
   pub entry_points: Vec<String>,
   /// The values of a caller's `status` fields besides `outcome`.
   pub status: StatusNames,

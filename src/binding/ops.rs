@@ -191,9 +191,10 @@ pub unsafe extern "C" fn peek(env: Env, info: sys::napi_callback_info) -> Value 
 
 /// `stats()`: the counters and gauges as a plain object.
 pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value {
-  let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
+  let ([remembered], _, inner) = raw::args::<1, Rc<Inner>>(env, info);
   // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
   // this statement, while its function is alive (as in `entry::get_or_load`).
+  credit_remembered(env, &*inner, remembered);
   let cache = (&*inner).cache.borrow();
   let ((metrics, gauges), last) = (cache.snapshot(), cache.last_problem());
   drop(cache);
@@ -219,13 +220,26 @@ pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value
 
 /// `metrics()`: the Prometheus text format.
 pub unsafe extern "C" fn metrics(env: Env, info: sys::napi_callback_info) -> Value {
-  let (_, _, inner) = raw::args::<0, Rc<Inner>>(env, info);
+  let ([remembered], _, inner) = raw::args::<1, Rc<Inner>>(env, info);
   // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
   // this statement, while its function is alive (as in `entry::get_or_load`).
+  credit_remembered(env, &*inner, remembered);
   let cache = (&*inner).cache.borrow();
   let ((metrics, gauges), last) = (cache.snapshot(), cache.last_problem());
   drop(cache);
   let last = last.map(|problem| problem.code.as_str());
   let text = crate::engine::metrics::prometheus(&metrics, &gauges, last);
   raw::string(env, &text)
+}
+
+/// `stats(remembered)`, `metrics(remembered)`: the hits the JS wrapper
+/// answered from what it remembered since it last asked (a number; any
+/// other value counts none) are counted first.
+unsafe fn credit_remembered(env: Env, inner: &Inner, remembered: Value) {
+  if raw::type_of(env, remembered) == sys::ValueType::napi_number {
+    let hits = raw::get_number(env, remembered);
+    if hits.is_finite() && hits >= 1.0 {
+      inner.cache.borrow_mut().credit_hits(hits as u64);
+    }
+  }
 }

@@ -695,3 +695,67 @@ pub unsafe fn args<const N: usize, T>(
   );
   (argv, argc, data as *const T)
 }
+
+/// An ArrayBuffer over `cell`'s four bytes, which JavaScript reads with a
+/// `Uint32Array` (never writes) while Rust moves the counter, on any
+/// thread; the buffer owns an `Arc` of it until collected. `None` where
+/// Node-API refuses external buffers (a runtime with V8's sandbox).
+pub unsafe fn shared_u32(
+  env: Env,
+  cell: std::sync::Arc<std::sync::atomic::AtomicU32>,
+) -> Option<Value> {
+  unsafe extern "C" fn free(_env: Env, _data: *mut std::ffi::c_void, hint: *mut std::ffi::c_void) {
+    // SAFETY: registered below for exactly one buffer, with the pointer
+    // `Box::into_raw` gave for a `Box<Arc<AtomicU32>>`; Node runs it once,
+    // after that buffer was collected (no view of it is left to read the
+    // cell) or when the env is torn down.
+    drop(Box::from_raw(
+      hint as *mut std::sync::Arc<std::sync::atomic::AtomicU32>,
+    ));
+  }
+  let data = cell.as_ptr() as *mut std::ffi::c_void;
+  let hint = Box::into_raw(Box::new(cell));
+  let mut buffer = ptr::null_mut();
+  // SAFETY: `data` points at the `AtomicU32` inside the `Arc` that `hint`
+  // owns, so it stays valid until `free` runs; four bytes, its size. The
+  // JS side only reads it; an aligned u32 read racing an atomic add reads
+  // the old or the new count, both of which it handles.
+  let status = sys::napi_create_external_arraybuffer(
+    env,
+    data,
+    std::mem::size_of::<u32>(),
+    Some(free),
+    hint as *mut std::ffi::c_void,
+    &mut buffer,
+  );
+  if status == sys::Status::napi_ok {
+    Some(buffer)
+  } else {
+    // Not taken: the finalizer will never run, so the Arc is dropped here.
+    drop(Box::from_raw(hint));
+    None
+  }
+}
+
+/// An ArrayBuffer over `cell`'s eight bytes, which JavaScript reads with a
+/// `Float64Array` (never writes) while a thread of the addon rewrites it.
+/// `None` where Node-API refuses external buffers.
+pub unsafe fn shared_static_f64(
+  env: Env,
+  cell: &'static std::sync::atomic::AtomicU64,
+) -> Option<Value> {
+  let mut buffer = ptr::null_mut();
+  // SAFETY: `cell` is a static: its eight bytes stay valid for the life of
+  // the process, so no finalizer is needed. An aligned 8-byte read racing
+  // an atomic store reads the old or the new value, never a mix, on the
+  // platforms this addon is built for (x86-64, aarch64).
+  let status = sys::napi_create_external_arraybuffer(
+    env,
+    cell.as_ptr() as *mut std::ffi::c_void,
+    std::mem::size_of::<u64>(),
+    None,
+    ptr::null_mut(),
+    &mut buffer,
+  );
+  (status == sys::Status::napi_ok).then_some(buffer)
+}

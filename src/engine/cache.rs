@@ -833,6 +833,18 @@ impl<V, F, S: SharedStore> Cache<V, F, S> {
     Some(async move { fleet.flush_recovery().await })
   }
 
+  /// Counts `hits` fresh hits answered without the engine (the binding's
+  /// remembered hits, `engine::epoch`), as `Engine::decide` counts its own.
+  pub fn credit_hits(&mut self, hits: u64) {
+    let l1 = self.fleet.is_some();
+    let metrics = match self.released.as_mut() {
+      Some(released) => released,
+      None => self.local.metrics_mut(),
+    };
+    metrics.hits += hits;
+    metrics.l1_hits += if l1 { hits } else { 0 };
+  }
+
   /// The counters and gauges, the fleet's included.
   pub fn snapshot(&self) -> (Metrics, Gauges) {
     if let Some(metrics) = self.released {

@@ -2,7 +2,8 @@
 //! cheap coarse clock (plus the offset tests may add), and uniform draws
 //! from one small generator per cache. Both can be pinned for tests.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use crate::engine::epoch::Epoch;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -14,6 +15,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 #[derive(Debug, Clone, Default)]
 pub struct Clock {
   offsets: Arc<Offsets>,
+  /// The cache's epoch (`engine::epoch`), carried by its clock because
+  /// the clock is the one thing its engine, its fleet and the binding all
+  /// share; moved here whenever the offset does.
+  epoch: Epoch,
 }
 
 /// The parts of a clock's offset from this machine's wall clock, in ms,
@@ -26,6 +31,16 @@ struct Offsets {
 }
 
 impl Clock {
+  /// The cache's epoch.
+  pub fn epoch(&self) -> &Epoch {
+    &self.epoch
+  }
+
+  /// What [`Clock::now`] adds to this machine's coarse wall clock, in ms.
+  pub fn offset(&self) -> i64 {
+    self.offsets.total.load(Ordering::Relaxed)
+  }
+
   #[inline]
   pub fn now(&self) -> u64 {
     wall_clock_ms().saturating_add_signed(self.offsets.total.load(Ordering::Relaxed))
@@ -74,6 +89,7 @@ impl Clock {
     let (advanced, server, skew) = *parts;
     let total = advanced.saturating_add(server).saturating_add(skew);
     self.offsets.total.store(total, Ordering::Relaxed);
+    self.epoch.bump();
   }
 }
 
@@ -112,6 +128,34 @@ pub fn wall_clock_ms() -> u64 {
 #[cfg(not(target_os = "linux"))]
 pub fn wall_clock_ms() -> u64 {
   system_clock_ms()
+}
+
+/// How often the published wall clock is written.
+pub const PUBLISHED_EVERY_MS: u64 = 1;
+
+/// This machine's coarse wall clock ([`wall_clock_ms`], what [`Clock::now`]
+/// adds its offset to), as an `f64`'s bits, written every
+/// [`PUBLISHED_EVERY_MS`] by a thread of its own (started on first use, one
+/// per process) so that JavaScript reads it without a call (index.js's
+/// remembered hits): a reader may find it that much behind the coarse
+/// clock, plus the thread's wake-up; index.js checks it against `Date.now()`
+/// now and then, and reads `Date.now()` instead while it lags.
+pub fn published_wall_clock() -> &'static AtomicU64 {
+  static CELL: AtomicU64 = AtomicU64::new(0);
+  static TICKER: std::sync::Once = std::sync::Once::new();
+  TICKER.call_once(|| {
+    let publish = || CELL.store((wall_clock_ms() as f64).to_bits(), Ordering::Relaxed);
+    publish();
+    // A thread that could not be started leaves the clock still: index.js
+    // finds it lagging and reads `Date.now()`.
+    let _ = std::thread::Builder::new()
+      .name("herdcache-clock".into())
+      .spawn(move || loop {
+        std::thread::sleep(std::time::Duration::from_millis(PUBLISHED_EVERY_MS));
+        publish();
+      });
+  });
+  &CELL
 }
 
 pub fn system_clock_ms() -> u64 {

@@ -161,9 +161,14 @@ fn past_l1_goes_on(store_reachable: &Option<Arc<AtomicBool>>) -> bool {
 #[derive(Debug)]
 pub enum Decision<'a, V, F> {
   /// A fresh value; `refresh` asks the caller to start a background refresh.
+  /// `until`: the same call answers the same way, as long as nothing moves
+  /// the epoch (`engine::epoch`), until this moment (the engine's clock):
+  /// the entry's fresh deadline, its early refresh, its `l1Ttl`. `None`
+  /// for an entry judged by more than time (a tagged one).
   Hit {
     value: &'a V,
     refresh: Option<Refresh>,
+    until: Option<u64>,
   },
   /// A stale value; `refresh` asks the caller to start the background refresh.
   /// `counted` is false when the caller may still be answered by the refresh
@@ -219,7 +224,8 @@ impl<V, F> Engine<V, F> {
   /// An engine on `clock` (shared with the fleet).
   pub fn with_clock(config: CacheConfig, clock: Clock) -> Self {
     Engine {
-      store: MemoryStore::new(config.max_entries, config.l1_max_bytes),
+      store: MemoryStore::new(config.max_entries, config.l1_max_bytes)
+        .counting_on(clock.epoch().clone()),
       flights: FlightTable::default(),
       metrics: Metrics::default(),
       running: 0,
@@ -259,6 +265,11 @@ impl<V, F> Engine<V, F> {
 
   /// Epoch milliseconds in the fleet's time (see [`Clock`]).
   #[inline]
+  /// The cache's clock (its epoch with it: `engine::epoch`).
+  pub fn clock(&self) -> &Clock {
+    &self.clock
+  }
+
   pub fn now(&self) -> u64 {
     self.clock.now()
   }
@@ -287,6 +298,7 @@ impl<V, F> Engine<V, F> {
 
   pub fn close(&mut self) {
     self.closed = true;
+    self.clock.epoch().bump();
   }
 
   fn count(&mut self, reclaimed: Reclaimed) {
@@ -338,9 +350,17 @@ impl<V, F> Engine<V, F> {
         metrics.hits += 1;
         metrics.l1_hits += u64::from(l1);
         let early = may_refresh && policy::early_refresh_due(entry.refresh_at, now);
+        let until = (entry.tags.is_empty() && !early).then(|| {
+          entry
+            .meta
+            .fresh_until
+            .min(entry.refresh_at)
+            .min(entry.l1_until)
+        });
         Decision::Hit {
           value: &entry.value,
           refresh: early.then_some(Refresh::Early),
+          until,
         }
       }
       Freshness::Stale if allow_stale => {
@@ -936,6 +956,10 @@ impl<V, F> Engine<V, F> {
     self.metrics
   }
 
+  pub fn metrics_mut(&mut self) -> &mut Metrics {
+    &mut self.metrics
+  }
+
   pub fn gauges(&self) -> Gauges {
     Gauges {
       size: self.store.len() as u64,
@@ -1068,6 +1092,7 @@ mod tests {
       Decision::Hit {
         value,
         refresh: Some(Refresh::Early),
+        ..
       } => {
         assert_eq!(value, "theirs", "served while the refresh runs");
         e.begin_flight("k", "r", Some(Refresh::Early), e.config().entry)

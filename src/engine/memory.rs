@@ -7,6 +7,7 @@ use crate::core::envelope::Meta;
 use crate::core::etag::Etag;
 use crate::core::policy;
 use crate::core::tags::Tags;
+use crate::engine::epoch::Epoch;
 use hashlink::LinkedHashMap;
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
@@ -185,6 +186,9 @@ pub struct MemoryStore<V> {
   max_bytes: u64,
   bytes: u64,
   next_sweep: u64,
+  /// Moved by every change to an entry (`engine::epoch`): whatever hands
+  /// out an entry to change, or adds or removes one, bumps it.
+  epoch: Epoch,
 }
 
 impl<V> MemoryStore<V> {
@@ -195,7 +199,14 @@ impl<V> MemoryStore<V> {
       max_bytes: max_bytes.unwrap_or(u64::MAX),
       bytes: 0,
       next_sweep: 0,
+      epoch: Epoch::default(),
     }
+  }
+
+  /// This store, its changes counted on `epoch`.
+  pub fn counting_on(mut self, epoch: Epoch) -> Self {
+    self.epoch = epoch;
+    self
   }
 
   pub fn len(&self) -> usize {
@@ -213,6 +224,8 @@ impl<V> MemoryStore<V> {
 
   /// The live entry for `key`, marked most recently used. An entry past
   /// its hard TTL is not returned; the next write or sweep reclaims it.
+  /// The one way to an entry that does not move the epoch: a lookup's
+  /// (`Engine::decide`, `Engine::get`), which read it and change nothing.
   #[inline]
   pub fn touch(&mut self, key: &str, now: u64) -> (Option<&mut Entry<V>>, Reclaimed) {
     let reclaimed = self.sweep_if_due(now);
@@ -229,6 +242,7 @@ impl<V> MemoryStore<V> {
   }
 
   pub fn peek_mut(&mut self, key: &str) -> Option<&mut Entry<V>> {
+    self.epoch.bump();
     self.map.get_mut(key)
   }
 
@@ -237,6 +251,7 @@ impl<V> MemoryStore<V> {
   /// entries leave past `max_entries` or `max_bytes` (never the new one).
   pub fn insert(&mut self, key: impl Into<StoreKey>, mut entry: Entry<V>, now: u64) -> Reclaimed {
     let mut reclaimed = self.sweep_if_due(now);
+    self.epoch.bump();
     let key = key.into();
     self.remove(key.as_str());
     if entry.bytes > 0 {
@@ -256,12 +271,14 @@ impl<V> MemoryStore<V> {
 
   pub fn remove(&mut self, key: &str) -> Option<Entry<V>> {
     let removed = self.map.remove(key)?;
+    self.epoch.bump();
     self.bytes -= u64::from(removed.bytes);
     Some(removed)
   }
 
   pub fn clear(&mut self) -> usize {
     let n = self.map.len();
+    self.epoch.bump();
     self.map.clear();
     self.bytes = 0;
     n
@@ -277,7 +294,7 @@ impl<V> MemoryStore<V> {
 
   /// Keeps the entries `keep` says to, the byte count with them.
   fn retain(&mut self, mut keep: impl FnMut(&str, &Entry<V>) -> bool) {
-    let bytes = &mut self.bytes;
+    let (bytes, before) = (&mut self.bytes, self.map.len());
     self.map.retain(|key, entry| {
       let kept = keep(key.as_str(), entry);
       if !kept {
@@ -285,6 +302,9 @@ impl<V> MemoryStore<V> {
       }
       kept
     });
+    if self.map.len() != before {
+      self.epoch.bump();
+    }
   }
 
   /// Every lookup asks, so the answer "not yet" is kept inline and cheap:

@@ -11,6 +11,7 @@ pub type Pending<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Se
 
 pub mod cache;
 pub mod clock;
+pub mod epoch;
 pub mod fleet;
 pub mod flights;
 pub mod local;

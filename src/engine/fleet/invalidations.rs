@@ -1,6 +1,7 @@
 //! What the fleet's tasks tell the thread that owns the L1 to forget.
 
 use crate::core::fleet::Change;
+use crate::engine::epoch::Epoch;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -31,12 +32,22 @@ pub enum Invalidation {
 pub struct Invalidations {
   pending: AtomicBool,
   changes: Mutex<Vec<Invalidation>>,
+  /// The cache's epoch, moved with every change queued: a hit JavaScript
+  /// remembered is not answered again before the change is applied.
+  epoch: Epoch,
 }
 
 /// Past this many queued changes, the L1 is cleared instead.
 const MAX_QUEUED_CHANGES: usize = 10_000;
 
 impl Invalidations {
+  pub fn counting_on(epoch: Epoch) -> Invalidations {
+    Invalidations {
+      epoch,
+      ..Invalidations::default()
+    }
+  }
+
   pub(super) fn push(&self, change: Invalidation) {
     let mut changes = self.changes.lock().unwrap_or_else(|p| p.into_inner());
     if changes.len() >= MAX_QUEUED_CHANGES {
@@ -46,6 +57,7 @@ impl Invalidations {
       changes.push(change);
     }
     self.pending.store(true, Ordering::Release);
+    self.epoch.bump();
   }
 
   /// The queued changes; one atomic load (no read-modify-write) when there

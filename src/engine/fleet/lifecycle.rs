@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 impl<S: SharedStore> Fleet<S> {
   /// Must run inside the tokio runtime (the subscriber is spawned).
   pub fn start(store: S, config: FleetConfig) -> Arc<Fleet<S>> {
-    let invalidations = Arc::new(Invalidations::default());
+    let invalidations = Arc::new(Invalidations::counting_on(config.clock.epoch().clone()));
     let tags: SharedTagStamps = Arc::new(Mutex::new(TagStamps::new(TAG_STAMPS_CAPACITY)));
     let lease = Lease::new(config.lock_ttl);
     let load_slots = config
