@@ -65,6 +65,19 @@ function makeValue(extra) {
 
 // ---------------------------------------------------------------- report lines
 
+/**
+ * The command a report names: `node <script>` and this run's arguments,
+ * without `--out=` and with a `--baseline=` directory as `DIR` (a path
+ * outside the repository is nobody else's).
+ */
+function commandLine(script) {
+  const args = process.argv
+    .slice(2)
+    .filter((a) => !a.startsWith('--out='))
+    .map((a) => (a.startsWith('--baseline=') ? '--baseline=DIR' : a))
+  return `node ${script}${args.length ? ` ${args.join(' ')}` : ''}`
+}
+
 const isoSeconds = (d = new Date()) => d.toISOString().replace(/\.\d+Z$/, 'Z')
 const loadAvg = () =>
   os
@@ -233,6 +246,7 @@ module.exports = {
   median,
   /** The ~1 KB JSON object a loader returns: fixed fields, then `extra`'s, then items until the JSON reaches 1 000 bytes. */
   makeValue,
+  commandLine,
   /** An ISO 8601 time cut to the second (`…T12:34:56Z`); now by default. */
   isoSeconds,
   /** The 1, 5 and 15 minute load averages, as 'a.aa b.bb c.cc'. */

@@ -260,10 +260,25 @@ async function main() {
   console.log(`written to ${path.relative(process.cwd(), OUT)}`)
 }
 
+/** What `againstBaseline` times, for the reports that call it. */
+const BASELINE_HIT =
+  "bench/hitpath.js's untagged hit (a small JSON value, the embedded store, `await getOrLoad` of a warm key in a loop; " +
+  'each figure a fresh process, the median of 3 samples of 200 ms)'
+
+/** A report's line when `againstBaseline` ran without a baseline (`hit.ours`: this checkout's figures). */
+function withoutBaseline(hit, median) {
+  return (
+    `${BASELINE_HIT}: this checkout ${hit.ours.length} processes, median ${median(hit.ours).toFixed(1)} ns/op. ` +
+    'No baseline in this run (`--baseline=DIR` compares with another checkout).'
+  )
+}
+
 module.exports = {
   hitInChild,
   againstBaseline,
   checkoutName,
+  BASELINE_HIT,
+  withoutBaseline,
 }
 
 if (require.main === module) {

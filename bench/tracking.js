@@ -598,14 +598,9 @@ function markdown(measured, hit, info) {
   L.push('')
 
   L.push('## 3. The hit path, before and after', '')
-  const what =
-    "bench/hitpath.js's untagged hit (a small JSON value, the embedded store, `await getOrLoad` of a warm key in a loop; " +
-    'each figure a fresh process, the median of 3 samples of 200 ms)'
+  const what = hitpath.BASELINE_HIT
   if (hit.theirs === undefined) {
-    L.push(
-      `${what}: this checkout ${hit.ours.length} processes, median ${c.median(hit.ours).toFixed(1)} ns/op. ` +
-        'No baseline in this run (`--baseline=DIR` compares with another checkout).',
-    )
+    L.push(hitpath.withoutBaseline(hit, c.median))
   } else {
     L.push(`${what}, against ${hit.root}, alternating process by process:`, '')
     L.push('| checkout | processes | ns/op (median) |')
@@ -673,15 +668,11 @@ async function main() {
   const loadStart = c.loadAvg()
   const measured = await measureRuns()
   const hit = hitPath()
-  const args = process.argv
-    .slice(2)
-    .filter((a) => !a.startsWith('--out='))
-    .map((a) => (a.startsWith('--baseline=') ? '--baseline=DIR' : a))
   const info = {
     date: c.isoSeconds(),
     machine: c.machine(),
     loadStart,
-    command: `node bench/tracking.js${args.length ? ` ${args.join(' ')}` : ''}`,
+    command: c.commandLine('bench/tracking.js'),
     seconds: ((c.now() - started) / 1000).toFixed(0),
   }
   const md = markdown(measured, hit, info)

@@ -418,14 +418,9 @@ function markdown(tables, hit, info) {
   L.push('')
   for (const table of tables) valueTable(L, table)
   L.push('## The plain-JSON hit, before and after', '')
-  const what =
-    "bench/hitpath.js's untagged hit (a small JSON value, the embedded store, `await getOrLoad` of a warm key in a loop; " +
-    'each figure a fresh process, the median of 3 samples of 200 ms)'
+  const what = hitpath.BASELINE_HIT
   if (hit.theirs === undefined) {
-    L.push(
-      `${what}: this checkout ${hit.ours.length} processes, median ${c.median(hit.ours).toFixed(1)} ns/op. ` +
-        'No baseline in this run (`--baseline=DIR` compares with another checkout).',
-    )
+    L.push(hitpath.withoutBaseline(hit, c.median))
   } else {
     L.push(
       `${what}, against ${hit.root}, alternating process by process, ${hit.ours.length} each: this checkout ` +
@@ -452,16 +447,12 @@ async function main() {
     await redis.stop()
   }
   const hit = plainHit()
-  const args = process.argv
-    .slice(2)
-    .filter((a) => !a.startsWith('--out='))
-    .map((a) => (a.startsWith('--baseline=') ? '--baseline=DIR' : a))
   const info = {
     date: c.isoSeconds(),
     machine: c.machine(),
     loadStart,
     redisVersion: `redis-server ${(/v=([\d.]+)/.exec(redisVersion) || [])[1] ?? '?'}`,
-    command: `node bench/values.js${args.length ? ` ${args.join(' ')}` : ''}`,
+    command: c.commandLine('bench/values.js'),
     seconds: ((c.now() - started) / 1000).toFixed(0),
   }
   const md = markdown(tables, hit, info)
