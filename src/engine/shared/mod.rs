@@ -548,8 +548,9 @@ impl TrackingState {
     self.changes.fetch_add(1, Ordering::Relaxed);
   }
 
-  pub fn echo(&self) {
-    self.echoes.fetch_add(1, Ordering::Relaxed);
+  /// `n` of herdcache's changes were heard again through tracking.
+  pub fn echoed(&self, n: u64) {
+    self.echoes.fetch_add(n, Ordering::Relaxed);
   }
 }
 

@@ -174,6 +174,26 @@ impl MemoryStore {
     Event::new(&self.origin, change).encode()
   }
 
+  /// One call of a script that may write `key`'s value (`write`'s, `keep`'s):
+  /// when it landed, its fill is announced in the same step, as the Redis
+  /// scripts do.
+  async fn filled(
+    &self,
+    key: &str,
+    script: impl FnOnce(&mut Keyspace) -> bool,
+  ) -> Result<bool, MemoryError> {
+    let event = self.event(Change::Filled(key.to_string()));
+    self
+      .call(|k| {
+        let landed = script(k);
+        if landed {
+          k.publish(&self.channel, event);
+        }
+        landed
+      })
+      .await
+  }
+
   /// The event a release of `keys`' lock announces.
   fn released_event(&self, keys: &RedisKeys) -> String {
     self.event(Change::Released(keys.key(&self.prefix).to_string()))
@@ -275,14 +295,9 @@ impl SharedStore for MemoryStore {
     token: Option<&str>,
     corrupt_stamp: Option<u64>,
   ) -> Result<bool, MemoryError> {
-    let event = self.event(Change::Filled(key.to_string()));
     self
-      .call(|k| {
-        let written = scripts::write(k, keys, envelope, px, token, corrupt_stamp);
-        if written {
-          k.publish(&self.channel, event);
-        }
-        written
+      .filled(key, |k| {
+        scripts::write(k, keys, envelope, px, token, corrupt_stamp)
       })
       .await
   }
@@ -296,15 +311,8 @@ impl SharedStore for MemoryStore {
     px: u64,
     token: Option<&str>,
   ) -> Result<bool, MemoryError> {
-    let event = self.event(Change::Filled(key.to_string()));
     self
-      .call(|k| {
-        let landed = scripts::keep(k, keys, kept, meta, px, token);
-        if landed {
-          k.publish(&self.channel, event);
-        }
-        landed
-      })
+      .filled(key, |k| scripts::keep(k, keys, kept, meta, px, token))
       .await
   }
 

@@ -37,7 +37,6 @@ use redis::cluster_routing::{
   MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
 };
 use redis::{Client, Cmd, ProtocolVersion, PushKind, RedisError, RedisResult, Value};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -463,13 +462,10 @@ impl Subscription for ClusterSubscription {
     let Some(primaries) = primaries(&self.conn, bound).await else {
       return Tracking::Unconfirmed;
     };
-    let answer = bounded_answer(
-      bound,
-      self
-        .conn
-        .route_command(tracking_on(prefix), all_primaries()),
-    )
-    .await;
+    let on = self
+      .conn
+      .route_command(tracking_on(prefix), all_primaries());
+    let answer = tokio::time::timeout(bound, on).await;
     let tracking = Tracking::of(answer);
     if matches!(tracking, Tracking::On) {
       self.tracked = Some(primaries);
@@ -552,22 +548,19 @@ fn all_primaries() -> RoutingInfo {
   ))
 }
 
-/// [`bounded`], with the timeout apart from the answer ([`Tracking::of`]).
-async fn bounded_answer<T>(
-  bound: Duration,
-  call: impl Future<Output = RedisResult<T>>,
-) -> Result<RedisResult<T>, tokio::time::error::Elapsed> {
-  tokio::time::timeout(bound, call).await
-}
-
-/// The primaries' addresses, sorted, as a node says (`CLUSTER SLOTS`);
+/// The slots' owners as a node of the moment says (`CLUSTER SLOTS`);
 /// `None` when it does not answer within `bound`.
-async fn primaries(conn: &ClusterConnection, bound: Duration) -> Option<Vec<String>> {
+async fn owners_now(conn: &ClusterConnection, bound: Duration) -> Option<Owners> {
   let mut c = conn.clone();
   let slots = redis::cmd("CLUSTER").arg("SLOTS").clone();
   let random = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-  let owners = bounded(bound, c.route_command(slots, random)).await.ok()?;
-  let mut primaries = Owners::parse(owners).ok()?.primaries;
+  let reply = bounded(bound, c.route_command(slots, random)).await.ok()?;
+  Owners::parse(reply).ok()
+}
+
+/// The primaries' addresses, sorted ([`owners_now`]).
+async fn primaries(conn: &ClusterConnection, bound: Duration) -> Option<Vec<String>> {
+  let mut primaries = owners_now(conn, bound).await?.primaries;
   primaries.sort();
   Some(primaries)
 }
@@ -576,17 +569,7 @@ async fn primaries(conn: &ClusterConnection, bound: Duration) -> Option<Vec<Stri
 /// can tell: `CLUSTER SLOTS` leaves out the slots of a primary marked
 /// failed) and the primary of every channel's slot answers.
 async fn whole(conn: &ClusterConnection, channels: &[String], bound: Duration) -> bool {
-  let mut c = conn.clone();
-  let slots = redis::cmd("CLUSTER").arg("SLOTS").clone();
-  let asked = bounded(
-    bound,
-    c.route_command(
-      slots,
-      RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-    ),
-  )
-  .await;
-  let Ok(owners) = asked.and_then(Owners::parse) else {
+  let Some(owners) = owners_now(conn, bound).await else {
     return false;
   };
   let served: u32 = owners

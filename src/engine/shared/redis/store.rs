@@ -245,6 +245,19 @@ impl<T: Topology> Redis<T> {
     answer
   }
 
+  /// After a script that may write a key's value: when it `landed`, its
+  /// fill `event` is announced where the script could not (a cluster's
+  /// sharded channel, [`Topology::announce`]). Answers `landed`.
+  async fn announce_fill(&self, landed: bool, keys: &RedisKeys, event: &str) -> RedisResult<bool> {
+    if landed {
+      self
+        .topology
+        .announce(&self.link, &keys.value, event)
+        .await?;
+    }
+    Ok(landed)
+  }
+
   /// [`SharedStore::subscribe`] with its own bound on connecting,
   /// subscribing and each liveness probe (the trait's uses the command
   /// timeout).
@@ -577,13 +590,7 @@ impl<T: Topology> SharedStore for Redis<T> {
         .await
     };
     let written = self.announced(self.link.retried(write).await?) == 1;
-    if written {
-      self
-        .topology
-        .announce(&self.link, &keys.value, event)
-        .await?;
-    }
-    Ok(written)
+    self.announce_fill(written, keys, event).await
   }
 
   /// `KEEP_SCRIPT`. Retried: a repeat after the first landed finds the
@@ -625,13 +632,7 @@ impl<T: Topology> SharedStore for Redis<T> {
         .await
     };
     let landed = self.announced(self.link.retried(keep).await?) == 1;
-    if landed {
-      self
-        .topology
-        .announce(&self.link, &keys.value, event)
-        .await?;
-    }
-    Ok(landed)
+    self.announce_fill(landed, keys, event).await
   }
 
   /// `SET_SCRIPT`: the SET, stamped after the stored value, and the

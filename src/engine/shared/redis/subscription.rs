@@ -315,7 +315,7 @@ async fn listen(
           for name in &names {
             let Some(key) = value_key(prefix, name) else { continue };
             match echoes.tracked(key, at) {
-              Tracked::Echo => events.tracking.echo(),
+              Tracked::Echo => events.tracking.echoed(1),
               Tracked::Held => {}
               Tracked::Flooded => outside(events, Change::Cleared),
             }
@@ -354,9 +354,7 @@ fn heard_announced(echoes: &mut Echoes, event: &Event, events: &Events, now: u64
     Change::PrefixCleared(sub_prefix) => echoes.cleared(Some(sub_prefix), now),
     Change::Tagged { .. } | Change::Released(_) | Change::SlotsFreed { .. } => 0,
   };
-  for _ in 0..echoed {
-    events.tracking.echo();
-  }
+  events.tracking.echoed(echoed as u64);
 }
 
 /// A change made outside herdcache, heard through tracking: for the L1 as
