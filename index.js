@@ -40,11 +40,12 @@ const wallNow = Date.now
 const HIT = OUTCOMES.indexOf('hit')
 
 /**
- * How many remembered hits read the addon's published clock between two
- * checks of it against `wallNow()`, and how far behind it may be then (ms:
- * the coarse clock's tick, the 1 ms it is published at, a thread's
- * wake-up). Further behind, every remembered hit reads `wallNow()` until
- * a check finds it caught up.
+ * How many remembered hits read the addon's published clock and epoch with
+ * plain reads between two checks (the clock against `wallNow()`, the epoch
+ * with `Atomics.load`), and how far behind the clock may be then (ms: the
+ * coarse clock's tick, the 1 ms it is published at, a thread's wake-up).
+ * Further behind, every remembered hit reads `wallNow()` until a check
+ * finds it caught up.
  */
 const CLOCK_CHECK_EVERY = 256
 const CLOCK_SLACK_MS = 10
@@ -279,6 +280,7 @@ class Cache {
       softTimeout: 0,
       maxValueBytes: 0,
       redis: false,
+      needsText: true,
       maxConcurrentLoads: 0,
       maxQueuedLoads: 0,
       fleetMaxConcurrentLoads: 0,
@@ -322,9 +324,9 @@ class Cache {
       const hit = this.#remembered.get(key)
       if (
         hit !== undefined &&
-        // Atomics: a plain read of memory another thread writes could be
-        // hoisted out of a loop of calls that never yields.
-        hit.epoch === Atomics.load(this.#epoch, 0) &&
+        // A plain read: `Atomics.load` cost as much as the rest of the hit
+        // (bench/HITPATH.md). `#now()` makes the atomic read at its checks.
+        hit.epoch === this.#epoch[0] &&
         typeof loader === 'function' &&
         this.#now() < hit.until
       ) {
@@ -368,12 +370,23 @@ class Cache {
    * ahead (it is written every ms), while a check every CLOCK_CHECK_EVERY
    * reads found it within CLOCK_SLACK_MS of `wallNow()`; else `wallNow()`.
    * `Date.now()` costs ~40 ns here, as much as the rest of the hit.
+   *
+   * The check also reads the epoch with `Atomics.load`. V8 does not hoist
+   * the hits' plain read of it out of a loop (a 200 ms loop that never
+   * yields saw every tick of the published clock, read the same way), but
+   * an engine that did would keep a loop of calls that never yields on
+   * what it remembered; so every CLOCK_CHECK_EVERY hits, a moved epoch
+   * empties `#remembered` and the hit goes to the addon (`Infinity`).
    */
   #now() {
     if (this.#clockTrusted && --this.#clockChecks > 0) return this.#clock[0] + 1
     const now = wallNow()
     this.#clockChecks = CLOCK_CHECK_EVERY
     this.#clockTrusted = now - this.#clock[0] <= CLOCK_SLACK_MS
+    if (Atomics.load(this.#epoch, 0) !== this.#rememberedIn) {
+      this.#remembered.clear()
+      return Number.POSITIVE_INFINITY
+    }
     return now
   }
 
