@@ -60,3 +60,31 @@ test('a closed cache frees its entries even while the Cache object is kept', { t
   // 2000 x 2 KB values: at least most of 4 MB comes back.
   assert.ok(out.freed > 3e6, `only ${out.freed} bytes freed`)
 })
+
+test('a cached value keeps no more than its own text of the strings the loader returned', { timeout: 30000 }, () => {
+  // A slice of a large text, and a rope of many pieces: the copy the
+  // embedded store keeps (lib/json-copy.js) holds new flat strings, as a
+  // JSON round trip would, not the 4 MB text nor the rope.
+  const out = runWithGc(`
+    const cache = new Cache()
+    await collectGarbage()
+    const before = process.memoryUsage().heapUsed
+    for (let k = 0; k < 50; k++) {
+      await cache.getOrLoad(['k', k], () => {
+        const text = ('line of a large document ' + k + ' ').repeat(150_000)
+        text.indexOf('#') // flat now: a slice of it would keep all of it
+        let rope = ''
+        for (let i = 0; i < 200; i++) rope += ' piece ' + i
+        return { slice: text.slice(100, 200), rope, list: [text.slice(300, 400)] }
+      })
+    }
+    await collectGarbage()
+    const grown = process.memoryUsage().heapUsed - before
+    const v = await cache.getOrLoad(['k', 7], () => null)
+    console.log(JSON.stringify({ grown, slice: v.slice.length, rope: v.rope.length }))
+  `)
+  assert.equal(out.slice, 100)
+  assert.ok(out.rope > 1000)
+  // Kept slices would hold 50 texts of ~4 MB; ropes ~10 KB each. Flat copies: ~2.5 KB an entry.
+  assert.ok(out.grown < 1e6, `heap grew by ${out.grown} bytes`)
+})

@@ -54,7 +54,11 @@ const loader = () => ({ id: 42, items: [1, 2, 3] })
  * first that matches takes the symbol.
  */
 const PARTS = [
-  ['the JS wrapper (index.js `getOrLoad`: the tracing check, the call)', /^JS:[*~^+]?getOrLoad /],
+  [
+    'index.js `getOrLoad`: the tracing check, a remembered hit (its epoch, its deadline), or the call',
+    /^JS:[*~^+]?getOrLoad |^JS:[*~^+]?#now /,
+  ],
+  ["a remembered hit's lookup (`Map.prototype.get`)", /MapPrototypeGet|FindOrderedHashMapEntry|OrderedHashMap/],
   [
     'the caller: its loop and `await` (JS, V8 builtins; index.js `getOrLoad` too where V8 inlined it there)',
     /^JS:|^Builtins_(Await|AsyncFunction|Promise|RunMicrotasks|EnqueueMicrotask|PerformPromiseThen|ResumeGenerator|ResolvePromise|FulfillPromise|NewPromiseCapability|Call_|CallFunction|JSRunMicrotasksEntry|JSEntry)|MicrotaskQueue/,

@@ -99,10 +99,12 @@ function unserializable(userKey, cause) {
  * undefined. A UTF-16 unit is 1 to 3 UTF-8 bytes, so the exact count is
  * only taken when the length alone does not decide.
  *
- * @param {string | Buffer} json
+ * @param {string | Buffer | undefined} json
  * @param {number} maxValueBytes
  */
 function sizeProblem(json, maxValueBytes) {
+  // No text: lib/json-copy.js copied the value, its text bounded within maxValueBytes.
+  if (json === undefined) return undefined
   if (typeof json !== 'string') return storedSizeProblem(json.length, maxValueBytes)
   if (json.length * 3 <= maxValueBytes) return undefined
   const bytes = json.length > maxValueBytes ? json.length : Buffer.byteLength(json)

@@ -246,6 +246,8 @@ export interface Context {
   maxValueBytes: number
   /** Whether the cache has Redis (written by `install`). */
   redis: boolean
+  /** Whether the store reads values' JSON text: Redis, or `l1MaxBytes` weighing it (written by `install`; lib/json-copy.js copies values without it). */
+  needsText: boolean
   /** Validated, loaders at once in this process (`maxConcurrentLoads`, else `fleetMaxConcurrentLoads`); 0: no cap (written by `install`). */
   maxConcurrentLoads: number
   /** Validated, loads waiting for a slot at most (written by `install`). */

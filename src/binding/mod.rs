@@ -623,5 +623,10 @@ unsafe fn share_config(
     ctx,
     c"redis",
     raw::boolean(env, config.redis.is_some()),
-  )
+  )?;
+  // What reads a value's JSON text: Redis stores it, `l1MaxValueBytes`
+  // (`l1MaxBytes`) weighs it. Without either, lib/json-copy.js makes the
+  // copy the callers get without the text.
+  let needs_text = config.redis.is_some() || config.l1_max_value_bytes.is_some();
+  raw::set_property(env, ctx, c"needsText", raw::boolean(env, needs_text))
 }
