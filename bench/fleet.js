@@ -1353,7 +1353,10 @@ function markdown(ctx) {
   L.push('')
   L.push('Libraries (each with its own stampede protection as it comes):')
   L.push('')
-  for (const l of libs) L.push(`- **${l.label}** ${l.version()}: ${l.setup(TTL)}`)
+  for (const l of libs) {
+    const version = l.version()
+    L.push(`- **${l.label}**${version === '—' ? '' : ` ${version}`}: ${l.setup(TTL)}`)
+  }
   L.push('')
 
   if (stampede) {
