@@ -34,12 +34,29 @@ async function heldInMemory(cache, key, value) {
   return got === value && status.source === 'memory'
 }
 
-/** `value` set by `caches[0]`, then held in every cache's L1 (the fill notice may take a first copy out). */
+/**
+ * `value` set by `caches[0]`, then held in every cache's L1 (the fill notice
+ * may take a first copy out), and that write heard as an echo by every cache
+ * that tracks: an outside write of the key within the echo window of this
+ * one could be taken for its echo (README, a false echo), and the tests
+ * write outside right after.
+ */
 async function warm(caches, key, value) {
+  const echoes = caches.map((cache) => cache.stats().trackedEchoes)
   await caches[0].set(key, value)
   for (const cache of caches) {
     await waitFor(() => heldInMemory(cache, key, value), `${key} held in memory`, 2000, 2)
   }
+  await waitFor(
+    () =>
+      caches.every((cache, i) => {
+        const stats = cache.stats()
+        return stats.redisTracking !== 1 || stats.trackedEchoes > echoes[i]
+      }),
+    `${key}'s write heard as an echo`,
+    2000,
+    2,
+  )
 }
 
 /** Ms until no cache answers `key` with `old` any more (polled every ms), from `since`. */
