@@ -235,7 +235,8 @@ class Cache {
   #outcome
   /**
    * Fresh hits the addon answered, remembered by key, answered again here
-   * without crossing into it: `{ promise, epoch, until }` (src/engine/epoch.rs).
+   * without crossing into it: `{ promise, until }`, all decided in the epoch
+   * `#rememberedIn` (src/engine/epoch.rs).
    * Valid while the cache's epoch has not moved (nothing in memory, the
    * queued invalidations or the clock changed since) and until `until`
    * (`wallNow()` ms: the entry's fresh deadline, its early refresh, its
@@ -326,7 +327,7 @@ class Cache {
         hit !== undefined &&
         // A plain read: `Atomics.load` cost as much as the rest of the hit
         // (bench/HITPATH.md). `#now()` makes the atomic read at its checks.
-        hit.epoch === this.#epoch[0] &&
+        this.#rememberedIn === this.#epoch[0] &&
         typeof loader === 'function' &&
         this.#now() < hit.until
       ) {
@@ -362,7 +363,7 @@ class Cache {
       this.#rememberedIn = epoch
       return
     }
-    this.#remembered.set(key, { promise, epoch, until })
+    this.#remembered.set(key, { promise, until })
   }
 
   /**

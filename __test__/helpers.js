@@ -234,6 +234,27 @@ function tscStrict(modules = 'node16') {
 }
 
 /** Runs the local TypeScript compiler: `{ code, out }` (stdout and stderr together). */
+/**
+ * What `make()` makes while the addon's `NativeCache.prototype.install` is
+ * wrapped: `onInstall(fns, args)` sees what each install was given and
+ * returned (and may replace a returned function). Restored after `make()`.
+ */
+function withInstall(onInstall, make) {
+  const { prototype } = require('../lib/native').NativeCache
+  const install = prototype.install
+  const define = (value) => Object.defineProperty(prototype, 'install', { configurable: true, writable: true, value })
+  define(function (...args) {
+    const fns = install.apply(this, args)
+    onInstall(fns, args)
+    return fns
+  })
+  try {
+    return make()
+  } finally {
+    define(install)
+  }
+}
+
 function tsc(args, timeout = 25000) {
   const { execFile } = require('node:child_process')
   const bin = path.join(ROOT, 'node_modules', '.bin', 'tsc')
@@ -246,6 +267,7 @@ function tsc(args, timeout = 25000) {
 
 module.exports = {
   ROOT,
+  withInstall,
   tscStrict,
   tsc,
   T,

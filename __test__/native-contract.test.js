@@ -40,23 +40,11 @@ const CONTEXT_BODY = () => /export interface Context \{\n([\s\S]*?)\n\}/.exec(CO
 
 /** Makes a Cache and returns what its constructor gave and got from `install`. */
 function installed(t) {
-  const { prototype } = native.NativeCache
-  const install = prototype.install
   let seen
-  Object.defineProperty(prototype, 'install', {
-    configurable: true,
-    writable: true,
-    value: function (ctx, lead, softWait, resume, scheduleReads, reportProblem, decode) {
-      const fns = install.call(this, ctx, lead, softWait, resume, scheduleReads, reportProblem, decode)
-      seen = { ctx, lead, softWait, resume, scheduleReads, reportProblem, decode, fns }
-      return fns
-    },
-  })
-  try {
-    h.track(t, new Cache())
-  } finally {
-    Object.defineProperty(prototype, 'install', { configurable: true, writable: true, value: install })
+  const see = (fns, [ctx, lead, softWait, resume, scheduleReads, reportProblem, decode]) => {
+    seen = { ctx, lead, softWait, resume, scheduleReads, reportProblem, decode, fns }
   }
+  h.withInstall(see, () => h.track(t, new Cache()))
   assert.ok(seen, 'the Cache constructor called install')
   return seen
 }

@@ -10,7 +10,6 @@
 // herdcache) are in __test__/redis/remembered-hits.test.js.
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const native = require('../lib/native')
 const { Cache, kTesting } = require('..')
 const h = require('./helpers')
 
@@ -19,28 +18,15 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** A Cache of `options` whose addon `getOrLoad` calls are counted in `crossings.n`. */
 function counted(t, options) {
-  const { prototype } = native.NativeCache
-  const install = prototype.install
   const crossings = { n: 0 }
-  Object.defineProperty(prototype, 'install', {
-    configurable: true,
-    writable: true,
-    value: function (...args) {
-      const fns = install.apply(this, args)
-      const getOrLoad = fns.getOrLoad
-      fns.getOrLoad = function (...callArgs) {
-        crossings.n++
-        return getOrLoad.apply(this, callArgs)
-      }
-      return fns
-    },
-  })
-  let cache
-  try {
-    cache = h.track(t, new Cache(options))
-  } finally {
-    Object.defineProperty(prototype, 'install', { configurable: true, writable: true, value: install })
+  const countCrossings = (fns) => {
+    const getOrLoad = fns.getOrLoad
+    fns.getOrLoad = function (...callArgs) {
+      crossings.n++
+      return getOrLoad.apply(this, callArgs)
+    }
   }
+  const cache = h.withInstall(countCrossings, () => h.track(t, new Cache(options)))
   return { cache, crossings }
 }
 
@@ -208,24 +194,13 @@ test('fake timers installed after the module cannot keep a remembered hit past i
 })
 
 test("the addon's published clock is this machine's wall clock, kept current by its own thread", T, async () => {
-  const { prototype } = native.NativeCache
-  const install = prototype.install
   let clock
-  Object.defineProperty(prototype, 'install', {
-    configurable: true,
-    writable: true,
-    value: function (...args) {
-      const fns = install.apply(this, args)
+  const cache = h.withInstall(
+    (fns) => {
       clock = new Float64Array(fns.clockBuffer)
-      return fns
     },
-  })
-  let cache
-  try {
-    cache = new Cache()
-  } finally {
-    Object.defineProperty(prototype, 'install', { configurable: true, writable: true, value: install })
-  }
+    () => new Cache(),
+  )
   try {
     for (let i = 0; i < 3; i++) {
       await sleep(30)

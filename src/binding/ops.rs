@@ -192,8 +192,8 @@ pub unsafe extern "C" fn peek(env: Env, info: sys::napi_callback_info) -> Value 
 /// `stats()`: the counters and gauges as a plain object.
 pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value {
   let ([remembered], _, inner) = raw::args::<1, Rc<Inner>>(env, info);
-  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
-  // this statement, while its function is alive (as in `entry::get_or_load`).
+  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only
+  // within this call, while its function is alive (as in `entry::get_or_load`).
   credit_remembered(env, &*inner, remembered);
   let cache = (&*inner).cache.borrow();
   let ((metrics, gauges), last) = (cache.snapshot(), cache.last_problem());
@@ -221,8 +221,8 @@ pub unsafe extern "C" fn stats(env: Env, info: sys::napi_callback_info) -> Value
 /// `metrics()`: the Prometheus text format.
 pub unsafe extern "C" fn metrics(env: Env, info: sys::napi_callback_info) -> Value {
   let ([remembered], _, inner) = raw::args::<1, Rc<Inner>>(env, info);
-  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only for
-  // this statement, while its function is alive (as in `entry::get_or_load`).
+  // SAFETY: an entry point made with `Rc<Inner>` data, borrowed only
+  // within this call, while its function is alive (as in `entry::get_or_load`).
   credit_remembered(env, &*inner, remembered);
   let cache = (&*inner).cache.borrow();
   let ((metrics, gauges), last) = (cache.snapshot(), cache.last_problem());

@@ -263,13 +263,13 @@ impl<V, F> Engine<V, F> {
     &self.config
   }
 
-  /// Epoch milliseconds in the fleet's time (see [`Clock`]).
-  #[inline]
   /// The cache's clock (its epoch with it: `engine::epoch`).
   pub fn clock(&self) -> &Clock {
     &self.clock
   }
 
+  /// Epoch milliseconds in the fleet's time (see [`Clock`]).
+  #[inline]
   pub fn now(&self) -> u64 {
     self.clock.now()
   }

@@ -245,10 +245,16 @@ impl<T: Topology> Redis<T> {
     answer
   }
 
-  /// After a script that may write a key's value: when it `landed`, its
-  /// fill `event` is announced where the script could not (a cluster's
-  /// sharded channel, [`Topology::announce`]). Answers `landed`.
-  async fn announce_fill(&self, landed: bool, keys: &RedisKeys, event: &str) -> RedisResult<bool> {
+  /// After a script that may write or delete a key's value: when it
+  /// `landed`, its `event` (a fill, a deletion) is announced where the
+  /// script could not (a cluster's sharded channel, [`Topology::announce`]).
+  /// Answers `landed`.
+  async fn announce_landed(
+    &self,
+    landed: bool,
+    keys: &RedisKeys,
+    event: &str,
+  ) -> RedisResult<bool> {
     if landed {
       self
         .topology
@@ -339,13 +345,7 @@ impl<T: Topology> Redis<T> {
         .await
     };
     let deleted = self.announced(self.link.retried(delete).await?) == 1;
-    if deleted {
-      self
-        .topology
-        .announce(&self.link, &keys.value, event)
-        .await?;
-    }
-    Ok(deleted)
+    self.announce_landed(deleted, keys, event).await
   }
 
   /// Removes the prefix's names (with `within`, only those of the keys
@@ -590,7 +590,7 @@ impl<T: Topology> SharedStore for Redis<T> {
         .await
     };
     let written = self.announced(self.link.retried(write).await?) == 1;
-    self.announce_fill(written, keys, event).await
+    self.announce_landed(written, keys, event).await
   }
 
   /// `KEEP_SCRIPT`. Retried: a repeat after the first landed finds the
@@ -632,7 +632,7 @@ impl<T: Topology> SharedStore for Redis<T> {
         .await
     };
     let landed = self.announced(self.link.retried(keep).await?) == 1;
-    self.announce_fill(landed, keys, event).await
+    self.announce_landed(landed, keys, event).await
   }
 
   /// `SET_SCRIPT`: the SET, stamped after the stored value, and the
