@@ -334,11 +334,12 @@ class Cache {
         this.#rememberedHits++
         return hit.promise
       }
-      // Otherwise one native call: the addon answers a hit or a join
-      // synchronously with a settled or shared promise.
-      const promise = this.#load(key, loader)
-      if (this.#outcome[0] === HIT) this.#remember(key, promise)
-      return promise
+      // Otherwise one native call: the addon answers a join with the
+      // flight's promise, an answer from memory with the value itself
+      // (outcome byte 2), whose promise is made here (src/binding/held.rs).
+      const answer = this.#load(key, loader)
+      if (this.#outcome[2] === 0) return answer
+      return this.#outcome[0] === HIT ? this.#remember(key, answer) : Promise.resolve(answer)
     }
     const problem = callOptionsProblem(options)
     if (problem !== undefined) return Promise.reject(invalidOption(problem))
@@ -346,24 +347,29 @@ class Cache {
   }
 
   /**
-   * Remembers the fresh hit the addon just answered (its deadline and the
-   * epoch read before its decision are in the outcome slot; deadline 0: not
-   * to be remembered). Kept with that epoch, not the current one: a change
-   * queued while the call ran has moved the epoch past it. A key is
-   * remembered at its second hit in one epoch: the first after the epoch
-   * moved empties what was remembered instead, so a cache whose epoch moves
-   * between most calls (a busy fleet's invalidations) spends nothing here.
+   * The promise of the fresh hit the addon just answered with `value`,
+   * remembered (its deadline and the epoch read before its decision are in
+   * the outcome slot; deadline 0: not to be remembered). Both are read
+   * before the promise is made: resolving with `value` reads its `then`,
+   * which a getter could make a call of. Kept with that epoch, not the
+   * current one: a change queued while the call ran has moved the epoch
+   * past it. A key is remembered at its second hit in one epoch: the first
+   * after the epoch moved empties what was remembered instead, so a cache
+   * whose epoch moves between most calls (a busy fleet's invalidations)
+   * spends nothing here.
    */
-  #remember(key, promise) {
+  #remember(key, value) {
     const until = this.#until[0]
-    if (!(until > 0) || typeof key !== 'string' || !this.#remembering) return
     const epoch = this.#decidedIn[0]
+    const promise = Promise.resolve(value)
+    if (!(until > 0) || typeof key !== 'string' || !this.#remembering) return promise
     if (epoch !== this.#rememberedIn) {
       if (this.#remembered.size > 0) this.#remembered.clear()
       this.#rememberedIn = epoch
-      return
+      return promise
     }
     this.#remembered.set(key, { promise, until })
+    return promise
   }
 
   /**
@@ -421,10 +427,10 @@ class Cache {
       tiers,
       options.l1Ttl,
     )
-    if (status !== undefined) {
-      const outcome = OUTCOMES[this.#outcome[0]]
-      if (outcome !== undefined) status.outcome = outcome
-    }
+    const outcome = OUTCOMES[this.#outcome[0]]
+    // An answer from memory is the value: its promise is made here.
+    if (this.#outcome[2] === 1) promise = Promise.resolve(promise)
+    if (status !== undefined && outcome !== undefined) status.outcome = outcome
     if (options.forceFresh === true && options.stale !== false && options.l1 !== false)
       promise = this.#staleIfError(key, promise, status)
     if (status !== undefined) waited(status, promise, started)

@@ -1,6 +1,7 @@
 'use strict'
-// Memory: the addon holds JS values through napi references; none of them may
-// keep a dropped Cache (and its entries) alive. Runs in a child with --expose-gc.
+// Memory: the addon holds JS values through napi references and its value
+// table (src/binding/held.rs); none of them may keep a dropped Cache (and its
+// entries) alive, nor a value whose entry left. Runs in a child with --expose-gc.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { spawnSync } = require('node:child_process')
@@ -30,7 +31,8 @@ test('dropped caches are collected with their entries, flights and helpers', { t
       for (let k = 0; k < 50; k++) {
         await cache.getOrLoad(['k', k], async () => ({ k, pad: 'x'.repeat(2000) }))
       }
-      // One entry is also read through a hit, so its settled promise is held too.
+      // One entry is also read through hits, so its promise is remembered too.
+      await cache.getOrLoad(['k', 0], () => null)
       await cache.getOrLoad(['k', 0], () => null)
       registry.register(cache, i)
     }
@@ -59,6 +61,37 @@ test('a closed cache frees its entries even while the Cache object is kept', { t
   assert.equal(out.size, 0)
   // 2000 x 2 KB values: at least most of 4 MB comes back.
   assert.ok(out.freed > 3e6, `only ${out.freed} bytes freed`)
+})
+
+test('a value leaves memory with its entry: evicted, replaced, deleted, expired or cleared', { timeout: 30000 }, () => {
+  // The values live in a table shared by the caches of the thread
+  // (src/binding/held.rs): the slot of an entry that leaves is emptied.
+  // What is watched is the stored copy, as the calls get it.
+  const out = runWithGc(`
+    let collected = 0
+    const registry = new FinalizationRegistry(() => { collected++ })
+    const watch = (value) => { registry.register(value, 0) }
+    const big = (k) => ({ k, pad: 'x'.repeat(20_000) })
+    const small = new Cache({ maxEntries: 10, ttl: 60_000 })
+    // Evicted: 200 loads through a cache of 10 entries.
+    for (let k = 0; k < 200; k++) watch(await small.getOrLoad(['evicted', k], () => big(k)))
+    // Replaced, deleted, and expired past its hard TTL.
+    const cache = new Cache({ ttl: 60_000 })
+    cache.set('replaced', big(-1)); watch(await cache.get('replaced')); cache.set('replaced', 'small')
+    cache.set('deleted', big(-2)); watch(await cache.get('deleted')); cache.delete('deleted')
+    watch(await cache.getOrLoad('expired', () => big(-3), { ttl: 1, hardTtl: 2 }))
+    cache[Symbol.for('herdcache.testing')].advanceClock(5_000)
+    await cache.getOrLoad('expired', () => 'reloaded')
+    await collectGarbage()
+    const beforeClear = collected
+    small.clear()
+    await collectGarbage()
+    console.log(JSON.stringify({ beforeClear, afterClear: collected, size: small.stats().size }))
+  `)
+  // 190 evicted + replaced + deleted + expired; the 10 left go with clear().
+  assert.equal(out.beforeClear, 193, 'every value whose entry left was collected, and no other')
+  assert.equal(out.afterClear, 203, 'clear() let the rest go')
+  assert.equal(out.size, 0)
 })
 
 test('a cached value keeps no more than its own text of the strings the loader returned', { timeout: 30000 }, () => {

@@ -47,7 +47,7 @@ test('a fresh hit is answered again without the addon, and counted as a hit', T,
   assert.equal(s.misses, 1)
   assert.equal(cache.stats().hits, 100, 'counted once')
   assert.match(cache.metrics(), /herdcache_hits_total 100\n/)
-  // Each call gets the same settled promise.
+  // Each remembered call gets the same settled promise.
   assert.equal(
     cache.getOrLoad('k', () => 'WRONG'),
     cache.getOrLoad('k', () => 'WRONG'),

@@ -280,13 +280,13 @@ const LIBRARIES = {
 let PEERS = null // memoryPeers(), loaded by the child that needs it
 
 // The breakdown (`--breakdown`): herdcache's fixed cost per entry, apart from
-// the value. A number is held in the native store alone (no JS reference);
-// an empty object adds what every object value costs: two napi references
-// (the value, its settled promise) and the promise itself.
+// the value. Every value is held in a slot of the addon's value table, a JS
+// array (src/binding/held.rs): a small integer takes the slot alone, an
+// empty object the slot and the object.
 const BREAKDOWN = {
   'herdcache-number': {
     version: () => require('../package.json').version,
-    setup: () => '`set(key, i)`: the store alone (key, entry, map), no JS value held',
+    setup: () => '`set(key, i)`: the store (key, entry, index) and a slot of the value table (a small integer)',
     async fill(n, prefix) {
       const { Cache } = require('..')
       const cache = new Cache({ ttl: TTL, maxEntries: Math.max(n, 1) })
@@ -296,7 +296,7 @@ const BREAKDOWN = {
   },
   'herdcache-empty-object': {
     version: () => require('../package.json').version,
-    setup: () => '`set(key, {})`: the store, two napi references, a settled promise, an empty object',
+    setup: () => '`set(key, {})`: the store, a slot of the value table, an empty object',
     async fill(n, prefix) {
       const { Cache } = require('..')
       const cache = new Cache({ ttl: TTL, maxEntries: Math.max(n, 1) })
@@ -484,16 +484,16 @@ function markdown(rows, info) {
       return r && median(r[field])
     }
     const store = m('herdcache-number', 'other')
-    const object = m('herdcache-empty-object', 'other')
+    const slotHeap = m('herdcache-number', 'heap')
     const objectHeap = m('herdcache-empty-object', 'heap')
     const mapHeap = m('js-map-empty-object', 'heap')
-    if (store !== undefined && object !== undefined) {
+    if (store !== undefined && slotHeap !== undefined) {
       L.push('')
       L.push(
-        `The native store costs ~${fmtBytes(store)} bytes per entry (key, entry, map node and table: the number row). ` +
-          `An object value adds ~${fmtBytes(object - store)} bytes of native memory: its two napi references (the value and its settled promise; ~${fmtBytes((object - store) / 2)} bytes each: a v8impl::Reference and its V8 global handle)` +
+        `The native store costs ~${fmtBytes(store)} bytes per entry (key, entry and index: the number row's native memory), ` +
+          `and the value table's slot ~${fmtBytes(slotHeap)} bytes of V8 heap (the number row's heap: a small integer is no object)` +
           (objectHeap !== undefined && mapHeap !== undefined
-            ? `, and ~${fmtBytes(objectHeap)} bytes of V8 heap (the empty object and the promise), where a Map holding \`{}\` uses ~${fmtBytes(mapHeap)} (the object, the key string and its table slot).`
+            ? `. With an empty object, the V8 heap per entry is ~${fmtBytes(objectHeap)} bytes (the slot and the object), where a Map holding \`{}\` uses ~${fmtBytes(mapHeap)} (the object, the key string and its table slot).`
             : '.'),
       )
     }

@@ -221,7 +221,7 @@ class Flight {
     this.kept = false
     /** What this process held for the key as the loader started (its context's `stale`), with its stamp. */
     this.held = undefined
-    /** The loader waits for `held` (an object or a string is held as its settled promise). */
+    /** The loader waits for `held` (a thenable value is resolved first, as a promise of it would be). */
     this.fetchingHeld = false
   }
 
@@ -291,9 +291,9 @@ class Flight {
   call(now) {
     const held = this.loader[SEES_NO_HELD_VALUE] ? undefined : this.ctx.heldValue(this.id)
     if (held === undefined) return this.invoke(now)
-    const [valueOrPromise, age, etag, stamp, negative] = held
+    const [heldValue, age, etag, stamp, negative] = held
     this.fetchingHeld = true
-    Promise.resolve(valueOrPromise).then((value) => {
+    Promise.resolve(heldValue).then((value) => {
       this.fetchingHeld = false
       this.held = { value, age, etag, stamp, negative }
       // Given up meanwhile (hardTimeout, close()): the loader never runs.

@@ -42,8 +42,11 @@ export interface Flight {
 /** The raw functions `install()` returns. */
 export interface EntryPoints {
   /**
-   * The hot path: one call answers a hit (a settled promise), a join (the
-   * flight's promise) or a stale read, or starts a flight (calling `lead`).
+   * The hot path: one call answers a hit, a join (the flight's promise) or a
+   * stale read, or starts a flight (calling `lead`). An answer from memory
+   * (a hit, a "not found" marker, a stale value served at once) is the value
+   * itself, and `outcomeBuffer[2]` is 1: the caller makes its promise
+   * (`Promise.resolve`); else it is a promise, and `outcomeBuffer[2]` is 0.
    * The outcome is written to `outcomeBuffer[0]` (`names().outcomes[b - 1]`).
    * The call options come positionally (undefined: not given); `status` is
    * kept by a flight that another instance's value may answer.
@@ -61,7 +64,7 @@ export interface EntryPoints {
     /** The bits of `names().tiers` the call asks for (`forceFresh`, `l1: false`, `redis: false`). */
     tiers?: number,
     l1Ttl?: unknown,
-  ): Promise<unknown>
+  ): unknown
   /**
    * lib/many-native.js, untraced: `getOrLoad(key, loader, stale, ttl, hardTtl, negativeTtl, beta, undefined,
    * tags, undefined, l1Ttl)` for each of `keys` (at most `names().limits.manyKeys`), in order, in one call, the options read once.
@@ -110,8 +113,7 @@ export interface EntryPoints {
     kept: number | undefined,
   ): Promise<void> | undefined
   /**
-   * What this process holds for flight `id`'s key as its loader starts (`ctx.stale`): the value (an object
-   * or a string as its settled promise), its age in ms, its validator, its stamp (for `fill`'s `kept`), and
+   * What this process holds for flight `id`'s key as its loader starts (`ctx.stale`): the value, its age in ms, its validator, its stamp (for `fill`'s `kept`), and
    * whether it is a "not found" marker; undefined when nothing servable is held.
    */
   heldValue(id: number): [unknown, number, string | undefined, number, boolean] | undefined
@@ -184,8 +186,9 @@ export interface EntryPoints {
   /** The counters and gauges in the Prometheus text format, `remembered` counted as for `stats`. */
   metrics(remembered?: number): string
   /**
-   * 16 bytes; byte 0 is the outcome of the last `getOrLoad` (0: none), byte 1 what the last `getOrLoadMany` says;
-   * bytes 8 to 16 a float64: after a fresh hit, until when (`Date.now()` ms) index.js may answer that key again
+   * 16 bytes; byte 0 is the outcome of the last `getOrLoad` (0: none), byte 1 what the last `getOrLoadMany` says,
+   * byte 2 whether the last `getOrLoad` answered with the value itself; bytes 4 to 8 a uint32, the epoch that
+   * call was decided in; bytes 8 to 16 a float64: after a fresh hit, until when (`Date.now()` ms) index.js may answer that key again
    * itself while `epochBuffer` does not move (0: it may not).
    */
   outcomeBuffer: ArrayBuffer

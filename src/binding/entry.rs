@@ -19,11 +19,11 @@ use std::rc::Rc;
 /// What the decision asks for, with the JS values taken out while the engine
 /// was borrowed (calling into JS may re-enter it).
 enum Action {
-  /// A settled promise of the value, an outcome, maybe a refresh to start,
-  /// and whether JS may answer it again itself.
+  /// The value, an outcome, maybe a refresh to start, and whether JS may
+  /// answer it again itself.
   Serve(Value, Outcome, Option<Refresh>, Remember),
   Stale {
-    /// The entry's settled promise.
+    /// The entry's value.
     value: Value,
     refresh: bool,
     join: Option<Value>,
@@ -31,6 +31,26 @@ enum Action {
   },
   Join(Value),
   Lead,
+}
+
+/// How a call was answered: a promise, or (`is_value`) the value itself,
+/// from memory, which the caller makes a promise of (`getOrLoad`'s JS
+/// wrapper: it is cheaper there, and a hot key's is remembered).
+pub(super) struct Answer {
+  pub value: Value,
+  pub is_value: bool,
+  pub outcome: Outcome,
+  pub remember: Remember,
+}
+
+impl Answer {
+  /// The answer as a promise: a value from memory is made one here.
+  unsafe fn promise(self, env: Env) -> Value {
+    match self.is_value {
+      true => raw::resolved(env, self.value),
+      false => self.value,
+    }
+  }
 }
 
 /// A fresh hit JS may answer again itself (index.js `#remember`): until
@@ -75,12 +95,14 @@ pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) ->
   // Without options, `status` is undefined: no need to look at it.
   let status = given.then_some(status);
   inner.set_outcome(0);
+  inner.set_answered_with_value(false);
   match answer_key(env, inner, key_js, loader, options, tags, status) {
-    Ok((promise, outcome, remember)) => {
+    Ok(answer) => {
       // Written last: a loader this call ran may have made calls of its own.
-      inner.set_outcome(outcome as u8);
-      inner.set_remember(remember);
-      promise
+      inner.set_outcome(answer.outcome as u8);
+      inner.set_answered_with_value(answer.is_value);
+      inner.set_remember(answer.remember);
+      answer.value
     }
     Err(failure) => raw::rejected(env, failure),
   }
@@ -162,10 +184,13 @@ pub unsafe extern "C" fn get_or_load_many(env: Env, info: sys::napi_callback_inf
       answer_read_key(env, inner, key, key_js, loader, options, tags, None)
     };
     *promise = match answer {
-      Ok((promise, outcome, _)) => {
-        inner.set_outcome(outcome as u8);
-        fulfilled &= matches!(outcome, Outcome::Hit | Outcome::Stale | Outcome::Negative);
-        promise
+      Ok(answer) => {
+        inner.set_outcome(answer.outcome as u8);
+        fulfilled &= matches!(
+          answer.outcome,
+          Outcome::Hit | Outcome::Stale | Outcome::Negative
+        );
+        answer.promise(env)
       }
       Err(failure) => {
         fulfilled = false;
@@ -285,7 +310,7 @@ unsafe fn answer_key(
   options: Options,
   tags: Value,
   status: Option<Value>,
-) -> RawResult<(Value, Outcome, Remember)> {
+) -> RawResult<Answer> {
   if inner.cache.borrow().is_closed() {
     return Err(closed());
   }
@@ -332,7 +357,7 @@ unsafe fn answer_read_key(
   options: Options,
   tags: Value,
   status: Option<Value>,
-) -> RawResult<(Value, Outcome, Remember)> {
+) -> RawResult<Answer> {
   let Checked {
     refuse_stale,
     policy,
@@ -358,14 +383,23 @@ unsafe fn answer_read_key(
     };
   }
   let mut stale_reason = None;
-  let mut remembered = Remember::default();
+  let promise = |value, outcome| Answer {
+    value,
+    is_value: false,
+    outcome,
+    remember: Remember::default(),
+  };
   let answer = match action {
-    Action::Serve(promise, outcome, refresh, remember) => {
+    Action::Serve(value, outcome, refresh, remember) => {
       if let Some(refresh) = refresh {
         let _ = start_flight(env, inner, &call!(), Some(refresh));
       }
-      remembered = remember;
-      (promise, outcome)
+      Answer {
+        value,
+        is_value: true,
+        outcome,
+        remember,
+      }
     }
     Action::Stale {
       value,
@@ -373,18 +407,18 @@ unsafe fn answer_read_key(
       join,
       counted,
     } => {
-      let (promise, reason) =
+      let (answer, reason) =
         serve_stale(env, inner, &call!(), value, refresh, join, counted, status)?;
       stale_reason = Some(reason);
-      (promise, Outcome::Stale)
+      answer
     }
-    Action::Join(promise) => (promise, Outcome::Coalesced),
-    Action::Lead => (start_flight(env, inner, &call!(), None)?, Outcome::Miss),
+    Action::Join(joined) => promise(joined, Outcome::Coalesced),
+    Action::Lead => promise(start_flight(env, inner, &call!(), None)?, Outcome::Miss),
   };
   if let Some(status) = status.filter(|&s| raw::type_of(env, s) == sys::ValueType::napi_object) {
-    describe_answer(env, inner, key, answer.1, stale_reason, status)?;
+    describe_answer(env, inner, key, answer.outcome, stale_reason, status)?;
   }
-  Ok((answer.0, answer.1, remembered))
+  Ok(answer)
 }
 
 /// The engine's decision for `key`, with the JS values taken out while it
@@ -411,10 +445,10 @@ unsafe fn decide(env: Env, inner: &Inner, key: &str, refuse_stale: bool, tiers: 
         until: until.map_or(0.0, |until| (until as i64).saturating_sub(offset) as f64),
         epoch,
       };
-      Action::Serve(value.resolved(env), Outcome::Hit, refresh, remember)
+      Action::Serve(value.value(env), Outcome::Hit, refresh, remember)
     }
     Decision::Negative { value } => Action::Serve(
-      value.resolved(env),
+      value.value(env),
       Outcome::Negative,
       None,
       Remember::default(),
@@ -425,7 +459,7 @@ unsafe fn decide(env: Env, inner: &Inner, key: &str, refuse_stale: bool, tiers: 
       join,
       counted,
     } => Action::Stale {
-      value: value.resolved(env),
+      value: value.value(env),
       refresh,
       join: join.and_then(|f| f.promise(env)),
       counted,
@@ -451,7 +485,7 @@ unsafe fn serve_stale(
   join: Option<Value>,
   counted: bool,
   status: Option<Value>,
-) -> RawResult<(Value, StaleReason)> {
+) -> RawResult<(Answer, StaleReason)> {
   let flight = if refresh {
     start_flight(env, inner, call, Some(Refresh::Stale)).ok()
   } else {
@@ -461,17 +495,22 @@ unsafe fn serve_stale(
     Some(_) => StaleReason::Refresh,
     None => StaleReason::Backoff,
   };
-  let promise = match flight {
-    Some(flight) if !counted => soft_wait(env, inner, flight, value, status)?,
+  let (value, is_value) = match flight {
+    Some(flight) if !counted => (soft_wait(env, inner, flight, value, status)?, false),
     _ => {
       if !counted {
         inner.cache.borrow_mut().local_mut().record_soft_wait(true);
       }
-      // `value` is the entry's settled promise.
-      value
+      (value, true)
     }
   };
-  Ok((promise, reason))
+  let answer = Answer {
+    value,
+    is_value,
+    outcome: Outcome::Stale,
+    remember: Remember::default(),
+  };
+  Ok((answer, reason))
 }
 
 /// Fills the caller's `status` object for an answer from memory now, or

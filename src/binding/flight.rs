@@ -215,7 +215,7 @@ impl Kept {
       Kept::Text(reference) => reference
         .get(env)
         .map_or_else(undefined, |boxed| raw::unboxed(env, boxed)),
-      Kept::Primitive(held) => held.value_or_promise(env),
+      Kept::Primitive(held) => held.value(env),
     }
   }
 }
@@ -371,9 +371,7 @@ unsafe fn keep(
 
 /// `fill` without a fleet. The callers are answered first: resolving reads
 /// the value's `then`, which can run user code that calls the cache, and
-/// nothing is borrowed here. The flight's promise, now fulfilled with the
-/// value, then becomes the stored entry's: every later hit hands it out,
-/// and no second promise is made.
+/// nothing is borrowed here. Then the value is stored.
 unsafe fn fill_here(
   env: Env,
   inner: &Rc<Inner>,
@@ -397,7 +395,10 @@ unsafe fn fill_here(
     Some(flight) => flight.handle.promise.take(),
     None => return Ok(undefined),
   };
-  let loaded = loaded.holding(Held::settled(env, value, promise)?);
+  // Not kept with the value: a hit's promise is made by the JS wrapper
+  // (`held`). Let go now rather than when the flight ends.
+  drop(promise);
+  let loaded = loaded.holding(Held::from_js(env, value)?);
   // Its callers are answered already: what is left is to end it.
   let ended = inner.cache.borrow_mut().step(id, Event::Loaded(loaded));
   carry_out(env, inner, id, ended, None);
@@ -420,9 +421,8 @@ pub unsafe extern "C" fn fail(env: Env, info: sys::napi_callback_info) -> Value 
 }
 
 /// `heldValue(id)`: what this process holds for flight `id`'s key, for
-/// its loader's `ctx.stale`: `[valueOrPromise, ageMs, etag, stamp,
-/// negative]` (an object or a string as its settled promise, `etag`
-/// undefined when none was set), or undefined when it holds nothing
+/// its loader's `ctx.stale`: `[value, ageMs, etag, stamp, negative]`
+/// (`etag` undefined when none was set), or undefined when it holds nothing
 /// servable (`Engine::held`).
 pub unsafe extern "C" fn held_value(env: Env, info: sys::napi_callback_info) -> Value {
   report::<1>(env, info, |inner, id, _| {
@@ -438,7 +438,7 @@ pub unsafe extern "C" fn held_value(env: Env, info: sys::napi_callback_info) -> 
       None => raw::undefined(env),
     };
     let fields = [
-      value.value_or_promise(env),
+      value.value(env),
       raw::number(env, age as f64),
       etag,
       raw::number(env, meta.stamp as f64),

@@ -1,140 +1,210 @@
-//! How the embedded store holds a value: the settled promise of the parsed
-//! JS value, handed to every hit (a resolved promise never changes, and
-//! making one per hit was most of a hit's cost; a hit is a reference lookup
-//! instead of a `JSON.parse`). An object or a string is held through that
-//! promise alone, which keeps it alive: one `napi_ref` per entry, not two
-//! (each is ~80 bytes in Node 20, bench/RESULTS.md, memory), and a string
-//! is not copied (a UTF-16 copy beside the JS string tripled what a string
-//! value cost: bench/L1BYTES.md). Numbers, booleans, null and undefined are
-//! kept by copy and their promise is made on the first hit.
+//! How the embedded store holds a value: in a slot of its env's value
+//! table, one JS array per env on this thread ([`table`]). A `Held` is the slot's number, 4 bytes: no
+//! Node-API reference per entry (a `napi_ref` is a tracked native object
+//! and a V8 global handle, ~70 bytes: bench/RESULTS.md, memory) and no
+//! settled promise kept beside the value (~48 bytes of heap). A hit hands
+//! the value over, and the JS wrapper makes its promise (index.js; a hot
+//! key's promise is remembered there, bench/HITPATH.md).
 //!
-//! A `Held` is in every entry of the store, so it is kept small: the env
-//! once for both references (bare `napi_ref`s, not two `JsRef`s that would
-//! each carry it). 32 bytes.
+//! Every kind of value is held the same way, a string as it was (lone
+//! surrogates and all), a number without a copy.
+//!
+//! The table's array has no prototype, so that writing an element never
+//! reaches a setter an application put on `Array.prototype`: the engine
+//! is borrowed while slots are written and cleared, and must not be
+//! re-entered. A slot is cleared when its `Held` is dropped (the entry
+//! evicted, replaced, expired or deleted), which lets the value go; the
+//! slot is then reused.
 
-use super::raw::{self, Env, JsRef, RawResult, Value};
+use super::raw::{self, Env, Failure, RawResult, Value};
+use crate::core::error::{Code, Error, Kind};
 use napi::sys;
-use std::cell::Cell;
+use std::cell::RefCell;
+use std::marker::PhantomData;
 use std::ptr;
 
+/// The slots of one table: a `Held` keeps its table's index in its top
+/// bits. 2^26 values per env and thread (67 million: far past what a V8
+/// heap holds), 64 envs per thread (Node makes one per thread that loads
+/// the addon; a test runner that loads it anew per file makes more).
+const SLOT_BITS: u32 = 26;
+const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
+const MAX_TABLES: usize = 1 << (32 - SLOT_BITS);
+
+/// Not `Send` (`PhantomData` of a raw pointer): it is cleared on its
+/// env's JS thread, where its table is.
 #[derive(Debug)]
-pub struct Held {
-  /// The env both references were made on (the entry's cache belongs to it).
+pub struct Held(u32, PhantomData<*const ()>);
+
+struct Table {
   env: Env,
-  value: HeldValue,
-  /// A strong `napi_ref` to the settled promise of the value, or null until
-  /// one is made.
-  resolved: Cell<sys::napi_ref>,
+  /// A strong reference to the array (never deleted: it lives as long as
+  /// its env, which deletes it at teardown, after the finalizers that drop
+  /// the last `Held`s ran).
+  array: sys::napi_ref,
+  /// Slots given back, reused first.
+  free: Vec<u32>,
+  /// Slots handed out so far: the array's length.
+  len: u32,
 }
 
-#[derive(Debug)]
-enum HeldValue {
-  /// An object, function or string: it lives in the settled promise (a
-  /// string as it was, lone surrogates and all).
-  InPromise,
-  Number(f64),
-  Bool(bool),
-  Null,
-  Undefined,
+thread_local! {
+  /// This thread's tables, by the index a `Held` carries. Never borrowed
+  /// across a Node-API call, so a `Held` dropped anywhere finds it free.
+  static TABLES: RefCell<Vec<Table>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `env`'s value table's array (made on its first call, by the env's first
+/// cache).
+///
+/// # Safety
+///
+/// The module's contract: `env` is the env of the running callback, on its
+/// JS thread.
+pub unsafe fn table(env: Env) -> RawResult<Value> {
+  if let Some(index) = table_of(env) {
+    let array = TABLES.with(|tables| tables.borrow()[index].array);
+    return raw::reference_value(env, array).ok_or_else(gone);
+  }
+  if TABLES.with(|tables| tables.borrow().len()) >= MAX_TABLES {
+    return Err(Failure::Coded(Error::new(
+      Code::Internal,
+      Kind::Plain,
+      format!("herdcache holds values for at most {MAX_TABLES} Node-API environments per thread"),
+    )));
+  }
+  let mut array = ptr::null_mut();
+  raw::napi_try!(env, sys::napi_create_array(env, &mut array));
+  let mut global = ptr::null_mut();
+  raw::napi_try!(env, sys::napi_get_global(env, &mut global));
+  let object = raw::get_property(env, global, c"Object")?;
+  let set_prototype = raw::get_property(env, object, c"setPrototypeOf")?;
+  raw::call(env, set_prototype, &[array, raw::null(env)])?;
+  let reference = raw::create_reference(env, array, 1)?;
+  TABLES.with(|tables| {
+    tables.borrow_mut().push(Table {
+      env,
+      array: reference,
+      free: Vec::new(),
+      len: 0,
+    })
+  });
+  Ok(array)
+}
+
+fn table_of(env: Env) -> Option<usize> {
+  TABLES.with(|tables| tables.borrow().iter().position(|t| t.env == env))
+}
+
+fn gone() -> Failure {
+  Failure::Coded(Error::new(
+    Code::Internal,
+    Kind::Plain,
+    "herdcache's value table is gone (its environment is being torn down)",
+  ))
 }
 
 impl Held {
+  /// `value`, held in a slot of `env`'s table.
+  ///
+  /// # Safety
+  ///
+  /// The module's contract, and `env`'s table was made ([`table`], at the
+  /// cache's install).
   pub unsafe fn from_js(env: Env, value: Value) -> RawResult<Held> {
-    Held::settled(env, value, None)
-  }
-
-  /// `value` held with `promise`, a promise already fulfilled with it (the
-  /// flight's), as its settled promise; without one, an object's is made
-  /// here.
-  pub unsafe fn settled(env: Env, value: Value, promise: Option<JsRef>) -> RawResult<Held> {
-    let held = Held {
-      env,
-      value: HeldValue::from_js(env, value)?,
-      // The flight's `JsRef` was made on this env: a cache lives on one.
-      resolved: Cell::new(promise.map_or(ptr::null_mut(), JsRef::into_raw)),
+    let index = table_of(env).ok_or_else(gone)?;
+    let taken = TABLES.with(|tables| {
+      let table = &mut tables.borrow_mut()[index];
+      let slot = match table.free.pop() {
+        Some(slot) => slot,
+        None if table.len <= SLOT_MASK => {
+          table.len += 1;
+          table.len - 1
+        }
+        None => return None,
+      };
+      Some((slot, table.array))
+    });
+    let Some((slot, array)) = taken else {
+      return Err(Failure::Coded(Error::new(
+        Code::Internal,
+        Kind::Range,
+        format!(
+          "herdcache holds at most {} values per thread",
+          SLOT_MASK as u64 + 1
+        ),
+      )));
     };
-    // Resolving a promise with an object reads its `then`, which can run
-    // user code (a getter on Object.prototype) that calls back into the
-    // cache. So an object's promise is made here, before the value is
-    // stored, and not on its first hit, while the engine is borrowed. It is
-    // also all that keeps the object.
-    if let (HeldValue::InPromise, true) = (&held.value, held.resolved.get().is_null()) {
-      let promise = raw::resolved(env, value);
-      held.resolved.set(raw::create_reference(env, promise, 1)?);
-    }
-    Ok(held)
+    let held = Held(((index as u32) << SLOT_BITS) | slot, PhantomData);
+    let stored = raw::reference_value(env, array)
+      .ok_or_else(gone)
+      .and_then(|array| {
+        raw::napi_try!(env, sys::napi_set_element(env, array, slot, value));
+        Ok(())
+      });
+    // On failure `held` drops here and gives its slot back.
+    stored.map(|()| held)
   }
 
-  /// Something that gives the value: a number, boolean, null or undefined
-  /// itself, an object or a string as its settled promise (the only
-  /// reference kept to it). Resolving a promise with either gives the value.
-  pub unsafe fn value_or_promise(&self, env: Env) -> Value {
-    match self.value {
-      HeldValue::InPromise => self.resolved(env),
-      _ => self.value.to_js(env),
-    }
-  }
-
-  /// A promise resolved with the value; the same one on every call. Made
-  /// on the first call for a primitive (which runs no user code), at
-  /// `from_js` for an object.
+  /// The value.
+  ///
+  /// # Safety
+  ///
+  /// The module's contract, and `env` is the env this was held on (a cache
+  /// lives on one).
   #[inline]
-  pub unsafe fn resolved(&self, env: Env) -> Value {
-    let cached = self.resolved.get();
-    if !cached.is_null() {
-      if let Some(promise) = raw::reference_value(env, cached) {
-        return promise;
-      }
+  pub unsafe fn value(&self, env: Env) -> Value {
+    let array = TABLES.with(|tables| tables.borrow().get(self.table()).map(|t| t.array));
+    let mut value = ptr::null_mut();
+    if let Some(array) = array.and_then(|array| raw::reference_value(env, array)) {
+      sys::napi_get_element(env, array, self.slot(), &mut value);
     }
-    let promise = raw::resolved(env, self.value.to_js(env));
-    if cached.is_null() {
-      if let Ok(reference) = raw::create_reference(env, promise, 1) {
-        self.resolved.set(reference);
-      }
+    if value.is_null() {
+      raw::undefined(env)
+    } else {
+      value
     }
-    promise
+  }
+
+  fn table(&self) -> usize {
+    (self.0 >> SLOT_BITS) as usize
+  }
+
+  fn slot(&self) -> u32 {
+    self.0 & SLOT_MASK
   }
 }
 
 impl Drop for Held {
   fn drop(&mut self) {
-    // SAFETY: both references were made by `raw::create_reference` on
-    // `self.env` (in `from_js` and `resolved`, the only places that set
-    // them) and are deleted here only, once. A `Held` is not `Send` (raw
-    // pointers), so this runs on the env's JS thread; it lives in an
-    // engine owned by an `Inner`, which is freed in a napi call or a napi
-    // finalizer while the env is alive, as `JsRef`'s `Drop` explains.
+    // At thread teardown the tables may be gone already: nothing to clear.
+    let found = TABLES.try_with(|tables| {
+      let tables = tables.borrow();
+      tables.get(self.table()).map(|t| (t.env, t.array))
+    });
+    let Ok(Some((env, array))) = found else {
+      return;
+    };
+    // SAFETY: a `Held` is made on its table's env (`from_js`) and is not
+    // `Send` (the table's raw pointers are reached through a thread-local
+    // of this thread), so this runs on that env's JS thread; its owners are
+    // freed in a napi call or a napi finalizer (as `JsRef`'s `Drop`
+    // explains), while the env and the table's reference are alive: at
+    // teardown Node runs the finalizers before it deletes the references.
+    // Writing `undefined` to an element of an array without a prototype
+    // runs no JS. Should the write fail (an env that can no longer run
+    // JS), the slot is reused all the same, and its next value replaces
+    // the old one.
     unsafe {
-      let promise = self.resolved.get();
-      if !promise.is_null() {
-        raw::delete_reference(self.env, promise);
+      if let Some(array) = raw::reference_value(env, array) {
+        sys::napi_set_element(env, array, self.slot(), raw::undefined(env));
       }
     }
-  }
-}
-
-impl HeldValue {
-  unsafe fn from_js(env: Env, value: Value) -> RawResult<HeldValue> {
-    Ok(match raw::type_of(env, value) {
-      sys::ValueType::napi_object | sys::ValueType::napi_function | sys::ValueType::napi_string => {
-        HeldValue::InPromise
+    let _ = TABLES.try_with(|tables| {
+      if let Some(table) = tables.borrow_mut().get_mut(self.table()) {
+        table.free.push(self.slot());
       }
-      sys::ValueType::napi_number => HeldValue::Number(raw::get_number(env, value)),
-      sys::ValueType::napi_boolean => HeldValue::Bool(raw::get_bool(env, value)),
-      sys::ValueType::napi_null => HeldValue::Null,
-      _ => HeldValue::Undefined,
-    })
-  }
-
-  unsafe fn to_js(&self, env: Env) -> Value {
-    match self {
-      // Never asked for: its promise is made with the `Held`.
-      HeldValue::InPromise => raw::undefined(env),
-      HeldValue::Number(n) => raw::number(env, *n),
-      HeldValue::Bool(b) => raw::boolean(env, *b),
-      HeldValue::Null => raw::null(env),
-      HeldValue::Undefined => raw::undefined(env),
-    }
+    });
   }
 }
 
@@ -143,8 +213,9 @@ mod tests {
   use super::*;
 
   #[test]
-  fn a_held_value_is_four_words() {
-    assert_eq!(std::mem::size_of::<HeldValue>(), 16);
-    assert_eq!(std::mem::size_of::<Held>(), 32);
+  fn a_held_value_is_its_slot_number() {
+    assert_eq!(std::mem::size_of::<Held>(), 4);
+    let held = std::mem::ManuallyDrop::new(Held((3 << SLOT_BITS) | 12, PhantomData));
+    assert_eq!((held.table(), held.slot()), (3, 12));
   }
 }

@@ -64,7 +64,8 @@ pub(crate) struct Inner {
   helpers: RefCell<Option<Helpers>>,
   /// Bytes shared with JS (an ArrayBuffer's memory): the outcome of the
   /// last `getOrLoad` (byte 0), whether the last `getOrLoadMany`'s promises
-  /// all are fulfilled (byte 1). Null until installed.
+  /// all are fulfilled (byte 1), whether the last `getOrLoad` answered with
+  /// the value itself rather than a promise (byte 2). Null until installed.
   outcome_slot: Cell<*mut u8>,
   outcome_buffer: RefCell<Option<JsRef>>,
   /// With a fleet: the flights whose first read goes out at the next flush.
@@ -166,6 +167,12 @@ impl Inner {
     self.set_slot(1, u8::from(fulfilled));
   }
 
+  /// Byte 2 of the outcome slot: the last `getOrLoad` answered with the
+  /// value from memory, which its JS wrapper makes a promise of.
+  fn set_answered_with_value(&self, is_value: bool) {
+    self.set_slot(2, u8::from(is_value));
+  }
+
   /// Bytes 4 to 16 of the outcome slot: whether, and while which epoch and
   /// until when, the JS wrapper may answer the last call's key again itself
   /// (`entry::Remember`).
@@ -198,7 +205,7 @@ impl Inner {
       // type enforces: the buffer must never be detached (transferred), or
       // this writes to freed memory. The JS wrapper keeps it in private
       // fields (`#fns`, `#outcome`) and never transfers it. `at` is one of
-      // the two bytes its callers above write, inside the first 8.
+      // the three bytes its callers above write, inside the first 4.
       unsafe { *slot.add(at) = byte };
     }
   }
@@ -498,8 +505,8 @@ unsafe fn undelivered_to_js(env: raw::Env, left: Vec<Undelivered>) -> raw::Value
 
 type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;
 
-/// The outcome slot's size: the outcome byte, `getOrLoadMany`'s byte, and
-/// from [`REMEMBER_EPOCH_AT`] a `u32` and an `f64` (`Inner::set_remember`).
+/// The outcome slot's size: the outcome byte, `getOrLoadMany`'s byte, the
+/// answered-with-the-value byte, and from [`REMEMBER_EPOCH_AT`] a `u32` and an `f64` (`Inner::set_remember`).
 const OUTCOME_BYTES: usize = 16;
 const REMEMBER_EPOCH_AT: usize = 4;
 const REMEMBER_UNTIL_AT: usize = 8;
@@ -566,6 +573,8 @@ impl NativeCache {
     let mut object = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));
     raw::set_property(env, object, c"outcomeBuffer", buffer)?;
+    // Where this env's values are kept, made with its first cache.
+    held::table(env)?;
     let epoch = self.inner.cache.borrow().local().clock().epoch().cell();
     let clock = crate::engine::clock::published_wall_clock();
     if let (Some(epoch), Some(clock)) = (

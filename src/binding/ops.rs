@@ -58,7 +58,7 @@ pub unsafe extern "C" fn get(env: Env, info: sys::napi_callback_info) -> Value {
     )?;
     let mut cache = inner.cache.borrow_mut();
     Ok(match cache.get(key, !options.refuse_stale) {
-      Some(held) => held.value_or_promise(env),
+      Some(held) => held.value(env),
       None => undefined,
     })
   })

@@ -541,19 +541,12 @@ impl JsRef {
   pub unsafe fn get(&self, env: Env) -> Option<Value> {
     reference_value(env, self.raw)
   }
-
-  /// The bare `napi_ref`, no longer deleted on drop: the caller now deletes
-  /// it, with [`delete_reference`] on the env it was made on (`Held` does).
-  pub fn into_raw(self) -> sys::napi_ref {
-    let raw = self.raw;
-    std::mem::forget(self);
-    raw
-  }
 }
 
 /// A bare `napi_ref` with `count` (1: strong, 0: weak), for holders that
-/// keep the env once for several references (`Held`): the caller deletes
-/// it with [`delete_reference`], once, on the env's JS thread.
+/// keep the env apart (`JsRef`) or never delete it (a value table's array,
+/// `held::table`, which its env deletes at teardown): a caller that does
+/// deletes it with [`delete_reference`], once, on the env's JS thread.
 ///
 /// # Safety
 ///

@@ -2,7 +2,7 @@
 //! from this process's memory may have changed since: an entry written,
 //! removed, evicted or altered, changes queued from the fleet, the clock's
 //! offset moved, the cache closed. The binding lets JavaScript read it, so
-//! a hit it remembered (a fresh entry's settled promise and deadline) is
+//! a hit it remembered (the promise of a fresh entry's value, its deadline) is
 //! answered again without a call into the addon while the epoch has not
 //! moved and the deadline has not passed: nothing else can make that hit
 //! answer differently.
