@@ -14,6 +14,7 @@ const {
   codes,
   OUTCOMES,
   OUTCOME,
+  GIVEN,
   NATIVE_OPTIONS,
   channels,
   CALL_OPTIONS: CALL_OPTION_NAMES,
@@ -38,6 +39,9 @@ const wallNow = Date.now
 
 /** The outcome byte of a fresh hit (`OUTCOMES`' index of 'hit'). */
 const HIT = OUTCOMES.indexOf('hit')
+/** How the addon's `getOrLoad` gave a value from memory (outcome byte 2): itself, or in its slot. */
+const GIVEN_VALUE = GIVEN.value
+const GIVEN_SLOT = GIVEN.slot
 
 /**
  * How many remembered hits read the addon's published clock and epoch with
@@ -258,6 +262,9 @@ class Cache {
   #decidedIn
   #until
   #remembering
+  /** The addon's value table (src/binding/held.rs), and the slot of the last value left there. */
+  #values
+  #givenSlot
 
   constructor(options = {}) {
     checkOptions(options)
@@ -309,6 +316,8 @@ class Cache {
     this.#outcome = new Uint8Array(fns.outcomeBuffer)
     this.#decidedIn = new Uint32Array(fns.outcomeBuffer, 4, 1)
     this.#until = new Float64Array(fns.outcomeBuffer, 8, 1)
+    this.#values = fns.values
+    this.#givenSlot = new Uint32Array(fns.outcomeBuffer, 16, 1)
     // Without external buffers (V8's sandbox) every call goes to the addon.
     this.#remembering = fns.epochBuffer !== undefined
     this.#epoch = this.#remembering ? new Uint32Array(fns.epochBuffer) : new Uint32Array(1)
@@ -335,11 +344,13 @@ class Cache {
         return hit.promise
       }
       // Otherwise one native call: the addon answers a join with the
-      // flight's promise, an answer from memory with the value itself
-      // (outcome byte 2), whose promise is made here (src/binding/held.rs).
+      // flight's promise, an answer from memory with the value (itself, or
+      // left in its slot: outcome byte 2), whose promise is made here.
       const answer = this.#load(key, loader)
-      if (this.#outcome[2] === 0) return answer
-      return this.#outcome[0] === HIT ? this.#remember(key, answer) : Promise.resolve(answer)
+      const given = this.#outcome[2]
+      if (given !== GIVEN_SLOT && given !== GIVEN_VALUE) return answer
+      const value = given === GIVEN_SLOT ? this.#values[this.#givenSlot[0]] : answer
+      return this.#outcome[0] === HIT ? this.#remember(key, value) : Promise.resolve(value)
     }
     const problem = callOptionsProblem(options)
     if (problem !== undefined) return Promise.reject(invalidOption(problem))
@@ -429,7 +440,9 @@ class Cache {
     )
     const outcome = OUTCOMES[this.#outcome[0]]
     // An answer from memory is the value: its promise is made here.
-    if (this.#outcome[2] === 1) promise = Promise.resolve(promise)
+    const given = this.#outcome[2]
+    if (given === GIVEN_SLOT) promise = Promise.resolve(this.#values[this.#givenSlot[0]])
+    else if (given === GIVEN_VALUE) promise = Promise.resolve(promise)
     if (status !== undefined && outcome !== undefined) status.outcome = outcome
     if (options.forceFresh === true && options.stale !== false && options.l1 !== false)
       promise = this.#staleIfError(key, promise, status)

@@ -88,3 +88,26 @@ test(
     assert.deepEqual([failing.outcome, failing.stale], ['stale', 'error'])
   },
 )
+
+test('a status object whose setter changes the cache gets the value the call decided on', T, async (t) => {
+  // The addon fills `status` after its decision: a setter there runs the
+  // application's code, which here deletes the key and lets another value
+  // take its slot of the value table (src/binding/held.rs).
+  const cache = h.track(t, new Cache())
+  await cache.getOrLoad('k', () => ({ v: 1 }))
+  let changed = false
+  const status = {}
+  Object.defineProperty(status, 'source', {
+    configurable: true,
+    get: () => 'memory',
+    set() {
+      if (changed) return
+      changed = true
+      cache.delete('k')
+      cache.set('other', { v: 'other' })
+    },
+  })
+  assert.deepEqual(await cache.getOrLoad('k', () => ({ v: 2 }), { status }), { v: 1 })
+  assert.equal(changed, true, 'the setter ran')
+  assert.deepEqual(await cache.get('other'), { v: 'other' })
+})

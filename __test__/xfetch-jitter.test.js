@@ -236,3 +236,35 @@ test('with real randomness, keys written together expire spread over ttl +/- 10 
   h.advance(cache, 130) // 1130
   assert.equal(await freshCount(), 0, 'all stale after 1.1 x ttl')
 })
+
+test(
+  'the hit that starts an early refresh answers the value it found, whatever the refresh does to the entry at once',
+  T,
+  async (t) => {
+    // The refresh's leader hands its promise to waitUntil while the hit is
+    // answered: there the application deletes the key, and a set of another
+    // key takes the slot of the value table the deleted value had
+    // (src/binding/held.rs). The hit must answer the value it decided on.
+    let emptied = false
+    const waitUntil = (refresh) => {
+      refresh.catch(() => {})
+      cache.delete('k')
+      cache.set('other', { v: 'other' })
+      emptied = true
+    }
+    const cache = h.track(t, new Cache({ ttl: 10000, hardTtl: 100000, jitter: 0, beta: 1, waitUntil }))
+    h.setRandom(cache, { xfetch: TINY })
+    assert.deepEqual(
+      await cache.getOrLoad(
+        'k',
+        h.slowLoader(20, () => ({ v: 1 })),
+      ),
+      { v: 1 },
+    )
+    h.advance(cache, 5000)
+    const answer = cache.getOrLoad('k', () => ({ v: 2 }))
+    assert.equal(emptied, true, 'waitUntil ran inside the call')
+    assert.deepEqual(await answer, { v: 1 })
+    assert.deepEqual(await cache.get('other'), { v: 'other' })
+  },
+)

@@ -47,8 +47,12 @@ function callNative(native, loader, o, keys) {
     throw error
   }
   const signal = o?.signal
-  // As getOrLoad's `signal`: this call stops waiting, the loads go on.
-  if (signal !== undefined) for (let i = 0; i < promises.length; i++) promises[i] = detach(promises[i], signal)
+  for (let i = 0; i < promises.length; i++) {
+    // A key answered from memory comes as its value.
+    const promise = Promise.resolve(promises[i])
+    // As getOrLoad's `signal`: this call stops waiting, the loads go on.
+    promises[i] = signal === undefined ? promise : detach(promise, signal)
+  }
   return promises
 }
 

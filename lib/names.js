@@ -46,6 +46,16 @@ const OUTCOMES = [undefined, ...declared.outcomes]
 /** Each name as itself, for the code that writes one: `byName(['hit']).hit === 'hit'`. */
 const byName = (names) => Object.freeze(Object.fromEntries(names.map((name) => [name, name])))
 
+/**
+ * How the addon's `getOrLoad` gave its answer, by the byte 2 of its outcome
+ * buffer (the addon's `names().given`): a promise, the value itself, or
+ * the value left in its slot of the addon's value table.
+ */
+const GIVEN = Object.freeze({
+  value: declared.given.indexOf('value'),
+  slot: declared.given.indexOf('slot'),
+})
+
 /** The outcome names, by name (the addon's `names().outcomes`). */
 const OUTCOME = byName(declared.outcomes)
 
@@ -140,6 +150,7 @@ module.exports = {
   codes,
   OUTCOMES,
   OUTCOME,
+  GIVEN,
   STATUS,
   NATIVE_OPTIONS,
   COUNTERS,

@@ -43,10 +43,11 @@ export interface Flight {
 export interface EntryPoints {
   /**
    * The hot path: one call answers a hit, a join (the flight's promise) or a
-   * stale read, or starts a flight (calling `lead`). An answer from memory
-   * (a hit, a "not found" marker, a stale value served at once) is the value
-   * itself, and `outcomeBuffer[2]` is 1: the caller makes its promise
-   * (`Promise.resolve`); else it is a promise, and `outcomeBuffer[2]` is 0.
+   * stale read, or starts a flight (calling `lead`). How it gives its answer is
+   * `names().given[outcomeBuffer[2]]`: 'promise', 'value' (an answer from memory, a hit, a "not found"
+   * marker or a stale value served at once, is returned as the value itself) or 'slot' (the call returns
+   * undefined and left that value in `values`, at the index bytes 16 to 20 of `outcomeBuffer` hold as a
+   * uint32: read it at once). The caller makes a value's promise (`Promise.resolve`).
    * The outcome is written to `outcomeBuffer[0]` (`names().outcomes[b - 1]`).
    * The call options come positionally (undefined: not given); `status` is
    * kept by a flight that another instance's value may answer.
@@ -69,8 +70,8 @@ export interface EntryPoints {
    * lib/many-native.js, untraced: `getOrLoad(key, loader, stale, ttl, hardTtl, negativeTtl, beta, undefined,
    * tags, undefined, l1Ttl)` for each of `keys` (at most `names().limits.manyKeys`), in order, in one call, the options read once.
    * Every key is read first: one that is no key is thrown (ERR_HERDCACHE_INVALID_KEY) before any is looked up.
-   * Returns `collect(...promises)` (lib/many-native.js passes `(...promises) => promises`), each key's promise (a
-   * key getOrLoad rejects: a rejected one). `outcomeBuffer[0]` ends as the last key's call leaves it;
+   * Returns `collect(...answers)` (lib/many-native.js passes `(...promises) => promises`), each key's promise (a
+   * key getOrLoad rejects: a rejected one) or its value from memory, of which the caller makes a promise. `outcomeBuffer[0]` ends as the last key's call leaves it;
    * `outcomeBuffer[1]` is 1 when no promise can reject (every key was answered from memory: fresh, negative or
    * stale), else 0.
    */
@@ -85,7 +86,7 @@ export interface EntryPoints {
     l1Ttl: unknown,
     tags: unknown,
     ...keys: unknown[]
-  ): Array<Promise<unknown>>
+  ): unknown[]
   /**
    * The loader's result: `value` (its normalised copy: lib/values.js `encode`), `body` its JSON text, or
    * with `format` (an `hc4` entry's format, src/core/body.rs) its bytes as a Buffer;
@@ -186,9 +187,9 @@ export interface EntryPoints {
   /** The counters and gauges in the Prometheus text format, `remembered` counted as for `stats`. */
   metrics(remembered?: number): string
   /**
-   * 16 bytes; byte 0 is the outcome of the last `getOrLoad` (0: none), byte 1 what the last `getOrLoadMany` says,
-   * byte 2 whether the last `getOrLoad` answered with the value itself; bytes 4 to 8 a uint32, the epoch that
-   * call was decided in; bytes 8 to 16 a float64: after a fresh hit, until when (`Date.now()` ms) index.js may answer that key again
+   * 24 bytes; byte 0 is the outcome of the last `getOrLoad` (0: none), byte 1 what the last `getOrLoadMany` says,
+   * byte 2 how the last `getOrLoad` gave its answer; bytes 4 to 8 a uint32, the epoch that call was decided in;
+   * bytes 16 to 20 a uint32, the slot of `values` it left its value in; bytes 8 to 16 a float64: after a fresh hit, until when (`Date.now()` ms) index.js may answer that key again
    * itself while `epochBuffer` does not move (0: it may not).
    */
   outcomeBuffer: ArrayBuffer
@@ -203,6 +204,12 @@ export interface EntryPoints {
    * (src/engine/clock.rs `published_wall_clock`); index.js only reads it. Present with `epochBuffer`.
    */
   clockBuffer?: ArrayBuffer
+  /**
+   * The addon's value table (src/binding/held.rs): where it keeps the values in memory, one array without a
+   * prototype for every cache of this thread's Node-API environment. Only the addon writes it; index.js reads
+   * the slot `getOrLoad` names, at once.
+   */
+  values: unknown[]
 }
 
 /**

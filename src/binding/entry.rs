@@ -21,7 +21,7 @@ use std::rc::Rc;
 enum Action {
   /// The value, an outcome, maybe a refresh to start, and whether JS may
   /// answer it again itself.
-  Serve(Value, Outcome, Option<Refresh>, Remember),
+  Serve(Given, Outcome, Option<Refresh>, Remember),
   Stale {
     /// The entry's value.
     value: Value,
@@ -33,24 +33,46 @@ enum Action {
   Lead,
 }
 
-/// How a call was answered: a promise, or (`is_value`) the value itself,
-/// from memory, which the caller makes a promise of (`getOrLoad`'s JS
-/// wrapper: it is cheaper there, and a hot key's is remembered).
-pub(super) struct Answer {
-  pub value: Value,
-  pub is_value: bool,
-  pub outcome: Outcome,
-  pub remember: Remember,
+/// What a call answers with. A value from memory is given as it is, and
+/// the caller makes its promise: `getOrLoad`'s JS wrapper does it cheaper
+/// than Node-API, and remembers a hot key's.
+#[derive(Clone, Copy)]
+enum Given {
+  /// A promise: the flight's, or a soft wait's.
+  Promise(Value),
+  /// The value.
+  Value(Value),
+  /// The value, in this slot of the value table (`held::table`), where the
+  /// JS wrapper reads it: cheaper than handing it over (an element read
+  /// through Node-API, ~60 ns). Only for a call that runs no JS between the
+  /// decision and its return, which could empty the slot (a refresh's
+  /// leader, a `status` object's setters), and whose caller reads it at
+  /// once (`getOrLoad`'s, with `slot_ok`).
+  Slot(u32),
 }
 
-impl Answer {
-  /// The answer as a promise: a value from memory is made one here.
-  unsafe fn promise(self, env: Env) -> Value {
-    match self.is_value {
-      true => raw::resolved(env, self.value),
-      false => self.value,
+/// `names().given`: byte 2 of the outcome slot is the index here of how
+/// the last `getOrLoad` gave its answer.
+pub(super) const GIVEN: [&str; 3] = ["promise", "value", "slot"];
+const GIVEN_PROMISE: u8 = 0;
+const GIVEN_VALUE: u8 = 1;
+pub(super) const GIVEN_SLOT: u8 = 2;
+
+impl Given {
+  /// The promise or the value: what a caller that reads no slot is given.
+  fn as_read(self) -> Value {
+    match self {
+      Given::Promise(value) | Given::Value(value) => value,
+      Given::Slot(_) => unreachable!("only a caller that reads the slot is given one"),
     }
   }
+}
+
+/// How a call was answered.
+struct Answer {
+  given: Given,
+  outcome: Outcome,
+  remember: Remember,
 }
 
 /// A fresh hit JS may answer again itself (index.js `#remember`): until
@@ -95,14 +117,24 @@ pub unsafe extern "C" fn get_or_load(env: Env, info: sys::napi_callback_info) ->
   // Without options, `status` is undefined: no need to look at it.
   let status = given.then_some(status);
   inner.set_outcome(0);
-  inner.set_answered_with_value(false);
-  match answer_key(env, inner, key_js, loader, options, tags, status) {
+  let answer = answer_key(env, inner, key_js, loader, options, tags, status);
+  // Written last: a loader this call ran may have made calls of its own.
+  inner.set_given(GIVEN_PROMISE);
+  match answer {
     Ok(answer) => {
-      // Written last: a loader this call ran may have made calls of its own.
       inner.set_outcome(answer.outcome as u8);
-      inner.set_answered_with_value(answer.is_value);
       inner.set_remember(answer.remember);
-      answer.value
+      match answer.given {
+        Given::Promise(promise) => promise,
+        Given::Value(value) => {
+          inner.set_given(GIVEN_VALUE);
+          value
+        }
+        Given::Slot(slot) => {
+          inner.set_given_slot(slot);
+          raw::undefined(env)
+        }
+      }
     }
     Err(failure) => raw::rejected(env, failure),
   }
@@ -120,9 +152,10 @@ const MANY_FIXED: usize = 9;
 /// in order, in one crossing (at most [`MANY_KEYS`]), the options read once.
 /// Every key is read first: one that is no key is thrown (its
 /// `ERR_HERDCACHE_INVALID_KEY`) before any is looked up. Answers
-/// `collect(...promises)`, their promises (a key getOrLoad would reject: a
-/// rejected one). The outcome slot ends as the last key's call leaves it;
-/// its byte 1 is 1 when no promise can reject (every key was answered from
+/// `collect(...answers)`: each key's promise (a key getOrLoad would reject:
+/// a rejected one), or its value from memory, of which the caller makes a
+/// promise (`Promise.resolve` leaves a promise as it is). The outcome slot ends as the last key's call leaves it;
+/// its byte 1 is 1 when no answer can reject (every key was answered from
 /// memory: a fresh, negative or stale value), else 0.
 ///
 /// The keys come as arguments, and the promises go as arguments (`collect`
@@ -181,7 +214,7 @@ pub unsafe extern "C" fn get_or_load_many(env: Env, info: sys::napi_callback_inf
     } else if !loader_ok {
       Err(not_a_loader())
     } else {
-      answer_read_key(env, inner, key, key_js, loader, options, tags, None)
+      answer_read_key(env, inner, key, key_js, loader, options, tags, None, false)
     };
     *promise = match answer {
       Ok(answer) => {
@@ -190,7 +223,7 @@ pub unsafe extern "C" fn get_or_load_many(env: Env, info: sys::napi_callback_inf
           answer.outcome,
           Outcome::Hit | Outcome::Stale | Outcome::Negative
         );
-        answer.promise(env)
+        answer.given.as_read()
       }
       Err(failure) => {
         fulfilled = false;
@@ -324,6 +357,8 @@ unsafe fn answer_key(
   if raw::type_of(env, loader) != sys::ValueType::napi_function {
     return Err(not_a_loader());
   }
+  // A `status` object is filled after the decision: its setters could run.
+  let slot_ok = status.is_none_or(|s| raw::type_of(env, s) != sys::ValueType::napi_object);
   answer_read_key(
     env,
     inner,
@@ -333,6 +368,7 @@ unsafe fn answer_key(
     options,
     tags,
     status,
+    slot_ok,
   )
 }
 
@@ -345,7 +381,8 @@ fn not_a_loader() -> Failure {
 }
 
 /// The rest of one key's `getOrLoad` call, once its key is read (`key`,
-/// encoded) and its loader known to be a function.
+/// encoded) and its loader known to be a function. `slot_ok`: the caller
+/// may be given a value in its slot ([`Given::Slot`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn answer_read_key(
@@ -357,6 +394,7 @@ unsafe fn answer_read_key(
   options: Options,
   tags: Value,
   status: Option<Value>,
+  slot_ok: bool,
 ) -> RawResult<Answer> {
   let Checked {
     refuse_stale,
@@ -366,7 +404,7 @@ unsafe fn answer_read_key(
     Options::Checked(checked) => checked,
     Options::Unread { values, given } => check_options(env, inner, values, given, tags)?,
   };
-  let action = decide(env, inner, key, refuse_stale, tiers);
+  let action = decide(env, inner, key, refuse_stale, tiers, slot_ok);
   // What a flight is started with; a hit starts none. A macro, not a
   // closure: the closure's captures were stored on every hit.
   macro_rules! call {
@@ -383,20 +421,18 @@ unsafe fn answer_read_key(
     };
   }
   let mut stale_reason = None;
-  let promise = |value, outcome| Answer {
-    value,
-    is_value: false,
+  let promise = |promise, outcome| Answer {
+    given: Given::Promise(promise),
     outcome,
     remember: Remember::default(),
   };
   let answer = match action {
-    Action::Serve(value, outcome, refresh, remember) => {
+    Action::Serve(given, outcome, refresh, remember) => {
       if let Some(refresh) = refresh {
         let _ = start_flight(env, inner, &call!(), Some(refresh));
       }
       Answer {
-        value,
-        is_value: true,
+        given,
         outcome,
         remember,
       }
@@ -424,7 +460,14 @@ unsafe fn answer_read_key(
 /// The engine's decision for `key`, with the JS values taken out while it
 /// was borrowed.
 #[inline(always)]
-unsafe fn decide(env: Env, inner: &Inner, key: &str, refuse_stale: bool, tiers: Tiers) -> Action {
+unsafe fn decide(
+  env: Env,
+  inner: &Inner,
+  key: &str,
+  refuse_stale: bool,
+  tiers: Tiers,
+  slot_ok: bool,
+) -> Action {
   let mut cache = inner.cache.borrow_mut();
   let (offset, epoch) = (
     cache.local().clock().offset(),
@@ -445,10 +488,18 @@ unsafe fn decide(env: Env, inner: &Inner, key: &str, refuse_stale: bool, tiers: 
         until: until.map_or(0.0, |until| (until as i64).saturating_sub(offset) as f64),
         epoch,
       };
-      Action::Serve(value.value(env), Outcome::Hit, refresh, remember)
+      // A refresh starts a leader, whose loader may empty the slot.
+      let given = match slot_ok && refresh.is_none() {
+        true => Given::Slot(value.slot()),
+        false => Given::Value(value.value(env)),
+      };
+      Action::Serve(given, Outcome::Hit, refresh, remember)
     }
     Decision::Negative { value } => Action::Serve(
-      value.value(env),
+      match slot_ok {
+        true => Given::Slot(value.slot()),
+        false => Given::Value(value.value(env)),
+      },
       Outcome::Negative,
       None,
       Remember::default(),
@@ -495,18 +546,17 @@ unsafe fn serve_stale(
     Some(_) => StaleReason::Refresh,
     None => StaleReason::Backoff,
   };
-  let (value, is_value) = match flight {
-    Some(flight) if !counted => (soft_wait(env, inner, flight, value, status)?, false),
+  let given = match flight {
+    Some(flight) if !counted => Given::Promise(soft_wait(env, inner, flight, value, status)?),
     _ => {
       if !counted {
         inner.cache.borrow_mut().local_mut().record_soft_wait(true);
       }
-      (value, true)
+      Given::Value(value)
     }
   };
   let answer = Answer {
-    value,
-    is_value,
+    given,
     outcome: Outcome::Stale,
     remember: Remember::default(),
   };
@@ -563,4 +613,18 @@ unsafe fn soft_wait(
     _ => raw::undefined(env),
   };
   raw::call(env, wait, &[ctx, flight, stale, status])
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn the_given_bytes_index_their_names() {
+    let named = |byte: u8| GIVEN[byte as usize];
+    assert_eq!(
+      [named(GIVEN_PROMISE), named(GIVEN_VALUE), named(GIVEN_SLOT)],
+      ["promise", "value", "slot"]
+    );
+  }
 }

@@ -170,7 +170,9 @@ impl Held {
     (self.0 >> SLOT_BITS) as usize
   }
 
-  fn slot(&self) -> u32 {
+  /// Its slot in its table's array.
+  #[inline]
+  pub fn slot(&self) -> u32 {
     self.0 & SLOT_MASK
   }
 }

@@ -64,8 +64,8 @@ pub(crate) struct Inner {
   helpers: RefCell<Option<Helpers>>,
   /// Bytes shared with JS (an ArrayBuffer's memory): the outcome of the
   /// last `getOrLoad` (byte 0), whether the last `getOrLoadMany`'s promises
-  /// all are fulfilled (byte 1), whether the last `getOrLoad` answered with
-  /// the value itself rather than a promise (byte 2). Null until installed.
+  /// all are fulfilled (byte 1), how the last `getOrLoad` gave its answer
+  /// (byte 2, and bytes 16 to 20: `set_given_slot`). Null until installed.
   outcome_slot: Cell<*mut u8>,
   outcome_buffer: RefCell<Option<JsRef>>,
   /// With a fleet: the flights whose first read goes out at the next flush.
@@ -167,10 +167,24 @@ impl Inner {
     self.set_slot(1, u8::from(fulfilled));
   }
 
-  /// Byte 2 of the outcome slot: the last `getOrLoad` answered with the
-  /// value from memory, which its JS wrapper makes a promise of.
-  fn set_answered_with_value(&self, is_value: bool) {
-    self.set_slot(2, u8::from(is_value));
+  /// Byte 2 of the outcome slot: how the last `getOrLoad` gave its answer
+  /// (`entry::GIVEN`).
+  fn set_given(&self, given: u8) {
+    self.set_slot(2, given);
+  }
+
+  /// The last `getOrLoad` left its value in slot `slot` of the value table
+  /// (bytes 16 to 20).
+  #[inline]
+  fn set_given_slot(&self, slot: u32) {
+    self.set_given(entry::GIVEN_SLOT);
+    let at = self.outcome_slot.get();
+    if !at.is_null() {
+      // SAFETY: as in `set_slot`: the buffer's data pointer, alive and
+      // undetached while `self` is; bytes 16..20 are inside its
+      // `OUTCOME_BYTES`. Written unaligned, as in `set_remember`.
+      unsafe { (at.add(GIVEN_SLOT_AT) as *mut u32).write_unaligned(slot) };
+    }
   }
 
   /// Bytes 4 to 16 of the outcome slot: whether, and while which epoch and
@@ -506,13 +520,16 @@ unsafe fn undelivered_to_js(env: raw::Env, left: Vec<Undelivered>) -> raw::Value
 type EntryPoint = unsafe extern "C" fn(raw::Env, napi::sys::napi_callback_info) -> raw::Value;
 
 /// The outcome slot's size: the outcome byte, `getOrLoadMany`'s byte, the
-/// answered-with-the-value byte, and from [`REMEMBER_EPOCH_AT`] a `u32` and an `f64` (`Inner::set_remember`).
-const OUTCOME_BYTES: usize = 16;
+/// byte saying how the answer was given, from [`REMEMBER_EPOCH_AT`] a `u32`
+/// and an `f64` (`Inner::set_remember`), and at [`GIVEN_SLOT_AT`] a `u32`
+/// (`Inner::set_given_slot`).
+const OUTCOME_BYTES: usize = 24;
 const REMEMBER_EPOCH_AT: usize = 4;
 const REMEMBER_UNTIL_AT: usize = 8;
+const GIVEN_SLOT_AT: usize = 16;
 
 /// The raw functions `install()` returns (with `outcomeBuffer`,
-/// `epochBuffer` and `clockBuffer`), by JS name.
+/// `epochBuffer`, `clockBuffer` and `values`), by JS name.
 /// `lib/native-contract.d.ts` describes each for the JS side, and
 /// `__test__/native-contract.test.js` checks that it lists these.
 const ENTRY_POINTS: [(&std::ffi::CStr, EntryPoint); 20] = [
@@ -573,8 +590,7 @@ impl NativeCache {
     let mut object = std::ptr::null_mut();
     raw::napi_try!(env, napi::sys::napi_create_object(env, &mut object));
     raw::set_property(env, object, c"outcomeBuffer", buffer)?;
-    // Where this env's values are kept, made with its first cache.
-    held::table(env)?;
+    raw::set_property(env, object, c"values", held::table(env)?)?;
     let epoch = self.inner.cache.borrow().local().clock().epoch().cell();
     let clock = crate::engine::clock::published_wall_clock();
     if let (Some(epoch), Some(clock)) = (

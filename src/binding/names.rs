@@ -3,7 +3,7 @@
 //! `__test__/names.test.js` (which checks the README and the `.d.ts` files
 //! against them). Called once, when the package is loaded.
 
-use super::entry::MANY_KEYS;
+use super::entry::{GIVEN, MANY_KEYS};
 use super::status::{Lock, Outcome, Source, StaleReason};
 use super::ENTRY_POINTS;
 use crate::core::error::Code;
@@ -47,8 +47,10 @@ pub struct Names {
   pub outcomes: Vec<String>,
   /// The `stats()` keys, in order: the counters, then the gauges.
   pub counters: Vec<CounterName>,
-  /// The functions `install()` returns, besides `outcomeBuffer`, `epochBuffer` and `clockBuffer`.
+  /// The functions `install()` returns, besides `outcomeBuffer`, `epochBuffer`, `clockBuffer` and `values`.
   pub entry_points: Vec<String>,
+  /// How `getOrLoad` gave its answer: byte 2 of the outcome buffer `b` is `given[b]`.
+  pub given: Vec<String>,
   /// The values of a caller's `status` fields besides `outcome`.
   pub status: StatusNames,
   /// The numbers the JS side checks against or answers with.
@@ -111,6 +113,7 @@ pub fn names() -> Names {
       .iter()
       .map(|(name, _)| name.to_string_lossy().into_owned())
       .collect(),
+    given: owned(&GIVEN),
     status: StatusNames {
       source: owned(Source::NAMES),
       lock: owned(Lock::NAMES),
