@@ -75,7 +75,7 @@ const PARTS = [
   ['type checks (`napi_typeof`: the key, the loader)', /napi_typeof|v8::Value::Is/],
   [
     'the store lookup: hashing the key, the LRU touch',
-    /MemoryStore<V>::(touch|sweep_if_due)|to_back|LinkedHashMap|hashbrown|foldhash|Hasher|memcmp/,
+    /MemoryStore<V>::(touch|sweep_if_due|find)|Slots<V>::|hashbrown|foldhash|Hasher|memcmp/,
   ],
   ['the clock', /clock_gettime|wall_clock|Clock::now/],
   [

@@ -490,7 +490,7 @@ function markdown(rows, info) {
     if (store !== undefined && slotHeap !== undefined) {
       L.push('')
       L.push(
-        `The native store costs ~${fmtBytes(store)} bytes per entry (key, entry and index: the number row's native memory), ` +
+        `The native store costs ~${fmtBytes(store)} bytes per entry (its slot in the slab: key, entry and LRU links; its index cell: the number row's native memory), ` +
           `and the value table's slot ~${fmtBytes(slotHeap)} bytes of V8 heap (the number row's heap: a small integer is no object)` +
           (objectHeap !== undefined && mapHeap !== undefined
             ? `. With an empty object, the V8 heap per entry is ~${fmtBytes(objectHeap)} bytes (the slot and the object), where a Map holding \`{}\` uses ~${fmtBytes(mapHeap)} (the object, the key string and its table slot).`

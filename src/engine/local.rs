@@ -329,17 +329,18 @@ impl<V, F> Engine<V, F> {
     };
     // Invalidated by a tag: a miss. The entry stays until the load's value
     // replaces it (its stamp is older), as an expired one does.
-    if !entry.tags.is_empty() && tag_invalidated(&self.tags, &entry.tags, entry.meta.stamp) {
+    let meta = entry.meta();
+    if !entry.tags().is_empty() && tag_invalidated(&self.tags, entry.tags(), meta.stamp) {
       return join_or_lead(metrics, flight);
     }
     // Past `l1Ttl` this copy is not used: on to Redis (or the loader). It
     // stays until the new value replaces it, as above.
-    if now >= entry.l1_until && past_l1_goes_on(&self.store_reachable) {
+    if now >= entry.l1_until() && past_l1_goes_on(&self.store_reachable) {
       return join_or_lead(metrics, flight);
     }
-    let may_refresh = flight.is_none() && policy::refresh_allowed(entry.retry_after, now);
-    match policy::classify(&entry.meta, now) {
-      Freshness::Fresh if entry.meta.negative => {
+    let may_refresh = flight.is_none() && policy::refresh_allowed(entry.retry_after(), now);
+    match policy::classify(&meta, now) {
+      Freshness::Fresh if meta.negative => {
         metrics.negative_hits += 1;
         metrics.l1_hits += u64::from(l1);
         Decision::Negative {
@@ -349,13 +350,12 @@ impl<V, F> Engine<V, F> {
       Freshness::Fresh => {
         metrics.hits += 1;
         metrics.l1_hits += u64::from(l1);
-        let early = may_refresh && policy::early_refresh_due(entry.refresh_at, now);
-        let until = (entry.tags.is_empty() && !early).then(|| {
-          entry
-            .meta
+        let early = may_refresh && policy::early_refresh_due(entry.refresh_at(), now);
+        let until = (entry.tags().is_empty() && !early).then(|| {
+          meta
             .fresh_until
-            .min(entry.refresh_at)
-            .min(entry.l1_until)
+            .min(entry.refresh_at())
+            .min(entry.l1_until())
         });
         Decision::Hit {
           value: &entry.value,
@@ -431,7 +431,11 @@ impl<V, F> Engine<V, F> {
   /// Drops `key` from memory if it still holds the value stamped `stamp`:
   /// the shared store kept a newer one.
   pub fn forget_if_stamp(&mut self, key: &str, stamp: u64) {
-    if self.store.peek(key).is_some_and(|e| e.meta.stamp == stamp) {
+    if self
+      .store
+      .peek(key)
+      .is_some_and(|e| e.meta().stamp == stamp)
+    {
       self.store.remove(key);
     }
   }
@@ -459,7 +463,7 @@ impl<V, F> Engine<V, F> {
       None => {}
     }
     let replaces = match refresh {
-      Some(Refresh::Early) => self.store.peek(key).map(|e| e.meta.stamp),
+      Some(Refresh::Early) => self.store.peek(key).map(|e| e.meta().stamp),
       _ => None,
     };
     let id = self
@@ -516,7 +520,7 @@ impl<V, F> Engine<V, F> {
     self.flights.for_key(key).is_none()
       && (!self.keeps_values()
         || self.store.peek(key).is_some_and(|e| {
-          policy::alive(&e.meta, now) && policy::refresh_allowed(e.retry_after, now)
+          policy::alive(&e.meta(), now) && policy::refresh_allowed(e.retry_after(), now)
         }))
   }
 
@@ -584,8 +588,8 @@ impl<V, F> Engine<V, F> {
     let mut entry = Entry::new(meta, value, refresh_at)
       .in_l1_for(l1_ttl, now)
       .weighing(self.weight(bytes));
-    entry.tags = tags;
-    entry.etag = etag;
+    entry.set_tags(tags);
+    entry.set_etag(etag);
     let reclaimed = self.store.insert(key, entry, now);
     self.count(reclaimed);
     served
@@ -623,8 +627,11 @@ impl<V, F> Engine<V, F> {
         }
         Invalidation::Superseded { key, stamp } => self.forget_if_stamp(&key, stamp),
         Invalidation::Restamped { key, from, to } => {
-          if let Some(e) = self.store.peek_mut(&key).filter(|e| e.meta.stamp == from) {
-            e.meta.stamp = to;
+          if let Some(e) = self.store.peek_mut(&key).filter(|e| e.meta().stamp == from) {
+            e.set_meta(Meta {
+              stamp: to,
+              ..e.meta()
+            });
           }
         }
       }
@@ -670,9 +677,9 @@ impl<V, F> Engine<V, F> {
     let key = flight.key.as_str();
     let (mut compute_ms, mut bytes) = (loaded.compute_ms, loaded.bytes);
     if let Some(kept) = loaded.kept {
-      if let Some(copy) = self.store.peek(key).filter(|e| e.meta.stamp == kept) {
-        compute_ms = copy.meta.compute_ms;
-        bytes = bytes.max(copy.bytes as usize);
+      if let Some(copy) = self.store.peek(key).filter(|e| e.meta().stamp == kept) {
+        compute_ms = copy.meta().compute_ms;
+        bytes = bytes.max(copy.bytes() as usize);
       }
     }
     // `l1: false`: memory is not written (the value goes to the fleet only).
@@ -688,7 +695,7 @@ impl<V, F> Engine<V, F> {
       return None;
     }
     if let Some(stored) = self.store.peek(key) {
-      if stored.meta.stamp > stamp {
+      if stored.meta().stamp > stamp {
         return None;
       }
     }
@@ -714,8 +721,8 @@ impl<V, F> Engine<V, F> {
       let mut entry = Entry::new(meta, loaded.value, refresh_at)
         .in_l1_for(policy.l1_ttl, now)
         .weighing(self.weight(bytes));
-      entry.tags = tags;
-      entry.etag = loaded.etag;
+      entry.set_tags(tags);
+      entry.set_etag(loaded.etag);
       let key = key.to_string();
       let reclaimed = self.store.insert(key, entry, now);
       self.count(reclaimed);
@@ -738,10 +745,11 @@ impl<V, F> Engine<V, F> {
   pub fn held(&self, key: &str) -> Option<(&V, Meta, &Etag)> {
     let now = self.now();
     let entry = self.store.peek(key)?;
+    let meta = entry.meta();
     let invalidated =
-      !entry.tags.is_empty() && tag_invalidated(&self.tags, &entry.tags, entry.meta.stamp);
-    let alive = policy::alive(&entry.meta, now) && !invalidated;
-    alive.then_some((&entry.value, entry.meta, &entry.etag))
+      !entry.tags().is_empty() && tag_invalidated(&self.tags, entry.tags(), meta.stamp);
+    let alive = policy::alive(&meta, now) && !invalidated;
+    alive.then_some((&entry.value, meta, entry.etag()))
   }
 
   /// With Redis, a flight's loader ran (it settled, with a value or an
@@ -767,11 +775,12 @@ impl<V, F> Engine<V, F> {
     let (now, cap, background) = (self.now(), self.config.refresh_backoff, flight.background);
     let u = self.draws.next(self.fixed_jitter_u);
     let entry = self.store.peek_mut(&flight.key)?;
-    entry.failures = entry.failures.saturating_add(1);
-    let ms = policy::refresh_backoff(entry.failures, cap, u);
-    entry.retry_after = now.saturating_add(ms);
+    let failures = entry.failures().saturating_add(1);
+    entry.set_failures(failures);
+    let ms = policy::refresh_backoff(failures, cap, u);
+    entry.set_retry_after(now.saturating_add(ms));
     (background && ms > 0).then_some(Backoff {
-      attempt: entry.failures,
+      attempt: failures,
       ms,
     })
   }
@@ -788,8 +797,8 @@ impl<V, F> Engine<V, F> {
   pub fn back_off(&mut self, key: &str, backoff: Backoff) {
     let until = self.now().saturating_add(backoff.ms);
     if let Some(entry) = self.store.peek_mut(key) {
-      entry.failures = entry.failures.max(backoff.attempt);
-      entry.retry_after = entry.retry_after.max(until);
+      entry.set_failures(entry.failures().max(backoff.attempt));
+      entry.set_retry_after(entry.retry_after().max(until));
     }
   }
 
@@ -834,7 +843,7 @@ impl<V, F> Engine<V, F> {
     let mut entry = Entry::new(meta, value, refresh_at)
       .in_l1_for(policy.l1_ttl, now)
       .weighing(self.weight(bytes));
-    entry.tags = tags;
+    entry.set_tags(tags);
     if self.keeps_values() && self.fits(bytes) {
       let reclaimed = self.store.insert(key.to_string(), entry, now);
       self.count(reclaimed);
@@ -844,7 +853,7 @@ impl<V, F> Engine<V, F> {
 
   /// The meta of `key`'s entry, as stored (no LRU touch, nothing counted).
   pub fn entry_meta(&self, key: &str) -> Option<Meta> {
-    self.store.peek(key).map(|e| e.meta)
+    self.store.peek(key).map(|e| e.meta())
   }
 
   /// Removes `key` and supersedes its flight; true if a live entry was there.
@@ -854,7 +863,7 @@ impl<V, F> Engine<V, F> {
     self
       .store
       .remove(key)
-      .is_some_and(|e| policy::alive(&e.meta, now))
+      .is_some_and(|e| policy::alive(&e.meta(), now))
   }
 
   /// `expire` at `at`: `key`'s entry is stale from then, kept until its hard
@@ -873,11 +882,11 @@ impl<V, F> Engine<V, F> {
     let Some(entry) = self.store.peek_mut(key) else {
       return false;
     };
-    let Some(meta) = entry.meta.expired_at(at) else {
+    let Some(meta) = entry.meta().expired_at(at) else {
       return false;
     };
-    entry.meta = meta;
-    entry.refresh_at = entry.refresh_at.min(at);
+    entry.set_meta(meta);
+    entry.set_refresh_at(entry.refresh_at().min(at));
     true
   }
 
@@ -911,7 +920,7 @@ impl<V, F> Engine<V, F> {
       (true, true) => self
         .store
         .peek(&flight.key)
-        .map(|e| e.tags.clone())
+        .map(|e| e.tags().clone())
         .unwrap_or_default(),
       _ => tags,
     };
@@ -937,10 +946,12 @@ impl<V, F> Engine<V, F> {
     let now = self.now();
     let (entry, reclaimed) = self.store.touch(key, now);
     let found = match entry {
-      Some(e) if e.meta.negative => None,
-      Some(e) if !e.tags.is_empty() && tag_invalidated(&self.tags, &e.tags, e.meta.stamp) => None,
-      Some(e) if now >= e.l1_until && past_l1_goes_on(&self.store_reachable) => None,
-      Some(e) => match policy::classify(&e.meta, now) {
+      Some(e) if e.meta().negative => None,
+      Some(e) if !e.tags().is_empty() && tag_invalidated(&self.tags, e.tags(), e.meta().stamp) => {
+        None
+      }
+      Some(e) if now >= e.l1_until() && past_l1_goes_on(&self.store_reachable) => None,
+      Some(e) => match policy::classify(&e.meta(), now) {
         Freshness::Fresh => Some(&e.value),
         Freshness::Stale if allow_stale => Some(&e.value),
         _ => None,
