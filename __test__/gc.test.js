@@ -94,6 +94,31 @@ test('a value leaves memory with its entry: evicted, replaced, deleted, expired 
   assert.equal(out.size, 0)
 })
 
+test('a string repeated across cached values is kept once', { timeout: 30000 }, () => {
+  // Each load makes its strings anew, as a database driver would; the
+  // copies keep one string per text (lib/json-copy.js, interned).
+  const out = runWithGc(`
+    const cache = new Cache({ maxEntries: 50_000 })
+    const fresh = (text) => text.split('').join('')
+    const zones = ['Europe/London', 'America/New_York', 'Asia/Singapore']
+    await collectGarbage()
+    const before = process.memoryUsage().heapUsed
+    for (let k = 0; k < 30_000; k++) {
+      await cache.getOrLoad('k' + k, () => ({
+        zone: fresh(zones[k % 3]),
+        company: fresh('alpha bravo ltd'),
+        title: fresh(k % 2 ? 'senior engineer' : 'staff analyst'),
+      }))
+    }
+    await collectGarbage()
+    const perEntry = (process.memoryUsage().heapUsed - before) / 30_000
+    console.log(JSON.stringify({ perEntry, size: cache.stats().size }))
+  `)
+  // The object and its slot take ~64 bytes; a copy of each string another ~96.
+  assert.equal(out.size, 30_000, 'every value still held')
+  assert.ok(out.perEntry < 110, `${out.perEntry} bytes an entry`)
+})
+
 test('a cached value keeps no more than its own text of the strings the loader returned', { timeout: 30000 }, () => {
   // A slice of a large text, and a rope of many pieces: the copy the
   // embedded store keeps (lib/json-copy.js) holds new flat strings, as a

@@ -19,6 +19,11 @@
 //   the copy must not keep the whole text a slice was cut from, nor a rope
 //   of a hundred pieces: they are copied together, in one JSON round trip
 //   of their list, into new flat strings, as `JSON.parse` makes them.
+// - A copied string of up to LONGEST_INTERNED characters is kept once for
+//   the copies made lately that have it (`interned`): values repeat
+//   such strings (a time zone, a company, a job title), and a JS string
+//   cannot be changed, so sharing one is not seen. bench/memory.js's flat
+//   record repeats three.
 //
 // For anything else (a class instance, a Map, a binary, a BigInt, a member
 // that is undefined, a function or a symbol, a symbol key, a `toJSON` of
@@ -35,6 +40,31 @@ const MAX_DEPTH = 64
 
 /** V8's shortest rope or slice (`ConsString::kMinLength`, `SlicedString::kMinLength`): a shorter string is flat. */
 const SHORTEST_SHARED = 13
+
+/** The longest copied string kept once for all the copies that have it. */
+const LONGEST_INTERNED = 64
+/**
+ * The copied strings of the copies made lately, by a hash of their text: a
+ * fixed table that a string replaces another in (no Map: the garbage of a
+ * Map emptied and grown again fragmented the old space by more than the
+ * strings it saved, bench/memory.js).
+ */
+const INTERNED_BITS = 12
+const interned = new Array(1 << INTERNED_BITS).fill('')
+
+/** The string kept for `text`: one made before with its text, else `text`, kept for the next. */
+function intern(text) {
+  const n = text.length
+  if (n > LONGEST_INTERNED) return text
+  // FNV-1a over its characters.
+  let hash = 0x811c9dc5
+  for (let i = 0; i < n; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193)
+  const at = (hash ^ (hash >>> 16)) & (interned.length - 1)
+  const known = interned[at]
+  if (known === text) return known
+  interned[at] = text
+  return text
+}
 
 /** At most this many bytes of JSON per string character (`\uXXXX`), per number, and per `true`/`null`. */
 const BYTES_PER_CHAR = 6
@@ -85,13 +115,13 @@ class Copying {
     this.strings.push(text)
   }
 
-  /** Puts a new flat copy of each long string where it goes. */
+  /** Puts a new flat copy of each long string where it goes (or the one kept for its text). */
   finish() {
     const { strings } = this
     if (strings.length === 0) return
     const copies = JSON.parse(JSON.stringify(strings))
     const { holders, names } = this
-    for (let i = 0; i < copies.length; i++) holders[i][names[i]] = copies[i]
+    for (let i = 0; i < copies.length; i++) holders[i][names[i]] = intern(copies[i])
   }
 }
 
