@@ -42,6 +42,8 @@ const HIT = OUTCOMES.indexOf('hit')
 /** How the addon's `getOrLoad` gave a value from memory (outcome byte 2): itself, or in its slot. */
 const GIVEN_VALUE = GIVEN.value
 const GIVEN_SLOT = GIVEN.slot
+/** `#valueGiven`'s answer for a promise (no value can be this symbol). */
+const NOT_GIVEN = Symbol('herdcache.notGiven')
 
 /**
  * How many remembered hits read the addon's published clock and epoch with
@@ -347,14 +349,25 @@ class Cache {
       // flight's promise, an answer from memory with the value (itself, or
       // left in its slot: outcome byte 2), whose promise is made here.
       const answer = this.#load(key, loader)
-      const given = this.#outcome[2]
-      if (given !== GIVEN_SLOT && given !== GIVEN_VALUE) return answer
-      const value = given === GIVEN_SLOT ? this.#values[this.#givenSlot[0]] : answer
+      const value = this.#valueGiven(answer)
+      if (value === NOT_GIVEN) return answer
       return this.#outcome[0] === HIT ? this.#remember(key, value) : Promise.resolve(value)
     }
     const problem = callOptionsProblem(options)
     if (problem !== undefined) return Promise.reject(invalidOption(problem))
     return this.#call(key, loader, options, options.status)
+  }
+
+  /**
+   * The value the addon's last `getOrLoad` answered `answer` with from
+   * memory (itself, or left in its slot of the value table: outcome byte 2),
+   * or NOT_GIVEN when `answer` is a promise. Read at once: the slot may be
+   * reused.
+   */
+  #valueGiven(answer) {
+    const given = this.#outcome[2]
+    if (given === GIVEN_SLOT) return this.#values[this.#givenSlot[0]]
+    return given === GIVEN_VALUE ? answer : NOT_GIVEN
   }
 
   /**
@@ -440,9 +453,8 @@ class Cache {
     )
     const outcome = OUTCOMES[this.#outcome[0]]
     // An answer from memory is the value: its promise is made here.
-    const given = this.#outcome[2]
-    if (given === GIVEN_SLOT) promise = Promise.resolve(this.#values[this.#givenSlot[0]])
-    else if (given === GIVEN_VALUE) promise = Promise.resolve(promise)
+    const value = this.#valueGiven(promise)
+    if (value !== NOT_GIVEN) promise = Promise.resolve(value)
     if (status !== undefined && outcome !== undefined) status.outcome = outcome
     if (options.forceFresh === true && options.stale !== false && options.l1 !== false)
       promise = this.#staleIfError(key, promise, status)

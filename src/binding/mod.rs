@@ -178,13 +178,7 @@ impl Inner {
   #[inline]
   fn set_given_slot(&self, slot: u32) {
     self.set_given(entry::GIVEN_SLOT);
-    let at = self.outcome_slot.get();
-    if !at.is_null() {
-      // SAFETY: as in `set_slot`: the buffer's data pointer, alive and
-      // undetached while `self` is; bytes 16..20 are inside its
-      // `OUTCOME_BYTES`. Written unaligned, as in `set_remember`.
-      unsafe { (at.add(GIVEN_SLOT_AT) as *mut u32).write_unaligned(slot) };
-    }
+    self.write_at(GIVEN_SLOT_AT, slot);
   }
 
   /// Bytes 4 to 16 of the outcome slot: whether, and while which epoch and
@@ -192,23 +186,22 @@ impl Inner {
   /// (`entry::Remember`).
   #[inline]
   fn set_remember(&self, remember: entry::Remember) {
-    let slot = self.outcome_slot.get();
-    if !slot.is_null() {
-      // SAFETY: as in `set_slot`: the buffer's data pointer, alive and
-      // undetached while `self` is; bytes 4..8 and 8..16 are inside its
-      // `OUTCOME_BYTES`. Written unaligned: V8 gives no alignment promise
-      // for the backing store.
-      unsafe {
-        (slot.add(REMEMBER_EPOCH_AT) as *mut u32).write_unaligned(remember.epoch);
-        (slot.add(REMEMBER_UNTIL_AT) as *mut f64).write_unaligned(remember.until);
-      }
-    }
+    self.write_at(REMEMBER_EPOCH_AT, remember.epoch);
+    self.write_at(REMEMBER_UNTIL_AT, remember.until);
   }
 
-  /// Writes byte `at` (< 8) of the outcome slot.
+  /// Writes byte `at` (< 4) of the outcome slot.
   #[inline]
   fn set_slot(&self, at: usize, byte: u8) {
     debug_assert!(at < REMEMBER_EPOCH_AT);
+    self.write_at(at, byte);
+  }
+
+  /// Writes `value` at byte `at` of the outcome slot (nothing before it is
+  /// installed).
+  #[inline]
+  fn write_at<T: Copy>(&self, at: usize, value: T) {
+    assert!(at + std::mem::size_of::<T>() <= OUTCOME_BYTES);
     let slot = self.outcome_slot.get();
     if !slot.is_null() {
       // SAFETY: a non-null slot is the data pointer napi_create_arraybuffer
@@ -218,9 +211,11 @@ impl Inner {
       // the JS thread touches it (`Inner` is behind an `Rc`). What no Rust
       // type enforces: the buffer must never be detached (transferred), or
       // this writes to freed memory. The JS wrapper keeps it in private
-      // fields (`#fns`, `#outcome`) and never transfers it. `at` is one of
-      // the three bytes its callers above write, inside the first 4.
-      unsafe { *slot.add(at) = byte };
+      // fields (`#fns`, `#outcome`) and never transfers it. The bytes
+      // written are inside the buffer (asserted above; the callers' offsets
+      // are constants, so the check folds away). Written unaligned: V8
+      // gives no alignment promise for the backing store.
+      unsafe { (slot.add(at) as *mut T).write_unaligned(value) };
     }
   }
 
